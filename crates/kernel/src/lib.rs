@@ -1,0 +1,1 @@
+//! airlock-kernel: placeholder until it lands.

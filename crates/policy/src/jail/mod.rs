@@ -1,0 +1,1 @@
+//! The Jail: confine a path to the workspace root. Placeholder until the jail lands.

@@ -1,0 +1,25 @@
+//! Pure decisions for airlock's execution chain: the Permission stage (work modes, permission
+//! modes, access profiles and user rules), the Jail (confining paths to the workspace) and the
+//! Bash Guard (parsing and judging shell scripts).
+//!
+//! Nothing here spawns a process or keeps global state: every decision is a function of its
+//! inputs, so it can be unit-tested and fuzzed in isolation. Every decision that is not an
+//! allow carries its [`Stage`], a stable rule id and one human sentence ([`Decision`]).
+//!
+//! ```
+//! use airlock_policy::{Decision, Stage, Verdict};
+//! let d = Decision::deny(Stage::Jail, "jail_escape", "`../x` resolves outside the workspace.");
+//! assert_eq!(d.decision, Verdict::Deny);
+//! assert_eq!(serde_json::to_value(&d).unwrap()["stage"], "jail");
+//! ```
+
+pub mod decision;
+pub mod guard;
+pub mod jail;
+pub mod modes;
+pub mod path;
+pub mod permission;
+pub mod rules;
+
+pub use decision::{Decision, Stage, Verdict};
+pub use path::{RelPath, RelPathError};

@@ -1,0 +1,1 @@
+//! WorkMode, PermissionMode and access profiles. Placeholder until they land.

@@ -1,0 +1,1 @@
+//! The Permission stage. Placeholder until it lands.

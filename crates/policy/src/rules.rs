@@ -1,0 +1,1 @@
+//! User rules from the user-level config. Placeholder until they land.

@@ -1,0 +1,1 @@
+//! airlock-sandbox: placeholder until it lands.

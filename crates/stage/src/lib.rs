@@ -1,0 +1,1 @@
+//! airlock-stage: placeholder until it lands.

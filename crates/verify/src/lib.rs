@@ -1,0 +1,1 @@
+//! airlock-verify: placeholder until it lands.
