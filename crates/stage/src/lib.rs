@@ -1,1 +1,18 @@
-//! airlock-stage: placeholder until it lands.
+//! The staging layer: nothing an agent does touches the real workspace until it is verified and
+//! applied.
+//!
+//! A session owns a changeset (path → write | delete | symlink | dir, each with the fingerprint
+//! of the base it was staged against), persisted under `.airlock/` so a crash loses no agent
+//! work. Read tools see workspace + changeset merged. `apply` takes only a
+//! [`VerifiedChangeset`] — a snapshot whose content hash carries a passing verdict — and writes
+//! it all-or-nothing under a durable journal; `recover` resolves interrupted applies and `undo`
+//! reverts the last one.
+
+pub mod blobs;
+pub mod model;
+
+pub use blobs::BlobStore;
+pub use model::{
+    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
+    VerifiedChangeset, fingerprint_path,
+};

@@ -1,0 +1,160 @@
+//! The kernel's public surface, shared by the CLI and the MCP server.
+
+use airlock_policy::Decision;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One tool as front ends list it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolSpec {
+    /// Tool name (`read_file`, `bash`, …).
+    pub name: String,
+    /// What it does and how it fits the stage → verify → fix → apply loop.
+    pub description: String,
+    /// JSON Schema (draft 2020-12) of its arguments.
+    #[serde(rename = "inputSchema")]
+    pub input_schema: serde_json::Value,
+    /// True when the tool never changes anything.
+    #[serde(rename = "readOnly")]
+    pub read_only: bool,
+}
+
+/// The result of one call, as `airlock call --json` prints it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CallOutcome {
+    /// True when the tool ran and succeeded.
+    pub ok: bool,
+    /// The tool's output (text or structured JSON); for a denial, the decision JSON.
+    pub output: serde_json::Value,
+    /// True when the output was cut (the output itself says how to get the rest).
+    pub truncated: bool,
+    /// Present when a stage of the chain denied the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial: Option<Decision>,
+    /// Exit code a CLI front end should use (CLI.md table).
+    #[serde(skip)]
+    pub exit_code: i32,
+}
+
+/// A cancellation flag shared between a front end and a running call. Cancelling kills a
+/// running sandbox; nothing is half-applied.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A fresh, un-cancelled flag.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+    /// Request cancellation.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst)
+    }
+    /// True once cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    /// The shared flag, for lower layers that poll it.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
+}
+
+/// A gated call awaiting the operator.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalRequest {
+    /// Tool name.
+    pub tool: String,
+    /// A short human summary of what would happen.
+    pub summary: String,
+    /// The decision that asked.
+    pub decision: Decision,
+}
+
+/// The operator's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    /// Run this call only.
+    Once,
+    /// Run this and identical later calls of this session (never persisted).
+    Session,
+    /// Refuse, with the reason to report.
+    Deny(String),
+}
+
+/// Something that can ask the operator (a TTY prompt, MCP elicitation).
+pub trait Approver: Send + Sync {
+    /// Ask about `req`. Must not block forever: no operator reachable means `Deny`.
+    fn approve(&self, req: &ApprovalRequest) -> Approval;
+}
+
+/// An approver for when no operator is reachable: denies every gated call.
+#[derive(Debug, Clone, Default)]
+pub struct DenyAll(pub String);
+
+impl Approver for DenyAll {
+    fn approve(&self, _req: &ApprovalRequest) -> Approval {
+        let why = if self.0.is_empty() {
+            "no operator is reachable to approve it"
+        } else {
+            &self.0
+        };
+        Approval::Deny(why.to_string())
+    }
+}
+
+/// Per-call context from the front end.
+pub struct CallContext<'a> {
+    /// Cancellation flag.
+    pub cancel: Cancel,
+    /// Who approves gated calls.
+    pub approver: &'a dyn Approver,
+}
+
+/// How a kernel is opened: the operator's choices, never the model's.
+#[derive(Debug, Clone)]
+pub struct KernelConfig {
+    /// Workspace root.
+    pub workspace: PathBuf,
+    /// Session name.
+    pub session: String,
+    /// `discuss`, `plan` or `build`.
+    pub mode: String,
+    /// `auto` or `ask`.
+    pub permission: String,
+    /// `readonly`, `plan`, `allowlist`, `allow-all`; `None` = the widest the mode allows.
+    pub profile: Option<String>,
+    /// Honour `.airlock/config.toml` in the workspace.
+    pub allow_local_config: bool,
+}
+
+/// The execution kernel. Implementation lands in this crate; the surface above is stable.
+pub struct Kernel {
+    #[allow(dead_code)]
+    config: KernelConfig,
+}
+
+impl Kernel {
+    /// Open a kernel on a workspace.
+    pub fn open(config: KernelConfig) -> Result<Kernel, String> {
+        Ok(Kernel { config })
+    }
+    /// Every tool with its schema.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+    /// Run one tool through the whole chain. `args` is the raw JSON text from the caller
+    /// (malformed JSON is a validation denial, not a crash).
+    pub fn call(&self, tool: &str, args: &str, ctx: &CallContext<'_>) -> CallOutcome {
+        let _ = (args, ctx);
+        CallOutcome {
+            ok: false,
+            output: serde_json::json!(format!("tool `{tool}` is not implemented yet")),
+            truncated: false,
+            denial: None,
+            exit_code: 1,
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The changeset model shared by staging, the sandbox harvest, verification and apply.
+//!
+//! Invariant: a [`VerifiedChangeset`] exists only for a snapshot whose content hash equals the
+//! hash named by a passing [`VerdictRecord`]; `apply` accepts nothing else.
+
+use airlock_policy::RelPath;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// A BLAKE3 content hash.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContentHash(pub [u8; 32]);
+
+impl ContentHash {
+    /// Hash of `bytes`.
+    pub fn of(bytes: &[u8]) -> ContentHash {
+        ContentHash(*blake3::hash(bytes).as_bytes())
+    }
+    /// Hash of everything `r` yields.
+    pub fn of_reader(mut r: impl io::Read) -> io::Result<ContentHash> {
+        let mut h = blake3::Hasher::new();
+        io::copy(&mut r, &mut h)?;
+        Ok(ContentHash(*h.finalize().as_bytes()))
+    }
+    /// Lowercase hex.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+    /// Parse lowercase or uppercase hex.
+    pub fn from_hex(s: &str) -> Option<ContentHash> {
+        let v = hex::decode(s).ok()?;
+        Some(ContentHash(v.try_into().ok()?))
+    }
+}
+
+impl fmt::Debug for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ContentHash({})", &self.to_hex()[..12])
+    }
+}
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+impl Serialize for ContentHash {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+impl<'de> Deserialize<'de> for ContentHash {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ContentHash::from_hex(&s).ok_or_else(|| serde::de::Error::custom("bad content hash"))
+    }
+}
+
+/// What a path looked like on disk: the base a change was staged against, or the state found
+/// at apply time. Compared for conflict detection. Symlinks are never followed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fingerprint {
+    /// Nothing at the path.
+    Absent,
+    /// A regular file: content hash and permission bits (`mode & 0o7777`).
+    File {
+        /// Content hash.
+        hash: ContentHash,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// A symbolic link and its target bytes (hex-free: stored as lossless bytes).
+    Symlink {
+        /// Link target, as raw bytes.
+        target: Vec<u8>,
+    },
+    /// A directory.
+    Dir,
+    /// Anything else (socket, fifo, device): never written over.
+    Other,
+}
+
+/// Fingerprint the entry at `abs` without following a final symlink.
+pub fn fingerprint_path(abs: &Path) -> io::Result<Fingerprint> {
+    let md = match std::fs::symlink_metadata(abs) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Fingerprint::Absent),
+        Err(e) if e.raw_os_error() == Some(libc_enotdir()) => return Ok(Fingerprint::Absent),
+        Err(e) => return Err(e),
+    };
+    let ft = md.file_type();
+    if ft.is_symlink() {
+        let t = std::fs::read_link(abs)?;
+        Ok(Fingerprint::Symlink {
+            target: t.as_os_str().as_bytes().to_vec(),
+        })
+    } else if ft.is_dir() {
+        Ok(Fingerprint::Dir)
+    } else if ft.is_file() {
+        let f = std::fs::File::open(abs)?;
+        Ok(Fingerprint::File {
+            hash: ContentHash::of_reader(f)?,
+            mode: md.permissions().mode() & 0o7777,
+        })
+    } else {
+        let _ = md.mode();
+        Ok(Fingerprint::Other)
+    }
+}
+
+fn libc_enotdir() -> i32 {
+    20 // ENOTDIR on Linux: a parent component is a file, so the path cannot exist.
+}
+
+/// One staged change to a path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Change {
+    /// Write a regular file with this content (in the blob store) and permission bits.
+    Write {
+        /// Content hash (the blob's name).
+        content: ContentHash,
+        /// Size in bytes.
+        size: u64,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// Remove the path (file, symlink or — recursively as staged — directory).
+    Delete,
+    /// Create a symbolic link.
+    Symlink {
+        /// Link target, as raw bytes.
+        target: Vec<u8>,
+    },
+    /// Create a directory.
+    Dir {
+        /// Permission bits.
+        mode: u32,
+    },
+}
+
+/// A staged change with the base it was staged against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StagedEntry {
+    /// Workspace-relative path.
+    pub path: RelPath,
+    /// What to do.
+    pub change: Change,
+    /// The on-disk state when first staged; apply requires the disk to still match it.
+    pub base: Fingerprint,
+    /// Ignored by the workspace's ignore rules (build outputs, node_modules): visible to later
+    /// commands of the session, never applied.
+    pub session_local: bool,
+    /// Why this entry is flagged (e.g. a symlink pointing outside the workspace); the jail
+    /// refuses flagged entries at apply.
+    pub flagged: Option<String>,
+}
+
+/// An immutable view of a session's changeset at one moment, with its content hash.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangesetSnapshot {
+    /// Session name.
+    pub session: String,
+    /// Entries sorted by path bytes.
+    pub entries: Vec<StagedEntry>,
+    /// Hash over the sorted entries (paths, changes, bases, flags).
+    pub hash: ContentHash,
+}
+
+impl ChangesetSnapshot {
+    /// Build a snapshot; sorts the entries and computes the hash.
+    pub fn new(session: impl Into<String>, mut entries: Vec<StagedEntry>) -> ChangesetSnapshot {
+        entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        let hash = Self::compute_hash(&entries);
+        ChangesetSnapshot {
+            session: session.into(),
+            entries,
+            hash,
+        }
+    }
+
+    /// The canonical hash of a sorted entry list. Paths are hashed as raw bytes with length
+    /// prefixes so no two different changesets share an encoding.
+    pub fn compute_hash(entries: &[StagedEntry]) -> ContentHash {
+        let mut h = blake3::Hasher::new();
+        h.update(b"airlock-changeset-v1\0");
+        for e in entries {
+            let p = e.path.as_bytes();
+            h.update(&(p.len() as u64).to_le_bytes());
+            h.update(p);
+            let rest = serde_json::to_vec(&(&e.change, &e.base, e.session_local, &e.flagged))
+                .unwrap_or_default();
+            h.update(&(rest.len() as u64).to_le_bytes());
+            h.update(&rest);
+        }
+        ContentHash(*h.finalize().as_bytes())
+    }
+
+    /// True when nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// A stored verification verdict, bound to the changeset hash it was computed for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictRecord {
+    /// The changeset hash the verdict is for.
+    pub changeset: ContentHash,
+    /// `passed`, `failed`, `no_tests`, `timeout` or `error`.
+    pub verdict: String,
+    /// The full verdict JSON (CLI.md), for display.
+    pub detail: serde_json::Value,
+}
+
+/// Why a snapshot could not be attested as verified.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotVerified {
+    /// No verdict has been recorded for the session.
+    #[error("the changeset has not been verified: run `airlock verify` first")]
+    NoVerdict,
+    /// The verdict is not `passed`.
+    #[error("the last verification did not pass (verdict: {0}); fix the failures and verify again")]
+    NotPassed(String),
+    /// The changeset changed after it was verified.
+    #[error(
+        "the changeset changed since it was verified (verified {verified}, now {current}); verify again"
+    )]
+    Stale {
+        /// Hash the verdict was for.
+        verified: String,
+        /// Current hash.
+        current: String,
+    },
+    /// Nothing is staged.
+    #[error("nothing is staged")]
+    Empty,
+}
+
+/// A changeset snapshot proven to carry a passing verdict for exactly its content hash.
+/// The only way to build one is [`VerifiedChangeset::attest`]; `apply` takes nothing else.
+#[derive(Debug, Clone)]
+pub struct VerifiedChangeset {
+    snapshot: ChangesetSnapshot,
+    verdict: VerdictRecord,
+}
+
+impl VerifiedChangeset {
+    /// Attest `snapshot` with `verdict`: succeeds only if the verdict passed and names the
+    /// snapshot's current hash.
+    pub fn attest(
+        snapshot: ChangesetSnapshot,
+        verdict: Option<&VerdictRecord>,
+    ) -> Result<VerifiedChangeset, NotVerified> {
+        if snapshot.is_empty() {
+            return Err(NotVerified::Empty);
+        }
+        let verdict = verdict.ok_or(NotVerified::NoVerdict)?;
+        if verdict.verdict != "passed" {
+            return Err(NotVerified::NotPassed(verdict.verdict.clone()));
+        }
+        if verdict.changeset != snapshot.hash {
+            return Err(NotVerified::Stale {
+                verified: verdict.changeset.to_hex(),
+                current: snapshot.hash.to_hex(),
+            });
+        }
+        Ok(VerifiedChangeset {
+            snapshot,
+            verdict: verdict.clone(),
+        })
+    }
+
+    /// The verified snapshot.
+    pub fn snapshot(&self) -> &ChangesetSnapshot {
+        &self.snapshot
+    }
+
+    /// The passing verdict.
+    pub fn verdict(&self) -> &VerdictRecord {
+        &self.verdict
+    }
+}
+
+/// A path for an entry below `root`.
+pub fn abs_path(root: &Path, rel: &RelPath) -> PathBuf {
+    root.join(rel.as_path())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(p: &str, bytes: &[u8]) -> StagedEntry {
+        StagedEntry {
+            path: RelPath::new(p).unwrap(),
+            change: Change::Write {
+                content: ContentHash::of(bytes),
+                size: bytes.len() as u64,
+                mode: 0o644,
+            },
+            base: Fingerprint::Absent,
+            session_local: false,
+            flagged: None,
+        }
+    }
+
+    #[test]
+    fn hash_is_order_independent_and_content_sensitive() {
+        let a = ChangesetSnapshot::new("s", vec![entry("a", b"1"), entry("b", b"2")]);
+        let b = ChangesetSnapshot::new("s", vec![entry("b", b"2"), entry("a", b"1")]);
+        let c = ChangesetSnapshot::new("s", vec![entry("a", b"1"), entry("b", b"3")]);
+        assert_eq!(a.hash, b.hash);
+        assert_ne!(a.hash, c.hash);
+    }
+
+    #[test]
+    fn attest_requires_passing_verdict_for_current_hash() {
+        let snap = ChangesetSnapshot::new("s", vec![entry("a", b"1")]);
+        let pass = VerdictRecord {
+            changeset: snap.hash,
+            verdict: "passed".into(),
+            detail: serde_json::Value::Null,
+        };
+        assert!(VerifiedChangeset::attest(snap.clone(), Some(&pass)).is_ok());
+        assert_eq!(
+            VerifiedChangeset::attest(snap.clone(), None).unwrap_err(),
+            NotVerified::NoVerdict
+        );
+        let fail = VerdictRecord {
+            verdict: "failed".into(),
+            ..pass.clone()
+        };
+        assert!(matches!(
+            VerifiedChangeset::attest(snap.clone(), Some(&fail)),
+            Err(NotVerified::NotPassed(_))
+        ));
+        let other = ChangesetSnapshot::new("s", vec![entry("a", b"2")]);
+        assert!(matches!(
+            VerifiedChangeset::attest(other, Some(&pass)),
+            Err(NotVerified::Stale { .. })
+        ));
+    }
+
+    #[test]
+    fn fingerprint_does_not_follow_symlinks() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f"), b"x").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("l")).unwrap();
+        assert!(matches!(
+            fingerprint_path(&d.path().join("f")).unwrap(),
+            Fingerprint::File { .. }
+        ));
+        assert_eq!(
+            fingerprint_path(&d.path().join("l")).unwrap(),
+            Fingerprint::Symlink {
+                target: b"/etc/passwd".to_vec()
+            }
+        );
+        assert_eq!(
+            fingerprint_path(&d.path().join("none")).unwrap(),
+            Fingerprint::Absent
+        );
+        assert_eq!(
+            fingerprint_path(&d.path().join("f/under-a-file")).unwrap(),
+            Fingerprint::Absent
+        );
+    }
+}
