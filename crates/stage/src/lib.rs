@@ -11,6 +11,19 @@
 pub mod blobs;
 pub mod model;
 
+// Changeset store, merged view, diff, patch and overlay layer.
+pub mod diff;
+pub mod layer;
+pub mod patch;
+pub mod store;
+pub mod view;
+
+// Journal, atomic apply, recovery and undo.
+pub mod apply;
+pub mod journal;
+pub mod recover;
+pub mod undo;
+
 pub use blobs::BlobStore;
 pub use model::{
     Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
