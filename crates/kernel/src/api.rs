@@ -141,6 +141,25 @@ impl Kernel {
     pub fn open(config: KernelConfig) -> Result<Kernel, String> {
         Ok(Kernel { config })
     }
+    /// Notices to show the operator (ignored local config, recovered journal records, …).
+    pub fn notices(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// The jail's verdict for one path (`airlock jail`).
+    pub fn jail_check(&self, path: &str, write: bool) -> Decision {
+        let _ = (path, write);
+        Decision::deny(
+            airlock_policy::Stage::Jail,
+            "not_implemented",
+            "The jail is not wired yet.",
+        )
+    }
+    /// The decision trail through every stage for a call, executing nothing:
+    /// `{"tool", "decision", "trail": [Decision…], "exit_code"}`.
+    pub fn explain(&self, tool: &str, args: &str) -> serde_json::Value {
+        let _ = args;
+        serde_json::json!({ "tool": tool, "decision": "deny", "trail": [], "exit_code": 1 })
+    }
     /// Every tool with its schema.
     pub fn tools(&self) -> Vec<ToolSpec> {
         Vec::new()
@@ -157,4 +176,26 @@ impl Kernel {
             exit_code: 1,
         }
     }
+}
+
+/// The bash guard's verdict for one command string, with the normalised command.
+pub fn guard_check(script: &str) -> GuardCheck {
+    let _ = script;
+    GuardCheck {
+        decision: Decision::deny(
+            airlock_policy::Stage::Guard,
+            "not_implemented",
+            "The guard is not wired yet.",
+        ),
+        normalized: String::new(),
+    }
+}
+
+/// A guard verdict as the CLI prints it.
+#[derive(Debug, Clone)]
+pub struct GuardCheck {
+    /// The decision.
+    pub decision: Decision,
+    /// The command after normalisation.
+    pub normalized: String,
 }

@@ -9,6 +9,6 @@
 pub mod api;
 
 pub use api::{
-    Approval, ApprovalRequest, Approver, CallContext, CallOutcome, Cancel, DenyAll, Kernel,
-    KernelConfig, ToolSpec,
+    Approval, ApprovalRequest, Approver, CallContext, CallOutcome, Cancel, DenyAll, GuardCheck,
+    Kernel, KernelConfig, ToolSpec, guard_check,
 };

@@ -1,0 +1,450 @@
+//! The `airlock` command line (contract: CLI.md). Every command is a thin layer over the
+//! kernel: tools run through the whole chain, denials print the decision JSON and exit 3.
+//!
+//! Exit codes: 0 success · 1 internal error · 2 usage · 3 denied · 4 not verified/not passed ·
+//! 5 conflict.
+
+use crate::approve::TtyApprover;
+use airlock_kernel::{CallContext, CallOutcome, Cancel, Kernel, KernelConfig};
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: internal error.
+pub const EXIT_INTERNAL: i32 = 1;
+/// Exit code: usage error.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code: denied by the chain.
+pub const EXIT_DENIED: i32 = 3;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "airlock",
+    version,
+    about = "A zero-trust execution kernel for AI coding agents: every tool call is decided, \
+             confined, staged and verified before anything touches the workspace."
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Global {
+    /// Workspace root (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Session name; each session has its own staged changes.
+    #[arg(long, global = true, default_value = "default")]
+    session: String,
+    /// Work mode: discuss (read-only), plan (plan artifacts only) or build.
+    #[arg(long, global = true, default_value = "discuss", value_parser = ["discuss", "plan", "build"])]
+    mode: String,
+    /// Permission mode: auto, or ask the operator for gated calls.
+    #[arg(long, global = true, default_value = "auto", value_parser = ["auto", "ask"])]
+    permission: String,
+    /// Access profile (default: the widest the mode allows, never unrestricted).
+    #[arg(long, global = true, value_parser = ["readonly", "plan", "allowlist", "allow-all"])]
+    profile: Option<String>,
+    /// Honour the workspace-local `.airlock/config.toml` (ignored by default).
+    #[arg(long, global = true)]
+    allow_local_config: bool,
+    /// Machine output (JSON) on stdout; logs always go to stderr.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Bash-guard verdict for one command string (`-` reads it from stdin).
+    Guard {
+        /// The command; `-` reads stdin.
+        command: Option<String>,
+        /// Read one JSON-encoded command string per line on stdin; print one decision per line.
+        #[arg(long)]
+        batch: bool,
+    },
+    /// Jail verdict per path, relative to the workspace.
+    Jail {
+        /// Check for writing (default: reading).
+        #[arg(long)]
+        write: bool,
+        /// Paths to check.
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// The decision trail through every stage, executing nothing.
+    Explain {
+        /// Tool name.
+        tool: String,
+        /// Arguments as JSON.
+        args: Option<String>,
+    },
+    /// Run one tool through the whole chain.
+    Call {
+        /// Tool name.
+        tool: String,
+        /// Arguments as JSON (default `{}`; `-` reads stdin).
+        args: Option<String>,
+    },
+    /// The tools with their JSON Schemas.
+    Tools,
+    /// Staged changes of the session (A/M/D per path).
+    Status,
+    /// Staged changes as a unified diff.
+    Diff {
+        /// Limit to these paths.
+        paths: Vec<String>,
+    },
+    /// Drop the session's staged changes.
+    Discard,
+    /// Run CMD in the sandbox over workspace + staged changes; what it writes is staged.
+    Exec {
+        /// Wall-clock limit in seconds (exit 124 when reached).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Command and arguments.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+    /// Run the tests in a fresh sandbox over workspace + staged changes.
+    Verify {
+        /// Wall-clock limit in seconds.
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Runner: auto or a runner name (node, vitest, jest, cargo, pytest, go).
+        #[arg(long, default_value = "auto")]
+        runner: String,
+        /// Also run on the unchanged workspace and mark pre-existing failures.
+        #[arg(long)]
+        baseline: bool,
+        /// Explicit test command.
+        #[arg(last = true)]
+        argv: Vec<String>,
+    },
+    /// Write the verified changeset to the workspace atomically.
+    Apply,
+    /// Revert the last apply.
+    Undo,
+    /// Journal records, newest last.
+    Journal,
+    /// Resolve interrupted applies.
+    Recover,
+    /// Serve every tool over MCP on stdio.
+    Mcp,
+    /// The built-in end-to-end example on a bundled sample project.
+    Demo,
+}
+
+/// Entry point; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    init_logging();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("airlock: {e}");
+            EXIT_INTERNAL
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+type CliResult = Result<i32, Box<dyn std::error::Error>>;
+
+fn run(cli: Cli) -> CliResult {
+    let g = cli.global.clone();
+    match cli.command {
+        Command::Guard { command, batch } => cmd_guard(&g, command, batch),
+        Command::Jail { write, paths } => cmd_jail(&g, write, &paths),
+        Command::Demo => crate::demo::run(g.json),
+        Command::Mcp => {
+            let kernel = Arc::new(open_kernel(&g)?);
+            crate::mcp::serve_stdio(kernel)?;
+            Ok(EXIT_OK)
+        }
+        Command::Tools => {
+            let kernel = open_kernel(&g)?;
+            let tools = kernel.tools();
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&tools)?);
+            } else {
+                for t in tools {
+                    let first = t.description.lines().next().unwrap_or("");
+                    println!("{:<12} {}", t.name, first);
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Explain { tool, args } => {
+            let kernel = open_kernel(&g)?;
+            let args = read_args(args)?;
+            let trail = kernel.explain(&tool, &args);
+            if g.json {
+                println!("{}", serde_json::to_string(&trail)?);
+            } else {
+                for step in trail["trail"].as_array().into_iter().flatten() {
+                    println!(
+                        "{:<11} {:<6} {:<24} {}",
+                        step["stage"].as_str().unwrap_or(""),
+                        step["decision"].as_str().unwrap_or(""),
+                        step["rule"].as_str().unwrap_or(""),
+                        step["reason"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            Ok(trail["exit_code"].as_i64().unwrap_or(0) as i32)
+        }
+        Command::Call { tool, args } => {
+            let kernel = open_kernel(&g)?;
+            let args = read_args(args)?;
+            Ok(call_and_print(&kernel, &g, &tool, &args))
+        }
+        Command::Status => tool_cmd(&g, "status", json!({})),
+        Command::Diff { paths } => tool_cmd(&g, "diff", json!({ "paths": paths })),
+        Command::Discard => tool_cmd(&g, "discard", json!({})),
+        Command::Exec { timeout, argv } => {
+            let mut args = json!({ "command": shell_join(&argv) });
+            if let Some(t) = timeout {
+                args["timeout_secs"] = json!(t);
+            }
+            tool_cmd(&g, "bash", args)
+        }
+        Command::Verify {
+            timeout,
+            runner,
+            baseline,
+            argv,
+        } => {
+            let mut args = json!({ "runner": runner, "baseline": baseline });
+            if let Some(t) = timeout {
+                args["timeout_secs"] = json!(t);
+            }
+            if !argv.is_empty() {
+                args["command"] = json!(argv);
+            }
+            tool_cmd(&g, "verify", args)
+        }
+        Command::Apply => tool_cmd(&g, "apply", json!({})),
+        Command::Undo => tool_cmd(&g, "undo", json!({})),
+        Command::Journal => tool_cmd(&g, "journal", json!({})),
+        Command::Recover => tool_cmd(&g, "recover", json!({})),
+    }
+}
+
+fn kernel_config(g: &Global) -> Result<KernelConfig, Box<dyn std::error::Error>> {
+    let workspace = match &g.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()?,
+    };
+    Ok(KernelConfig {
+        workspace,
+        session: g.session.clone(),
+        mode: g.mode.clone(),
+        permission: g.permission.clone(),
+        profile: g.profile.clone(),
+        allow_local_config: g.allow_local_config,
+    })
+}
+
+fn open_kernel(g: &Global) -> Result<Kernel, Box<dyn std::error::Error>> {
+    let kernel = Kernel::open(kernel_config(g)?)?;
+    for notice in kernel.notices() {
+        eprintln!("airlock: {notice}");
+    }
+    Ok(kernel)
+}
+
+fn read_args(args: Option<String>) -> Result<String, Box<dyn std::error::Error>> {
+    Ok(match args.as_deref() {
+        None => "{}".to_string(),
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s)?;
+            s
+        }
+        Some(a) => a.to_string(),
+    })
+}
+
+fn tool_cmd(g: &Global, tool: &str, args: Value) -> CliResult {
+    let kernel = open_kernel(g)?;
+    Ok(call_and_print(&kernel, g, tool, &args.to_string()))
+}
+
+/// Run a tool and print its outcome the CLI way; returns the exit code.
+fn call_and_print(kernel: &Kernel, g: &Global, tool: &str, args: &str) -> i32 {
+    let approver = TtyApprover::default();
+    let cancel = Cancel::new();
+    let ctx = CallContext {
+        cancel,
+        approver: &approver,
+    };
+    let outcome = kernel.call(tool, args, &ctx);
+    print_outcome(g, &outcome);
+    outcome.exit_code
+}
+
+fn print_outcome(g: &Global, outcome: &CallOutcome) {
+    let mut out = std::io::stdout().lock();
+    if let Some(denial) = &outcome.denial {
+        // A denial prints its decision JSON (stdout in --json, stderr otherwise).
+        if g.json {
+            let _ = writeln!(out, "{}", denial.to_json());
+        } else {
+            eprintln!("airlock: {denial}");
+        }
+        return;
+    }
+    if g.json {
+        let _ = writeln!(
+            out,
+            "{}",
+            json!({ "ok": outcome.ok, "output": outcome.output, "truncated": outcome.truncated })
+        );
+        return;
+    }
+    let text = match &outcome.output {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    };
+    if outcome.ok {
+        let _ = write!(out, "{text}");
+        if !text.is_empty() && !text.ends_with('\n') {
+            let _ = writeln!(out);
+        }
+    } else {
+        eprintln!("airlock: {}", text.trim_end());
+    }
+}
+
+fn cmd_guard(g: &Global, command: Option<String>, batch: bool) -> CliResult {
+    if batch {
+        let stdin = std::io::stdin();
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let mut any_denied = false;
+        for (n, line) in stdin.lock().lines().enumerate() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let cmd: String = match serde_json::from_str(&line) {
+                Ok(Value::String(s)) => s,
+                _ => {
+                    eprintln!("airlock: line {}: not a JSON-encoded string", n + 1);
+                    return Ok(EXIT_USAGE);
+                }
+            };
+            let report = airlock_kernel::guard_check(&cmd);
+            any_denied |= !report.decision.is_allow();
+            let mut v = report.decision.to_json();
+            v["normalized"] = json!(report.normalized);
+            v["cmd"] = json!(cmd);
+            writeln!(out, "{v}")?;
+        }
+        out.flush()?;
+        return Ok(if any_denied { EXIT_DENIED } else { EXIT_OK });
+    }
+    let cmd = match command.as_deref() {
+        None => {
+            eprintln!("airlock: guard needs a COMMAND (or `-` to read it from stdin, or --batch)");
+            return Ok(EXIT_USAGE);
+        }
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s)?;
+            s
+        }
+        Some(c) => c.to_string(),
+    };
+    let report = airlock_kernel::guard_check(&cmd);
+    if g.json {
+        let mut v = report.decision.to_json();
+        v["normalized"] = json!(report.normalized);
+        println!("{v}");
+    } else if report.decision.is_allow() {
+        println!("allow: {}", report.normalized);
+    } else {
+        println!("{}", report.decision);
+    }
+    Ok(if report.decision.is_allow() {
+        EXIT_OK
+    } else {
+        EXIT_DENIED
+    })
+}
+
+fn cmd_jail(g: &Global, write: bool, paths: &[String]) -> CliResult {
+    let kernel = open_kernel(g)?;
+    let mut all_ok = true;
+    for p in paths {
+        let decision = kernel.jail_check(p, write);
+        all_ok &= decision.is_allow();
+        if g.json {
+            let mut v = decision.to_json();
+            v["path"] = json!(p);
+            println!("{v}");
+        } else {
+            println!("{p}: {decision}");
+        }
+    }
+    Ok(if all_ok { EXIT_OK } else { EXIT_DENIED })
+}
+
+/// Quote argv into one shell command string the guard can parse back.
+pub fn shell_join(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quote(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_join_round_trips_through_quoting() {
+        let argv = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            "echo 'hi' > new.txt".to_string(),
+        ];
+        assert_eq!(shell_join(&argv), r#"sh -c 'echo '\''hi'\'' > new.txt'"#);
+        assert_eq!(shell_join(&["true".to_string()]), "true");
+        assert_eq!(shell_join(&["".to_string()]), "''");
+    }
+}
