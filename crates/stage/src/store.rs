@@ -1,1 +1,1217 @@
-//! Placeholder: lands with its implementation.
+//! The changeset store: one SQLite database per session under `<workspace>/.airlock/sessions/`,
+//! contents in the shared [`BlobStore`]. It never touches the working tree.
+//!
+//! Invariants kept on every write, each inside one `BEGIN IMMEDIATE` transaction (two processes
+//! on the same session serialize on SQLite's lock instead of failing):
+//! - the base fingerprint of a path is taken when it is first touched and kept afterwards;
+//! - a change that leaves a path as it was underneath (content and mode, link target, a directory
+//!   that exists) removes the entry rather than staging a no-op;
+//! - a file, symlink or delete at `p` drops the staged entries below `p`;
+//! - a `Delete` of a directory with entries staged below it means "the old contents are gone and
+//!   the entries below describe the new directory" (an overlay opaque directory).
+
+use crate::blobs::BlobStore;
+use crate::model::{
+    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
+    VerifiedChangeset,
+};
+use airlock_policy::RelPath;
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, MetadataExt};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::ffi::OsStr;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Schema version stored in `PRAGMA user_version`.
+const SCHEMA_VERSION: i64 = 1;
+/// How long a writer waits for another process holding the session's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest accepted session name.
+const MAX_SESSION_NAME: usize = 64;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS entries (
+    path BLOB PRIMARY KEY NOT NULL,
+    change TEXT NOT NULL,
+    base TEXT NOT NULL,
+    session_local INTEGER NOT NULL,
+    flagged TEXT
+) STRICT;
+CREATE TABLE IF NOT EXISTS verdict (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    changeset TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    detail TEXT NOT NULL
+) STRICT;
+";
+
+/// Why a staging operation failed. Every variant names the path or file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// The session name is not usable as a file name.
+    #[error(
+        "the session name `{0}` is invalid: use 1 to 64 letters, digits, `_`, `-` or `.`, not starting with `.` or `-`"
+    )]
+    InvalidSession(String),
+    /// A filesystem operation failed.
+    #[error("could not {action} `{path}`: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path involved.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The database file cannot be opened as a changeset.
+    #[error(
+        "the changeset database `{path}` is unreadable or corrupt ({detail}); move it aside to start a new changeset"
+    )]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A database operation failed.
+    #[error("the changeset database `{path}` failed: {source}")]
+    Db {
+        /// The database file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The path is absent from the workspace and the changeset.
+    #[error("`{0}` does not exist in the workspace or the changeset")]
+    NotFound(String),
+    /// The path is a directory where a file was expected.
+    #[error("`{0}` is a directory")]
+    IsADirectory(String),
+    /// The path exists and is not a directory.
+    #[error("`{0}` already exists and is not a directory")]
+    AlreadyExists(String),
+    /// An ancestor of the path is a file, a symlink or something else that is not a directory.
+    #[error("cannot stage `{path}`: `{parent}` is not a directory")]
+    ParentNotDir {
+        /// The path being staged.
+        path: String,
+        /// The ancestor in the way.
+        parent: String,
+    },
+    /// A directory deleted in this changeset cannot be recreated empty.
+    #[error(
+        "cannot recreate the directory `{0}` deleted in this changeset; stage files below it instead"
+    )]
+    RecreateDeletedDir(String),
+    /// A staged write names content the blob store does not hold.
+    #[error("cannot stage `{path}`: its content {hash} is missing from the blob store")]
+    MissingBlob {
+        /// The path being staged.
+        path: String,
+        /// The missing content hash.
+        hash: String,
+    },
+    /// A stored entry cannot be decoded.
+    #[error("the staged entry for `{path}` cannot be decoded ({detail})")]
+    BadEntry {
+        /// The entry's path.
+        path: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The changeset has no passing verdict for its current hash.
+    #[error(transparent)]
+    NotVerified(#[from] NotVerified),
+    /// The changeset changed between the apply and the clean-up after it.
+    #[error(
+        "the changeset changed after it was applied (applied {applied}, now {current}); its entries were kept"
+    )]
+    ChangedSinceApply {
+        /// The applied snapshot's hash.
+        applied: String,
+        /// The current hash.
+        current: String,
+    },
+}
+
+impl StageError {
+    pub(crate) fn io(action: &'static str, path: &RelPath, source: io::Error) -> StageError {
+        StageError::Io {
+            action,
+            path: path.display(),
+            source,
+        }
+    }
+}
+
+/// One staging operation, for [`Store::stage_batch`].
+#[derive(Debug, Clone)]
+pub enum StageOp {
+    /// Write a file; `mode: None` keeps the staged or base mode, or uses `0o644`.
+    Write {
+        /// The path.
+        path: RelPath,
+        /// The new content.
+        content: Vec<u8>,
+        /// Permission bits.
+        mode: Option<u32>,
+    },
+    /// Delete a file, symlink or directory (strict: the path must exist in the merged view).
+    Delete {
+        /// The path.
+        path: RelPath,
+    },
+    /// Create a symbolic link.
+    Symlink {
+        /// The path.
+        path: RelPath,
+        /// Link target bytes.
+        target: Vec<u8>,
+        /// Why the link is flagged, if it is.
+        flagged: Option<String>,
+    },
+    /// Create a directory.
+    Dir {
+        /// The path.
+        path: RelPath,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// Move a file or symlink (delete `from`, write `to` with the same content and mode).
+    Move {
+        /// Source.
+        from: RelPath,
+        /// Destination.
+        to: RelPath,
+    },
+    /// The general form used by the sandbox harvest: any change, lenient about what is there.
+    /// A `Change::Write` must name content already in the blob store.
+    Entry {
+        /// The path.
+        path: RelPath,
+        /// The change.
+        change: Change,
+        /// Ignored by the workspace's ignore rules.
+        session_local: bool,
+        /// Why the entry is flagged, if it is.
+        flagged: Option<String>,
+    },
+}
+
+/// A session's changeset. `Send + Sync`; one per (workspace, session).
+#[derive(Debug)]
+pub struct Store {
+    workspace: PathBuf,
+    session: String,
+    db_path: PathBuf,
+    ws: Dir,
+    blobs: BlobStore,
+    conn: Mutex<Connection>,
+}
+
+impl Store {
+    /// Open (creating if needed) the changeset of `session` in `workspace`. Creates `.airlock/`
+    /// with a `.gitignore` of `*` so the state directory never shows up in the project.
+    pub fn open(workspace: &Path, session: &str) -> Result<Store, StageError> {
+        validate_session(session)?;
+        let state = workspace.join(".airlock");
+        let io_err = |action, p: &Path, source| StageError::Io {
+            action,
+            path: p.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(state.join("sessions")).map_err(|e| io_err("create", &state, e))?;
+        let gi = state.join(".gitignore");
+        if !gi.exists() {
+            std::fs::write(&gi, b"*\n").map_err(|e| io_err("write", &gi, e))?;
+        }
+        let blobs = BlobStore::open(state.join("blobs"))
+            .map_err(|e| io_err("create", &state.join("blobs"), e))?;
+        let ws = Dir::open_ambient_dir(workspace, ambient_authority())
+            .map_err(|e| io_err("open", workspace, e))?;
+        let db_path = state.join("sessions").join(format!("{session}.db"));
+        let conn = open_db(&db_path)?;
+        Ok(Store {
+            workspace: workspace.to_path_buf(),
+            session: session.to_string(),
+            db_path,
+            ws,
+            blobs,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The workspace root.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The session name.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The blob store holding staged contents.
+    pub fn blobs(&self) -> &BlobStore {
+        &self.blobs
+    }
+
+    /// The database file of this session.
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// A capability handle on the workspace root (no access outside it).
+    pub fn workspace_dir(&self) -> &Dir {
+        &self.ws
+    }
+
+    /// Stage a file write.
+    pub fn stage_write(
+        &self,
+        path: &RelPath,
+        content: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), StageError> {
+        self.stage_batch([StageOp::Write {
+            path: path.clone(),
+            content: content.to_vec(),
+            mode,
+        }])
+        .map(drop)
+    }
+
+    /// Stage a delete. Deleting a path that exists only in the changeset removes its entry.
+    pub fn stage_delete(&self, path: &RelPath) -> Result<(), StageError> {
+        self.stage_batch([StageOp::Delete { path: path.clone() }])
+            .map(drop)
+    }
+
+    /// Stage a symbolic link.
+    pub fn stage_symlink(
+        &self,
+        path: &RelPath,
+        target: &[u8],
+        flagged: Option<String>,
+    ) -> Result<(), StageError> {
+        self.stage_batch([StageOp::Symlink {
+            path: path.clone(),
+            target: target.to_vec(),
+            flagged,
+        }])
+        .map(drop)
+    }
+
+    /// Stage a directory.
+    pub fn stage_dir(&self, path: &RelPath, mode: u32) -> Result<(), StageError> {
+        self.stage_batch([StageOp::Dir {
+            path: path.clone(),
+            mode,
+        }])
+        .map(drop)
+    }
+
+    /// Stage a move of a file or symlink: delete `from`, write `to` with its content and mode.
+    pub fn stage_move(&self, from: &RelPath, to: &RelPath) -> Result<(), StageError> {
+        self.stage_batch([StageOp::Move {
+            from: from.clone(),
+            to: to.clone(),
+        }])
+        .map(drop)
+    }
+
+    /// Stage any change (the sandbox harvest's form). A `Change::Write` must name content
+    /// already in the blob store.
+    pub fn stage_entry(
+        &self,
+        path: &RelPath,
+        change: Change,
+        session_local: bool,
+        flagged: Option<String>,
+    ) -> Result<(), StageError> {
+        self.stage_batch([StageOp::Entry {
+            path: path.clone(),
+            change,
+            session_local,
+            flagged,
+        }])
+        .map(drop)
+    }
+
+    /// Apply many operations in one transaction: all of them or none. Returns how many ran.
+    pub fn stage_batch(&self, ops: impl IntoIterator<Item = StageOp>) -> Result<usize, StageError> {
+        let ops: Vec<StageOp> = ops.into_iter().collect();
+        // Contents go to the blob store first (immutable, content-addressed): a rolled-back
+        // transaction leaves at most an unreferenced blob.
+        let mut hashes = Vec::with_capacity(ops.len());
+        for op in &ops {
+            hashes.push(match op {
+                StageOp::Write { path, content, .. } => Some(
+                    self.blobs
+                        .put(content)
+                        .map_err(|e| StageError::io("store the content of", path, e))?,
+                ),
+                _ => None,
+            });
+        }
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db(e))?;
+        let n = ops.len();
+        {
+            let cx = Ctx {
+                conn: &tx,
+                ws: &self.ws,
+                blobs: &self.blobs,
+                db_path: &self.db_path,
+            };
+            for (op, hash) in ops.into_iter().zip(hashes) {
+                cx.run(op, hash)?;
+            }
+        }
+        tx.commit().map_err(|e| self.db(e))?;
+        Ok(n)
+    }
+
+    /// The staged entry at `path`, if any.
+    pub fn get(&self, path: &RelPath) -> Result<Option<StagedEntry>, StageError> {
+        let conn = self.lock();
+        self.ctx(&conn).entry(path)
+    }
+
+    /// An immutable snapshot of the changeset with its content hash.
+    pub fn snapshot(&self) -> Result<ChangesetSnapshot, StageError> {
+        let conn = self.lock();
+        let entries = self.ctx(&conn).all_entries()?;
+        Ok(ChangesetSnapshot::new(self.session.clone(), entries))
+    }
+
+    /// Drop every staged entry and the verdict. Returns how many entries were dropped.
+    pub fn discard(&self) -> Result<usize, StageError> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db(e))?;
+        let n = tx
+            .execute("DELETE FROM entries", [])
+            .map_err(|e| self.db(e))?;
+        tx.execute("DELETE FROM verdict", [])
+            .map_err(|e| self.db(e))?;
+        tx.commit().map_err(|e| self.db(e))?;
+        Ok(n)
+    }
+
+    /// Record the verdict of a verification run (replacing the previous one).
+    pub fn record_verdict(&self, v: &VerdictRecord) -> Result<(), StageError> {
+        let detail = serde_json::to_string(&v.detail).map_err(|e| StageError::BadEntry {
+            path: "verdict".into(),
+            detail: e.to_string(),
+        })?;
+        let conn = self.lock();
+        conn.execute(
+            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail) VALUES (1, ?1, ?2, ?3)",
+            params![v.changeset.to_hex(), v.verdict, detail],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    /// The last recorded verdict, if any.
+    pub fn last_verdict(&self) -> Result<Option<VerdictRecord>, StageError> {
+        let conn = self.lock();
+        let row = conn
+            .query_row(
+                "SELECT changeset, verdict, detail FROM verdict WHERE id = 1",
+                [],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.db(e))?;
+        let Some((hash, verdict, detail)) = row else {
+            return Ok(None);
+        };
+        let bad = |detail: String| StageError::BadEntry {
+            path: "verdict".into(),
+            detail,
+        };
+        Ok(Some(VerdictRecord {
+            changeset: ContentHash::from_hex(&hash)
+                .ok_or_else(|| bad(format!("bad hash `{hash}`")))?,
+            verdict,
+            detail: serde_json::from_str(&detail).map_err(|e| bad(e.to_string()))?,
+        }))
+    }
+
+    /// The current snapshot, attested by the last verdict: only a passing verdict for exactly
+    /// the current hash yields one.
+    pub fn verified(&self) -> Result<VerifiedChangeset, StageError> {
+        let snapshot = self.snapshot()?;
+        let verdict = self.last_verdict()?;
+        Ok(VerifiedChangeset::attest(snapshot, verdict.as_ref())?)
+    }
+
+    /// After a successful apply of the snapshot with `snapshot_hash`: drop the applied
+    /// (non-session-local) entries and the verdict. Refuses when the changeset changed since.
+    pub fn clear_applied(&self, snapshot_hash: &ContentHash) -> Result<(), StageError> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db(e))?;
+        {
+            let cx = self.ctx(&tx);
+            let current = ChangesetSnapshot::compute_hash(&cx.all_entries()?);
+            if current != *snapshot_hash {
+                return Err(StageError::ChangedSinceApply {
+                    applied: snapshot_hash.to_hex(),
+                    current: current.to_hex(),
+                });
+            }
+        }
+        tx.execute("DELETE FROM entries WHERE session_local = 0", [])
+            .map_err(|e| self.db(e))?;
+        tx.execute("DELETE FROM verdict", [])
+            .map_err(|e| self.db(e))?;
+        tx.commit().map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves the connection usable (SQLite rolls back an
+        // unfinished transaction when it is dropped), so a poisoned lock is safe to take.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn ctx<'a>(&'a self, conn: &'a Connection) -> Ctx<'a> {
+        Ctx {
+            conn,
+            ws: &self.ws,
+            blobs: &self.blobs,
+            db_path: &self.db_path,
+        }
+    }
+
+    fn db(&self, source: rusqlite::Error) -> StageError {
+        db_error(&self.db_path, source)
+    }
+}
+
+fn db_error(path: &Path, source: rusqlite::Error) -> StageError {
+    use rusqlite::ffi::ErrorCode;
+    match source.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StageError::Corrupt {
+            path: path.to_path_buf(),
+            detail: source.to_string(),
+        },
+        _ => StageError::Db {
+            path: path.to_path_buf(),
+            source,
+        },
+    }
+}
+
+fn validate_session(name: &str) -> Result<(), StageError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_SESSION_NAME
+        && !name.starts_with(['.', '-'])
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StageError::InvalidSession(name.to_string()))
+    }
+}
+
+fn open_db(path: &Path) -> Result<Connection, StageError> {
+    let err = |e| db_error(path, e);
+    let conn = Connection::open(path).map_err(err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    // journal_mode answers with a row; WAL survives in the file once set.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StageError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("journal mode is `{mode}`, not WAL"),
+        });
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        .map_err(err)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(err)?;
+    if version > SCHEMA_VERSION {
+        return Err(StageError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "schema version {version} is newer than this airlock ({SCHEMA_VERSION})"
+            ),
+        });
+    }
+    if version < SCHEMA_VERSION {
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        ))
+        .map_err(err)?;
+    }
+    // Check the shape: a foreign SQLite file with an `entries` table of another layout is not ours.
+    conn.prepare("SELECT path, change, base, session_local, flagged FROM entries LIMIT 0")
+        .map_err(|e| StageError::Corrupt {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    Ok(conn)
+}
+
+/// What lies at a path in the merged view (workspace + changeset), without following a final
+/// symlink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Node {
+    Absent,
+    File { src: FileSrc, size: u64, mode: u32 },
+    Dir,
+    Symlink(Vec<u8>),
+    Other,
+}
+
+/// Where a merged file's bytes live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileSrc {
+    Blob(ContentHash),
+    Disk,
+}
+
+/// The store's working context: a connection (or transaction), the workspace handle and blobs.
+pub(crate) struct Ctx<'a> {
+    pub(crate) conn: &'a Connection,
+    pub(crate) ws: &'a Dir,
+    pub(crate) blobs: &'a BlobStore,
+    db_path: &'a Path,
+}
+
+/// The exclusive upper bound of the paths strictly below `p` (`p/` .. `p0`, as `0` follows `/`).
+fn below_bounds(p: &RelPath) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = p.as_bytes().to_vec();
+    lo.push(b'/');
+    let mut hi = p.as_bytes().to_vec();
+    hi.push(b'/' + 1);
+    (lo, hi)
+}
+
+/// The proper ancestors of `p`, top-down.
+pub(crate) fn ancestors(p: &RelPath) -> Vec<RelPath> {
+    let mut out = Vec::new();
+    let mut cur = p.parent();
+    while let Some(q) = cur {
+        cur = q.parent();
+        out.push(q);
+    }
+    out.reverse();
+    out
+}
+
+impl<'a> Ctx<'a> {
+    fn db(&self, e: rusqlite::Error) -> StageError {
+        db_error(self.db_path, e)
+    }
+
+    fn decode(
+        &self,
+        path: Vec<u8>,
+        change: String,
+        base: String,
+        local: i64,
+        flagged: Option<String>,
+    ) -> Result<StagedEntry, StageError> {
+        let display = airlock_policy::path::escape_bytes(&path);
+        let bad = |detail: String| StageError::BadEntry {
+            path: display.clone(),
+            detail,
+        };
+        let path = RelPath::new(OsStr::from_bytes(&path)).map_err(|e| bad(e.to_string()))?;
+        Ok(StagedEntry {
+            path,
+            change: serde_json::from_str(&change).map_err(|e| bad(e.to_string()))?,
+            base: serde_json::from_str(&base).map_err(|e| bad(e.to_string()))?,
+            session_local: local != 0,
+            flagged,
+        })
+    }
+
+    fn query_entries(
+        &self,
+        sql: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<StagedEntry>, StageError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.db(e))?;
+        let rows = stmt
+            .query_map(args, |r| {
+                Ok((
+                    r.get::<_, Vec<u8>>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                ))
+            })
+            .map_err(|e| self.db(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (p, c, b, l, f) = row.map_err(|e| self.db(e))?;
+            out.push(self.decode(p, c, b, l, f)?);
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn entry(&self, p: &RelPath) -> Result<Option<StagedEntry>, StageError> {
+        Ok(self
+            .query_entries(
+                "SELECT path, change, base, session_local, flagged FROM entries WHERE path = ?1",
+                [p.as_bytes()],
+            )?
+            .pop())
+    }
+
+    pub(crate) fn all_entries(&self) -> Result<Vec<StagedEntry>, StageError> {
+        self.query_entries(
+            "SELECT path, change, base, session_local, flagged FROM entries ORDER BY path",
+            [],
+        )
+    }
+
+    /// Entries strictly below `p` (all entries when `p` is `None`), sorted by path bytes.
+    pub(crate) fn entries_below(
+        &self,
+        p: Option<&RelPath>,
+    ) -> Result<Vec<StagedEntry>, StageError> {
+        match p {
+            None => self.all_entries(),
+            Some(p) => {
+                let (lo, hi) = below_bounds(p);
+                self.query_entries(
+                    "SELECT path, change, base, session_local, flagged FROM entries \
+                     WHERE path >= ?1 AND path < ?2 ORDER BY path",
+                    params![lo, hi],
+                )
+            }
+        }
+    }
+
+    pub(crate) fn has_below(&self, p: &RelPath) -> Result<bool, StageError> {
+        let (lo, hi) = below_bounds(p);
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM entries WHERE path >= ?1 AND path < ?2)")
+            .map_err(|e| self.db(e))?;
+        stmt.query_row(params![lo, hi], |r| r.get::<_, bool>(0))
+            .map_err(|e| self.db(e))
+    }
+
+    fn drop_below(&self, p: &RelPath) -> Result<usize, StageError> {
+        let (lo, hi) = below_bounds(p);
+        let mut stmt = self
+            .conn
+            .prepare_cached("DELETE FROM entries WHERE path >= ?1 AND path < ?2")
+            .map_err(|e| self.db(e))?;
+        stmt.execute(params![lo, hi]).map_err(|e| self.db(e))
+    }
+
+    fn remove(&self, p: &RelPath) -> Result<(), StageError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("DELETE FROM entries WHERE path = ?1")
+            .map_err(|e| self.db(e))?;
+        stmt.execute([p.as_bytes()]).map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    fn put(&self, e: &StagedEntry) -> Result<(), StageError> {
+        let enc = |v: Result<String, serde_json::Error>| {
+            v.map_err(|err| StageError::BadEntry {
+                path: e.path.display(),
+                detail: err.to_string(),
+            })
+        };
+        let change = enc(serde_json::to_string(&e.change))?;
+        let base = enc(serde_json::to_string(&e.base))?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO entries (path, change, base, session_local, flagged) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(|err| self.db(err))?;
+        stmt.execute(params![
+            e.path.as_bytes(),
+            change,
+            base,
+            e.session_local as i64,
+            e.flagged
+        ])
+        .map_err(|err| self.db(err))?;
+        Ok(())
+    }
+
+    /// The on-disk node at `p` (no symlink followed at `p`; ancestors are assumed checked).
+    pub(crate) fn disk_node(&self, p: &RelPath) -> Result<Node, StageError> {
+        let md = match self.ws.symlink_metadata(p.as_path()) {
+            Ok(m) => m,
+            Err(e) if is_absent(&e) => return Ok(Node::Absent),
+            Err(e) => return Err(StageError::io("inspect", p, e)),
+        };
+        let ft = md.file_type();
+        Ok(if ft.is_dir() {
+            Node::Dir
+        } else if ft.is_symlink() {
+            let t = self
+                .ws
+                .read_link_contents(p.as_path())
+                .map_err(|e| StageError::io("read the link", p, e))?;
+            Node::Symlink(t.as_os_str().as_bytes().to_vec())
+        } else if ft.is_file() {
+            Node::File {
+                src: FileSrc::Disk,
+                size: md.len(),
+                mode: md.mode() & 0o7777,
+            }
+        } else {
+            Node::Other
+        })
+    }
+
+    /// Read a disk file at `p` (which the caller found to be a regular file).
+    pub(crate) fn read_disk(&self, p: &RelPath) -> Result<Vec<u8>, StageError> {
+        let mut f = self
+            .ws
+            .open(p.as_path())
+            .map_err(|e| StageError::io("read", p, e))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)
+            .map_err(|e| StageError::io("read", p, e))?;
+        Ok(buf)
+    }
+
+    /// The base fingerprint of `p` on disk. A regular file's content is also kept in the blob
+    /// store so diffs can show the base even after the disk changes.
+    fn base_fingerprint(&self, p: &RelPath) -> Result<Fingerprint, StageError> {
+        Ok(match self.disk_node(p)? {
+            Node::Absent => Fingerprint::Absent,
+            Node::Dir => Fingerprint::Dir,
+            Node::Symlink(target) => Fingerprint::Symlink { target },
+            Node::Other => Fingerprint::Other,
+            Node::File { mode, .. } => {
+                let bytes = self.read_disk(p)?;
+                let hash = self
+                    .blobs
+                    .put(&bytes)
+                    .map_err(|e| StageError::io("keep the base of", p, e))?;
+                Fingerprint::File { hash, mode }
+            }
+        })
+    }
+
+    /// One step of a merged walk: the node at `q` whose parent is a merged directory, and
+    /// whether the disk below `q` is hidden. `covered` says whether the disk at `q` is hidden.
+    pub(crate) fn step(&self, q: &RelPath, covered: bool) -> Result<(Node, bool), StageError> {
+        match self.entry(q)? {
+            Some(e) => Ok(match e.change {
+                Change::Write {
+                    content,
+                    size,
+                    mode,
+                } => (
+                    Node::File {
+                        src: FileSrc::Blob(content),
+                        size,
+                        mode,
+                    },
+                    true,
+                ),
+                Change::Symlink { target } => (Node::Symlink(target), true),
+                Change::Dir { .. } => (Node::Dir, covered || e.base != Fingerprint::Dir),
+                Change::Delete => {
+                    if self.has_below(q)? {
+                        (Node::Dir, true)
+                    } else {
+                        (Node::Absent, true)
+                    }
+                }
+            }),
+            None if covered => Ok(if self.has_below(q)? {
+                (Node::Dir, true)
+            } else {
+                (Node::Absent, true)
+            }),
+            None => match self.disk_node(q)? {
+                Node::Absent if self.has_below(q)? => Ok((Node::Dir, true)),
+                n => Ok((n, false)),
+            },
+        }
+    }
+
+    /// The merged node at `p` without following symlinks anywhere: a path below a file or a
+    /// symlink is absent.
+    pub(crate) fn lstat(&self, p: &RelPath) -> Result<(Node, bool), StageError> {
+        let mut covered = false;
+        for q in ancestors(p) {
+            let (n, c) = self.step(&q, covered)?;
+            if n != Node::Dir {
+                return Ok((Node::Absent, true));
+            }
+            covered = c;
+        }
+        self.step(p, covered)
+    }
+
+    /// Check that every ancestor of `p` is (or will implicitly be) a directory; returns whether
+    /// the disk at `p` is hidden by a staged ancestor or an absent one.
+    fn check_parents(&self, p: &RelPath) -> Result<bool, StageError> {
+        let mut covered = false;
+        for q in ancestors(p) {
+            let (n, c) = self.step(&q, covered)?;
+            match n {
+                Node::Dir => covered = c,
+                // Missing directories are created implicitly.
+                Node::Absent => covered = true,
+                _ => {
+                    return Err(StageError::ParentNotDir {
+                        path: p.display(),
+                        parent: q.display(),
+                    });
+                }
+            }
+        }
+        Ok(covered)
+    }
+
+    fn run(&self, op: StageOp, hash: Option<ContentHash>) -> Result<(), StageError> {
+        match op {
+            StageOp::Write {
+                path,
+                content,
+                mode,
+            } => {
+                let Some(hash) = hash else {
+                    return Err(StageError::MissingBlob {
+                        path: path.display(),
+                        hash: String::new(),
+                    });
+                };
+                self.write(&path, hash, content.len() as u64, mode, true)
+            }
+            StageOp::Delete { path } => self.change(&path, Change::Delete, false, None, true),
+            StageOp::Symlink {
+                path,
+                target,
+                flagged,
+            } => self.change(&path, Change::Symlink { target }, false, flagged, true),
+            StageOp::Dir { path, mode } => {
+                self.change(&path, Change::Dir { mode }, false, None, true)
+            }
+            StageOp::Move { from, to } => self.move_path(&from, &to),
+            StageOp::Entry {
+                path,
+                change,
+                session_local,
+                flagged,
+            } => {
+                if let Change::Write { content, .. } = &change
+                    && !self.blobs.contains(content)
+                {
+                    return Err(StageError::MissingBlob {
+                        path: path.display(),
+                        hash: content.to_hex(),
+                    });
+                }
+                self.change(&path, change, session_local, flagged, false)
+            }
+        }
+    }
+
+    fn write(
+        &self,
+        path: &RelPath,
+        content: ContentHash,
+        size: u64,
+        mode: Option<u32>,
+        strict: bool,
+    ) -> Result<(), StageError> {
+        let mode = match mode {
+            Some(m) => m & 0o7777,
+            None => match self.entry(path)? {
+                Some(StagedEntry {
+                    change: Change::Write { mode, .. },
+                    ..
+                }) => mode,
+                _ => match self.lstat(path)?.0 {
+                    Node::File { mode, .. } => mode,
+                    _ => 0o644,
+                },
+            },
+        };
+        self.change(
+            path,
+            Change::Write {
+                content,
+                size,
+                mode,
+            },
+            false,
+            None,
+            strict,
+        )
+    }
+
+    /// The core rule set shared by every operation (see the module docs).
+    fn change(
+        &self,
+        path: &RelPath,
+        change: Change,
+        session_local: bool,
+        flagged: Option<String>,
+        strict: bool,
+    ) -> Result<(), StageError> {
+        let covered = self.check_parents(path)?;
+        let existing = self.entry(path)?;
+        let (current, _) = self.step(path, covered)?;
+        if strict {
+            match (&change, &current) {
+                (Change::Write { .. } | Change::Symlink { .. }, Node::Dir) => {
+                    return Err(StageError::IsADirectory(path.display()));
+                }
+                (Change::Delete, Node::Absent) => {
+                    return Err(StageError::NotFound(path.display()));
+                }
+                (Change::Dir { .. }, Node::File { .. } | Node::Symlink(_) | Node::Other) => {
+                    return Err(StageError::AlreadyExists(path.display()));
+                }
+                _ => {}
+            }
+        }
+        if matches!(change, Change::Dir { .. })
+            && matches!(
+                existing,
+                Some(StagedEntry {
+                    change: Change::Delete,
+                    base: Fingerprint::Dir,
+                    ..
+                })
+            )
+        {
+            if current == Node::Dir {
+                // Already an (opaque) directory through the entries below it.
+                return Ok(());
+            }
+            return Err(StageError::RecreateDeletedDir(path.display()));
+        }
+        if !matches!(change, Change::Dir { .. }) {
+            self.drop_below(path)?;
+        }
+        let base = match &existing {
+            Some(e) => e.base.clone(),
+            None => self.base_fingerprint(path)?,
+        };
+        // What the merged view shows at `path` with no entry there.
+        let underneath = if covered {
+            Fingerprint::Absent
+        } else {
+            base.clone()
+        };
+        let unchanged = match (&change, &underneath) {
+            (Change::Write { content, mode, .. }, Fingerprint::File { hash, mode: m }) => {
+                content == hash && mode == m
+            }
+            (Change::Symlink { target }, Fingerprint::Symlink { target: t }) => target == t,
+            (Change::Dir { .. }, Fingerprint::Dir) => true,
+            (Change::Dir { .. }, Fingerprint::Absent) => covered && self.has_below(path)?,
+            (Change::Delete, Fingerprint::Absent) => true,
+            _ => false,
+        };
+        if unchanged {
+            return self.remove(path);
+        }
+        self.put(&StagedEntry {
+            path: path.clone(),
+            change,
+            base,
+            session_local,
+            flagged,
+        })
+    }
+
+    fn move_path(&self, from: &RelPath, to: &RelPath) -> Result<(), StageError> {
+        if from == to {
+            return match self.lstat(from)?.0 {
+                Node::Absent => Err(StageError::NotFound(from.display())),
+                _ => Ok(()),
+            };
+        }
+        let entry = self.entry(from)?;
+        let flagged = entry.as_ref().and_then(|e| e.flagged.clone());
+        let session_local = entry.as_ref().is_some_and(|e| e.session_local);
+        match self.lstat(from)?.0 {
+            Node::Absent => Err(StageError::NotFound(from.display())),
+            Node::Dir => Err(StageError::IsADirectory(from.display())),
+            Node::Other => Err(StageError::io(
+                "move",
+                from,
+                io::Error::new(io::ErrorKind::Unsupported, "not a file or symlink"),
+            )),
+            Node::Symlink(target) => {
+                self.change(to, Change::Symlink { target }, session_local, flagged, true)?;
+                self.change(from, Change::Delete, false, None, true)
+            }
+            Node::File { src, size, mode } => {
+                let content = match src {
+                    FileSrc::Blob(h) => h,
+                    FileSrc::Disk => {
+                        let bytes = self.read_disk(from)?;
+                        self.blobs
+                            .put(&bytes)
+                            .map_err(|e| StageError::io("store the content of", from, e))?
+                    }
+                };
+                self.change(
+                    to,
+                    Change::Write {
+                        content,
+                        size,
+                        mode,
+                    },
+                    session_local,
+                    None,
+                    true,
+                )?;
+                self.change(from, Change::Delete, false, None, true)
+            }
+        }
+    }
+}
+
+/// True for errors meaning "nothing is there": not found, or a parent that is not a directory.
+pub(crate) fn is_absent(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+        || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rp(s: &str) -> RelPath {
+        RelPath::new(s).unwrap()
+    }
+
+    fn setup() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.txt"), b"base\n").unwrap();
+        std::fs::create_dir(d.path().join("src")).unwrap();
+        std::fs::write(d.path().join("src/lib.rs"), b"fn f() {}\n").unwrap();
+        let s = Store::open(d.path(), "default").unwrap();
+        (d, s)
+    }
+
+    #[test]
+    fn session_names_are_validated() {
+        let d = tempfile::tempdir().unwrap();
+        for bad in ["", "../x", ".hidden", "-x", "a/b", &"x".repeat(65)] {
+            assert!(
+                matches!(
+                    Store::open(d.path(), bad),
+                    Err(StageError::InvalidSession(_))
+                ),
+                "{bad}"
+            );
+        }
+        assert!(Store::open(d.path(), "feature-1.2_x").is_ok());
+        assert_eq!(
+            std::fs::read(d.path().join(".airlock/.gitignore")).unwrap(),
+            b"*\n"
+        );
+    }
+
+    #[test]
+    fn base_is_kept_from_first_touch() {
+        let (d, s) = setup();
+        s.stage_write(&rp("a.txt"), b"one", None).unwrap();
+        std::fs::write(d.path().join("a.txt"), b"changed on disk").unwrap();
+        s.stage_write(&rp("a.txt"), b"two", None).unwrap();
+        let e = s.get(&rp("a.txt")).unwrap().unwrap();
+        assert_eq!(
+            e.base,
+            Fingerprint::File {
+                hash: ContentHash::of(b"base\n"),
+                mode: e_mode(&d, "a.txt")
+            }
+        );
+        assert!(
+            matches!(e.change, Change::Write { content, .. } if content == ContentHash::of(b"two"))
+        );
+        // The working tree is never touched.
+        assert_eq!(
+            std::fs::read(d.path().join("a.txt")).unwrap(),
+            b"changed on disk"
+        );
+    }
+
+    fn e_mode(d: &tempfile::TempDir, p: &str) -> u32 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(d.path().join(p)).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn writing_back_the_base_unstages() {
+        let (_d, s) = setup();
+        s.stage_write(&rp("a.txt"), b"x", None).unwrap();
+        assert!(s.get(&rp("a.txt")).unwrap().is_some());
+        s.stage_write(&rp("a.txt"), b"base\n", None).unwrap();
+        assert!(s.get(&rp("a.txt")).unwrap().is_none());
+        assert!(s.snapshot().unwrap().is_empty());
+    }
+
+    #[test]
+    fn parent_that_is_a_file_is_refused() {
+        let (_d, s) = setup();
+        let err = s.stage_write(&rp("a.txt/x"), b"1", None).unwrap_err();
+        assert!(matches!(err, StageError::ParentNotDir { .. }), "{err}");
+        assert!(err.to_string().contains("`a.txt` is not a directory"));
+    }
+
+    #[test]
+    fn verdict_binds_to_hash() {
+        let (_d, s) = setup();
+        s.stage_write(&rp("n.txt"), b"new", None).unwrap();
+        assert!(matches!(
+            s.verified(),
+            Err(StageError::NotVerified(NotVerified::NoVerdict))
+        ));
+        let snap = s.snapshot().unwrap();
+        s.record_verdict(&VerdictRecord {
+            changeset: snap.hash,
+            verdict: "passed".into(),
+            detail: serde_json::json!({"tests": 3}),
+        })
+        .unwrap();
+        assert_eq!(s.verified().unwrap().snapshot().hash, snap.hash);
+        s.stage_write(&rp("n.txt"), b"newer", None).unwrap();
+        assert!(matches!(
+            s.verified(),
+            Err(StageError::NotVerified(NotVerified::Stale { .. }))
+        ));
+    }
+}
