@@ -96,6 +96,23 @@ pub enum StageError {
     /// The path exists and is not a directory.
     #[error("`{0}` already exists and is not a directory")]
     AlreadyExists(String),
+    /// A symlink's target leaves the workspace.
+    #[error("`{path}` is a symlink that leads outside the workspace (to `{target}`)")]
+    SymlinkEscape {
+        /// The link.
+        path: String,
+        /// Its target.
+        target: String,
+    },
+    /// Too many symlinks were followed.
+    #[error("too many levels of symbolic links while resolving `{0}`")]
+    SymlinkLoop(String),
+    /// The path is not a directory where one was expected.
+    #[error("`{0}` is not a directory")]
+    NotADirectory(String),
+    /// The path is neither a regular file nor a symlink to one.
+    #[error("`{0}` is not a regular file")]
+    NotAFile(String),
     /// An ancestor of the path is a file, a symlink or something else that is not a directory.
     #[error("cannot stage `{path}`: `{parent}` is not a directory")]
     ParentNotDir {
