@@ -1,1 +1,561 @@
-//! The Jail: confine a path to the workspace root. Placeholder until the jail lands.
+//! The Jail: every path a tool touches must resolve inside the workspace root, through no
+//! escaping symlink, and must not be a sensitive file or airlock's own state.
+//!
+//! The jail resolves a path on the real disk one component at a time, under directory handles
+//! opened `O_PATH | O_NOFOLLOW` from the root's cap-std [`Dir`] (the same beneath-the-root
+//! semantics as `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`): `..` past the root,
+//! absolute paths elsewhere, symlinks leading out (for existing paths and, through the deepest
+//! existing ancestor, for paths not created yet), procfs and `/dev/fd` links, NUL bytes and
+//! over-long paths are denied. The sensitive-name rules ([`sensitive_rule`]) are checked on the
+//! path as given *and* on where it resolves, so an in-tree symlink to `.env` is denied too; they
+//! hold under every profile, unrestricted included. Writes are also denied to files with more
+//! than one hard link (the other name may be outside) and through dangling symlinks.
+//!
+//! Only the jail builds a [`ConfinedPath`]. It proves the check happened at that moment; to stay
+//! race-free, open it through [`Jail::dir`] (cap-std), never through [`ConfinedPath::abs`]
+//! alone. Staged state is the kernel's business: the jail looks at the disk only, and a path
+//! that does not exist yet is confined like one that does.
+//!
+//! ```
+//! use airlock_policy::jail::{Access, Jail};
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::create_dir(dir.path().join("src")).unwrap();
+//! let jail = Jail::open(dir.path()).unwrap();
+//! let p = jail.confine("./src//lib.rs", Access::Write).unwrap();
+//! assert_eq!(p.rel().unwrap().as_path(), std::path::Path::new("src/lib.rs"));
+//! assert_eq!(jail.confine("../etc/passwd", Access::Read).unwrap_err().rule, "jail_parent_escape");
+//! assert_eq!(jail.confine(".env", Access::Read).unwrap_err().rule, "jail_sensitive_file");
+//! ```
+
+mod resolve;
+mod sensitive;
+
+pub use sensitive::sensitive_rule;
+
+use crate::decision::{Decision, Stage};
+use crate::modes::OperatorGrant;
+use crate::path::{MAX_PATH_BYTES, RelPath, escape_bytes};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use resolve::{Step, WalkError, Walked, Walker, is_magic_abs, show, steps_of};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{FileType, Mode, OFlags};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// What a tool will do with a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Read (or list).
+    Read,
+    /// Create, modify, delete or rename.
+    Write,
+}
+
+/// A path the jail checked. Only [`Jail::confine`] and [`Jail::confine_rel`] construct one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfinedPath {
+    rel: Option<RelPath>,
+    nofollow: Option<RelPath>,
+    abs: PathBuf,
+    access: Access,
+    exists: bool,
+    is_dir: bool,
+    inside: bool,
+}
+
+impl ConfinedPath {
+    /// Where the path resolves, relative to the workspace root, with every symlink resolved.
+    /// `None` for the workspace root itself (only ever confined for reading) and for a path
+    /// outside the workspace (only under an operator's unrestricted grant). For
+    /// [`Access::Write`] inside the workspace it is always `Some`.
+    pub fn rel(&self) -> Option<&RelPath> {
+        self.rel.as_ref()
+    }
+
+    /// The path with its parent resolved but its final component as given: differs from
+    /// [`ConfinedPath::rel`] only when the final component is a symlink. Use it to delete or
+    /// rename a symlink itself rather than its target.
+    pub fn nofollow_rel(&self) -> Option<&RelPath> {
+        self.nofollow.as_ref().or(self.rel.as_ref())
+    }
+
+    /// The resolved path relative to the root as a `Path` (empty for the root itself).
+    pub fn rel_path(&self) -> &Path {
+        self.rel
+            .as_ref()
+            .map(RelPath::as_path)
+            .unwrap_or(Path::new(""))
+    }
+
+    /// The resolved absolute path (root joined with [`ConfinedPath::rel`]).
+    pub fn abs(&self) -> PathBuf {
+        self.abs.clone()
+    }
+
+    /// The access it was confined for.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// True when the resolved path existed at the time of the check.
+    pub fn exists(&self) -> bool {
+        self.exists
+    }
+
+    /// True when the resolved path was an existing directory.
+    pub fn is_dir(&self) -> bool {
+        self.is_dir
+    }
+
+    /// True for the workspace root itself.
+    pub fn is_root(&self) -> bool {
+        self.inside && self.rel.is_none()
+    }
+
+    /// False only for a path outside the workspace, allowed by an unrestricted grant.
+    pub fn is_inside(&self) -> bool {
+        self.inside
+    }
+}
+
+/// The workspace jail: the root directory handle and its canonical path.
+#[derive(Debug)]
+pub struct Jail {
+    dir: Dir,
+    root: PathBuf,
+    given_root: PathBuf,
+    fs_root: Option<OwnedFd>,
+}
+
+impl Jail {
+    /// Open the jail on a workspace root (canonicalised; must be a directory outside procfs).
+    pub fn open(root: &Path) -> std::io::Result<Jail> {
+        let given_root = std::path::absolute(root)?;
+        let canonical = std::fs::canonicalize(root)?;
+        if is_magic_abs(&canonical) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is inside procfs or /dev/fd and cannot be a workspace",
+                    canonical.display()
+                ),
+            ));
+        }
+        let dir = Dir::open_ambient_dir(&canonical, ambient_authority())?;
+        Ok(Jail {
+            dir,
+            root: canonical,
+            given_root,
+            fs_root: None,
+        })
+    }
+
+    /// The canonical root path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The root directory handle. Open confined paths through it (cap-std refuses anything that
+    /// resolves outside), never through a string path.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// True once the operator lifted workspace confinement.
+    pub fn is_unrestricted(&self) -> bool {
+        self.fs_root.is_some()
+    }
+
+    /// Lift workspace confinement for this session (operator only): paths outside the root
+    /// become reachable. Sensitive files, airlock state, magic links, NUL bytes and over-long
+    /// paths stay denied. If `/` cannot be opened the jail stays confined.
+    pub fn set_unrestricted(&mut self, grant: &OperatorGrant) {
+        let _: &OperatorGrant = grant;
+        self.fs_root = rustix::fs::open(
+            "/",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok();
+    }
+
+    /// Confine a path as the agent gave it: relative to the root, or absolute (accepted when it
+    /// lies under the root, and made relative).
+    pub fn confine(&self, path: &str, access: Access) -> Result<ConfinedPath, Decision> {
+        let shown = path;
+        if path.as_bytes().contains(&0) {
+            return Err(deny(
+                "jail_nul",
+                format!(
+                    "`{}` contains a NUL byte, which no real path has.",
+                    path.replace('\0', "\\0")
+                ),
+            ));
+        }
+        if path.is_empty() {
+            return Err(deny(
+                "jail_empty_path",
+                "The path is empty; name a file or directory in the workspace (`.` for its root).",
+            ));
+        }
+        if path.len() > MAX_PATH_BYTES {
+            return Err(deny(
+                "jail_too_long",
+                format!(
+                    "The path starting `{}…` is {} bytes long; the limit is {MAX_PATH_BYTES}.",
+                    truncate(path, 40),
+                    path.len()
+                ),
+            ));
+        }
+        let trailing_slash = path.len() > 1 && path.ends_with('/');
+        let p = Path::new(path);
+        if p.is_absolute() && is_magic_abs(p) {
+            return Err(magic(shown));
+        }
+        if self.is_unrestricted() {
+            return self.confine_outside(&self.root.join(p), shown, access, trailing_slash);
+        }
+        let steps = if p.is_absolute() {
+            match self.strip_root(p) {
+                Some(rest) => steps_of(rest, false),
+                None => {
+                    return Err(deny(
+                        "jail_absolute_outside",
+                        format!(
+                            "`{shown}` is an absolute path outside the workspace {}.",
+                            self.root.display()
+                        ),
+                    ));
+                }
+            }
+        } else {
+            steps_of(p, false)
+        };
+        self.confine_steps(steps, shown, access, trailing_slash)
+    }
+
+    /// Confine a clean relative path (harvested or staged paths; non-UTF-8 names are fine).
+    pub fn confine_rel(&self, rel: &RelPath, access: Access) -> Result<ConfinedPath, Decision> {
+        if self.is_unrestricted() {
+            return self.confine_outside(
+                &self.root.join(rel.as_path()),
+                &rel.display(),
+                access,
+                false,
+            );
+        }
+        self.confine_steps(
+            steps_of(rel.as_path(), false),
+            &rel.display(),
+            access,
+            false,
+        )
+    }
+
+    fn strip_root<'p>(&self, p: &'p Path) -> Option<&'p Path> {
+        p.strip_prefix(&self.root)
+            .or_else(|_| p.strip_prefix(&self.given_root))
+            .ok()
+    }
+
+    fn confine_steps(
+        &self,
+        steps: Vec<Step>,
+        shown: &str,
+        access: Access,
+        trailing_slash: bool,
+    ) -> Result<ConfinedPath, Decision> {
+        // The path as given, normalised lexically, must not name a sensitive file either (a
+        // symlink called `.env` is as off-limits as the file).
+        if let Some(d) = lexical_sensitive(&steps, shown) {
+            return Err(d);
+        }
+        let walker = Walker {
+            base: self.dir.as_fd(),
+            base_abs: &self.root,
+            parent_of_base_is_base: false,
+            confine_to: Some(&self.root),
+        };
+        let walked = walker.walk(steps).map_err(|e| walk_denial(e, shown))?;
+        self.finish(walked, shown, access, trailing_slash, true, &walker)
+    }
+
+    fn confine_outside(
+        &self,
+        abs: &Path,
+        shown: &str,
+        access: Access,
+        trailing_slash: bool,
+    ) -> Result<ConfinedPath, Decision> {
+        let Some(fs_root) = &self.fs_root else {
+            return Err(deny(
+                "jail_absolute_outside",
+                format!("`{shown}` lies outside the workspace."),
+            ));
+        };
+        let steps = steps_of(abs.strip_prefix("/").unwrap_or(abs), false);
+        if let Some(d) = lexical_sensitive(&steps, shown) {
+            return Err(d);
+        }
+        let walker = Walker {
+            base: fs_root.as_fd(),
+            base_abs: Path::new("/"),
+            parent_of_base_is_base: true,
+            confine_to: None,
+        };
+        let mut walked = walker.walk(steps).map_err(|e| walk_denial(e, shown))?;
+        let resolved = walker.abs_of(&walked.names);
+        if let Ok(rest) = resolved.strip_prefix(&self.root) {
+            // Back inside: report it relative to the root like any other path.
+            let strip = |names: Vec<OsString>| -> Vec<OsString> {
+                names
+                    .into_iter()
+                    .skip(self.root.components().count() - 1)
+                    .collect()
+            };
+            debug_assert_eq!(strip(walked.names.clone()).len(), rest.components().count());
+            walked.names = strip(walked.names);
+            walked.nofollow = walked.nofollow.take().and_then(|nf| {
+                walker
+                    .abs_of(&nf)
+                    .starts_with(&self.root)
+                    .then(|| strip(nf))
+            });
+            let inner = Walker {
+                base: self.dir.as_fd(),
+                base_abs: &self.root,
+                parent_of_base_is_base: false,
+                confine_to: Some(&self.root),
+            };
+            return self.finish(walked, shown, access, trailing_slash, true, &inner);
+        }
+        self.finish(walked, shown, access, trailing_slash, false, &walker)
+    }
+
+    fn finish(
+        &self,
+        walked: Walked,
+        shown: &str,
+        access: Access,
+        trailing_slash: bool,
+        inside: bool,
+        walker: &Walker<'_>,
+    ) -> Result<ConfinedPath, Decision> {
+        let to_rel = |names: &[OsString]| -> Result<Option<RelPath>, Decision> {
+            if names.is_empty() {
+                return Ok(None);
+            }
+            let mut p = PathBuf::new();
+            for n in names {
+                p.push(n);
+            }
+            RelPath::new(&p).map(Some).map_err(|_| too_long(shown))
+        };
+        let rel = to_rel(&walked.names)?;
+        let nofollow = match &walked.nofollow {
+            Some(nf) => to_rel(nf)?,
+            None => None,
+        };
+        for r in [&rel, &nofollow].into_iter().flatten() {
+            if let Some(d) = sensitive_rule(r) {
+                return Err(resolved_sensitive(d, shown, r));
+            }
+        }
+        if rel.is_none() && inside && access == Access::Write {
+            return Err(deny(
+                "jail_root",
+                format!("`{shown}` is the workspace root itself, which a tool may not write."),
+            ));
+        }
+        let exists = walked.final_type.is_some();
+        let is_dir = walked.final_type == Some(FileType::Directory);
+        if let Some(t) = walked.final_type
+            && !matches!(t, FileType::Directory | FileType::RegularFile)
+        {
+            return Err(deny(
+                "jail_special_file",
+                format!(
+                    "`{shown}` is a {} rather than a regular file or directory.",
+                    describe_type(t)
+                ),
+            ));
+        }
+        if trailing_slash && exists && !is_dir {
+            return Err(deny(
+                "jail_not_a_directory",
+                format!("`{shown}` ends with `/`, but it is a file, not a directory."),
+            ));
+        }
+        if access == Access::Write {
+            if walked.dangling {
+                return Err(deny(
+                    "jail_dangling_symlink",
+                    format!(
+                        "`{shown}` goes through a symlink whose target does not exist; writing through it is refused."
+                    ),
+                ));
+            }
+            if !is_dir && walked.final_nlink > 1 {
+                return Err(deny(
+                    "jail_hardlink",
+                    format!(
+                        "`{shown}` has {} hard links; writing it would change the other names too.",
+                        walked.final_nlink
+                    ),
+                ));
+            }
+        }
+        let abs = walker.abs_of(&walked.names);
+        if abs.as_os_str().len() > MAX_PATH_BYTES {
+            return Err(too_long(shown));
+        }
+        if !inside {
+            // `rel` held the absolute names (checked above); outside there is no relative path.
+            return Ok(ConfinedPath {
+                rel: None,
+                nofollow: None,
+                abs,
+                access,
+                exists,
+                is_dir,
+                inside: false,
+            });
+        }
+        Ok(ConfinedPath {
+            rel,
+            nofollow,
+            abs,
+            access,
+            exists,
+            is_dir,
+            inside: true,
+        })
+    }
+}
+
+fn deny(rule: &'static str, reason: impl Into<String>) -> Decision {
+    Decision::deny(Stage::Jail, rule, reason)
+}
+
+fn magic(shown: &str) -> Decision {
+    deny(
+        "jail_magic_link",
+        format!("`{shown}` leads into procfs or /dev/fd, whose magic links can reach anything."),
+    )
+}
+
+fn too_long(shown: &str) -> Decision {
+    deny(
+        "jail_too_long",
+        format!(
+            "`{}` is too long (limit {MAX_PATH_BYTES} bytes in all, 255 per name, after resolving symlinks).",
+            truncate(shown, 80)
+        ),
+    )
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn describe_type(t: FileType) -> &'static str {
+    match t {
+        FileType::Fifo => "named pipe",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        _ => "special file",
+    }
+}
+
+fn resolved_sensitive(d: Decision, shown: &str, resolved: &RelPath) -> Decision {
+    if resolved.display() == shown {
+        return d;
+    }
+    let what = if d.rule == "jail_airlock_state" {
+        "airlock's own state (.airlock)"
+    } else {
+        "a sensitive file"
+    };
+    Decision::deny(
+        Stage::Jail,
+        d.rule,
+        format!("`{shown}` resolves to `{resolved}`, {what}, which no tool may read or write."),
+    )
+}
+
+/// The sensitive rules on the path as given, after lexical `.`/`..` folding.
+fn lexical_sensitive(steps: &[Step], shown: &str) -> Option<Decision> {
+    let mut names: Vec<&std::ffi::OsStr> = Vec::new();
+    for s in steps {
+        match s {
+            Step::Parent { .. } => {
+                names.pop();
+            }
+            Step::Name { name, .. } => names.push(name),
+        }
+    }
+    sensitive::sensitive_components(names.into_iter(), shown)
+}
+
+fn walk_denial(e: WalkError, shown: &str) -> Decision {
+    match e {
+        WalkError::ParentEscape { from_link: false } => deny(
+            "jail_parent_escape",
+            format!("`{shown}` climbs with `..` above the workspace root."),
+        ),
+        WalkError::ParentEscape { from_link: true } => deny(
+            "jail_symlink_escape",
+            format!(
+                "`{shown}` goes through a symlink whose target climbs above the workspace root."
+            ),
+        ),
+        WalkError::AbsoluteLink(t) => deny(
+            "jail_symlink_escape",
+            format!(
+                "`{shown}` goes through a symlink to `{}`, outside the workspace.",
+                escape_bytes(t.as_bytes())
+            ),
+        ),
+        WalkError::MagicLink(t) => deny(
+            "jail_magic_link",
+            format!(
+                "`{shown}` leads to `{}` in procfs or /dev/fd, whose magic links can reach anything.",
+                escape_bytes(t.as_bytes())
+            ),
+        ),
+        WalkError::Loop => deny(
+            "jail_symlink_loop",
+            format!(
+                "`{shown}` goes through more than {} symlinks (a loop?).",
+                resolve::MAX_SYMLINK_HOPS
+            ),
+        ),
+        WalkError::NotADirectory(names) => deny(
+            "jail_not_a_directory",
+            format!(
+                "`{shown}` continues past `{}`, which is a file, not a directory.",
+                show(&names)
+            ),
+        ),
+        WalkError::NameTooLong => too_long(shown),
+        WalkError::Io(names, errno) => deny(
+            "jail_unresolvable",
+            format!(
+                "`{shown}` could not be checked at `{}` ({}), so it is refused.",
+                show(&names),
+                std::io::Error::from(errno)
+            ),
+        ),
+    }
+}

@@ -1,0 +1,262 @@
+//! The component-by-component walk under a directory fd.
+//!
+//! Invariant: every name on the stack up to `fds.len()` is a real directory (not a symlink)
+//! held open with `O_PATH | O_NOFOLLOW`, so each lookup is one `fstatat(AT_SYMLINK_NOFOLLOW)`
+//! relative to a handle, never a string path the disk could re-route. Symlinks are expanded
+//! by hand: relative targets continue from their directory, absolute ones restart from the
+//! base (confined: only when they name a place under the root), and `..` pops the stack — past
+//! the base is an escape. Names past the first missing one are kept lexically; a `..` that
+//! climbs back into existing directories resumes the disk walk, so `new/../link` is still
+//! checked.
+
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path};
+
+/// Linux follows at most 40 symlinks in one lookup; so do we.
+pub(crate) const MAX_SYMLINK_HOPS: u32 = 40;
+
+/// One pending component and whether it came out of a symlink target.
+#[derive(Debug, Clone)]
+pub(crate) enum Step {
+    Parent { from_link: bool },
+    Name { name: OsString, from_link: bool },
+}
+
+/// What the walk found out about the final path.
+#[derive(Debug)]
+pub(crate) struct Walked {
+    /// Resolved names below the base.
+    pub names: Vec<OsString>,
+    /// The names up to (excluding) the final one resolved, plus the final one as given,
+    /// when the final given component was a symlink.
+    pub nofollow: Option<Vec<OsString>>,
+    /// File type of the final path if it exists.
+    pub final_type: Option<FileType>,
+    /// Hard-link count of the final path if it exists.
+    pub final_nlink: u64,
+    /// A symlink target (or part of it) does not exist.
+    pub dangling: bool,
+}
+
+/// Why the walk stopped.
+#[derive(Debug)]
+pub(crate) enum WalkError {
+    /// `..` climbed above the base; `from_link` when a symlink target did it.
+    ParentEscape { from_link: bool },
+    /// An absolute symlink target outside the base; the target text.
+    AbsoluteLink(OsString),
+    /// A symlink into procfs or /dev/fd; the target text.
+    MagicLink(OsString),
+    /// More than [`MAX_SYMLINK_HOPS`] symlinks.
+    Loop,
+    /// A component other than the last is not a directory; its resolved names.
+    NotADirectory(Vec<OsString>),
+    /// A name over 255 bytes.
+    NameTooLong,
+    /// The disk refused a lookup (permission, race, I/O); the names so far and the error.
+    Io(Vec<OsString>, Errno),
+}
+
+/// True for absolute paths into procfs or the fd links of /dev.
+pub(crate) fn is_magic_abs(p: &Path) -> bool {
+    let mut it = p.components().filter(|c| !matches!(c, Component::CurDir));
+    if it.next() != Some(Component::RootDir) {
+        return false;
+    }
+    match it.next() {
+        Some(Component::Normal(a)) if a == "proc" => true,
+        Some(Component::Normal(a)) if a == "dev" => matches!(
+            it.next(),
+            Some(Component::Normal(b)) if b == "fd" || b == "stdin" || b == "stdout" || b == "stderr"
+        ),
+        _ => false,
+    }
+}
+
+/// Turn a relative path into steps (`.` dropped, `..` kept).
+pub(crate) fn steps_of(p: &Path, from_link: bool) -> Vec<Step> {
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(Step::Name {
+                name: n.to_os_string(),
+                from_link,
+            }),
+            Component::ParentDir => Some(Step::Parent { from_link }),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect()
+}
+
+/// The walk's fixed inputs.
+pub(crate) struct Walker<'a> {
+    /// Directory fd the names are relative to (the root, or `/` when unrestricted).
+    pub base: BorrowedFd<'a>,
+    /// Its canonical absolute path.
+    pub base_abs: &'a Path,
+    /// `..` at the base stays at the base (as at `/`) instead of being an escape.
+    pub parent_of_base_is_base: bool,
+    /// Absolute symlink targets must lie under this path (confined) to be followed.
+    pub confine_to: Option<&'a Path>,
+}
+
+impl Walker<'_> {
+    pub(crate) fn walk(&self, steps: Vec<Step>) -> Result<Walked, WalkError> {
+        let mut pending: VecDeque<Step> = steps.into();
+        let mut names: Vec<OsString> = Vec::new();
+        let mut fds: Vec<OwnedFd> = Vec::new();
+        let mut hops = 0u32;
+        let mut dangling = false;
+        let mut nofollow = None;
+        let mut final_file: Option<(FileType, u64)> = None;
+
+        while let Some(step) = pending.pop_front() {
+            let (name, from_link) = match step {
+                Step::Parent { from_link } => {
+                    if names.is_empty() {
+                        if self.parent_of_base_is_base {
+                            continue;
+                        }
+                        return Err(WalkError::ParentEscape { from_link });
+                    }
+                    names.pop();
+                    fds.truncate(names.len());
+                    continue;
+                }
+                Step::Name { name, from_link } => (name, from_link),
+            };
+            if name.len() > crate::path::MAX_NAME_BYTES {
+                return Err(WalkError::NameTooLong);
+            }
+            if fds.len() < names.len() {
+                // Below a missing directory: nothing on disk to consult.
+                names.push(name);
+                continue;
+            }
+            let dir = fds.last().map(|f| f.as_fd()).unwrap_or(self.base);
+            let st = match rustix::fs::statat(dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(Errno::NOENT) => {
+                    dangling |= from_link;
+                    names.push(name);
+                    continue;
+                }
+                Err(e) => {
+                    names.push(name);
+                    return Err(WalkError::Io(names, e));
+                }
+            };
+            let ftype = FileType::from_raw_mode(st.st_mode);
+            match ftype {
+                FileType::Symlink => {
+                    hops += 1;
+                    if hops > MAX_SYMLINK_HOPS {
+                        return Err(WalkError::Loop);
+                    }
+                    let target = rustix::fs::readlinkat(dir, name.as_os_str(), Vec::new())
+                        .map_err(|e| WalkError::Io(names.clone(), e))?;
+                    let target = OsString::from_vec(target.into_bytes());
+                    let tpath = Path::new(&target);
+                    if pending.is_empty() && nofollow.is_none() {
+                        let mut nf = names.clone();
+                        nf.push(name);
+                        nofollow = Some(nf);
+                    }
+                    let expanded = if tpath.is_absolute() {
+                        if is_magic_abs(tpath) {
+                            return Err(WalkError::MagicLink(target));
+                        }
+                        let rest = match self.confine_to {
+                            Some(root) => match tpath.strip_prefix(root) {
+                                Ok(rest) => rest,
+                                Err(_) => return Err(WalkError::AbsoluteLink(target)),
+                            },
+                            None => tpath.strip_prefix("/").unwrap_or(tpath),
+                        };
+                        names.clear();
+                        fds.clear();
+                        steps_of(rest, true)
+                    } else {
+                        steps_of(tpath, true)
+                    };
+                    for s in expanded.into_iter().rev() {
+                        pending.push_front(s);
+                    }
+                }
+                FileType::Directory => {
+                    let fd = rustix::fs::openat(
+                        dir,
+                        name.as_os_str(),
+                        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    );
+                    names.push(name);
+                    match fd {
+                        Ok(fd) => fds.push(fd),
+                        Err(e) => return Err(WalkError::Io(names, e)),
+                    }
+                    if self.is_magic_place(&names) {
+                        return Err(WalkError::MagicLink(self.abs_of(&names).into_os_string()));
+                    }
+                }
+                _ => {
+                    names.push(name);
+                    if !pending.is_empty() {
+                        return Err(WalkError::NotADirectory(names));
+                    }
+                    final_file = Some((ftype, nlink_of(&st)));
+                }
+            }
+        }
+        if nofollow.as_ref().is_some_and(|nf| *nf == names) {
+            nofollow = None;
+        }
+        let (final_type, final_nlink) = match final_file {
+            Some((t, n)) => (Some(t), n),
+            None if fds.len() == names.len() => (Some(FileType::Directory), 2),
+            None => (None, 0),
+        };
+        Ok(Walked {
+            names,
+            nofollow,
+            final_type,
+            final_nlink,
+            dangling,
+        })
+    }
+
+    /// Procfs (reached through the real tree, e.g. when the base is `/`).
+    fn is_magic_place(&self, names: &[OsString]) -> bool {
+        names.len() <= 2 && self.base_abs == Path::new("/") && is_magic_abs(&self.abs_of(names))
+    }
+
+    pub(crate) fn abs_of(&self, names: &[OsString]) -> std::path::PathBuf {
+        let mut p = self.base_abs.to_path_buf();
+        for n in names {
+            p.push(n);
+        }
+        p
+    }
+}
+
+/// `st_nlink` is `u64` on x86_64 and `u32` elsewhere.
+#[allow(clippy::useless_conversion)]
+fn nlink_of(st: &rustix::fs::Stat) -> u64 {
+    u64::from(st.st_nlink)
+}
+
+/// Names as a display string (`a/b`), for messages.
+pub(crate) fn show(names: &[OsString]) -> String {
+    let mut bytes = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            bytes.push(b'/');
+        }
+        bytes.extend_from_slice(OsStr::as_bytes(n));
+    }
+    crate::path::escape_bytes(&bytes)
+}

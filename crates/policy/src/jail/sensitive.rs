@@ -1,0 +1,161 @@
+//! The sensitive-name rules: files no tool may read or write, whatever the profile.
+//!
+//! Matching is per path segment, case-insensitive (Unicode lowercase), and ignores trailing
+//! dots and spaces (which some filesystems drop), so `.ENV`, `ID_RSA` and `.env.` all match.
+//! A name anywhere in the path counts: `sub/.ssh/known_hosts` is as sensitive as `.ssh/x`.
+
+use crate::decision::{Decision, Stage};
+use crate::path::RelPath;
+use std::ffi::OsStr;
+
+/// Private-key base names; any name starting with one matches (`id_rsa.pub`, `id_ed25519_sk`).
+const KEY_PREFIXES: &[&str] = &["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"];
+/// Directories whose whole content is secret.
+const SECRET_DIRS: &[&str] = &[".ssh", ".aws", ".kube", ".gnupg"];
+/// Exact secret file names.
+const SECRET_FILES: &[&str] = &[
+    ".git-credentials",
+    ".npmrc",
+    ".netrc",
+    "_netrc",
+    ".pypirc",
+    "credentials.json",
+    "secrets.yml",
+    "secrets.yaml",
+    "secrets.json",
+];
+/// Secret extensions (the name must have something before the dot or be only the extension).
+const SECRET_EXTENSIONS: &[&str] = &[".pem", ".key", ".p12", ".pfx", ".tfvars", ".tfvars.json"];
+
+/// The sensitive-name rules alone, on a workspace-relative path: `Some(deny)` with rule
+/// `jail_airlock_state` or `jail_sensitive_file`, or `None`. Pure: it never looks at the disk.
+pub fn sensitive_rule(rel: &RelPath) -> Option<Decision> {
+    sensitive_components(rel.components(), &rel.display())
+}
+
+/// [`sensitive_rule`] over any sequence of names; `shown` is the path for the message.
+pub(crate) fn sensitive_components<'a>(
+    names: impl Iterator<Item = &'a OsStr>,
+    shown: &str,
+) -> Option<Decision> {
+    let mut prev = String::new();
+    let mut found: Option<&'static str> = None;
+    for name in names {
+        let seg = fold(name);
+        if seg == ".airlock" {
+            return Some(Decision::deny(
+                Stage::Jail,
+                "jail_airlock_state",
+                format!(
+                    "`{shown}` is inside airlock's own state (.airlock), which no tool may touch."
+                ),
+            ));
+        }
+        if found.is_none() {
+            found = classify(&prev, &seg);
+        }
+        prev = seg;
+    }
+    found.map(|what| {
+        Decision::deny(
+            Stage::Jail,
+            "jail_sensitive_file",
+            format!("`{shown}` is a sensitive file ({what}) that no tool may read or write."),
+        )
+    })
+}
+
+fn fold(name: &OsStr) -> String {
+    let lower = name.to_string_lossy().to_lowercase();
+    lower.trim_end_matches(['.', ' ']).to_string()
+}
+
+fn classify(prev: &str, seg: &str) -> Option<&'static str> {
+    if seg == ".env" || seg.starts_with(".env.") {
+        return Some("environment secrets");
+    }
+    if SECRET_DIRS.contains(&seg) {
+        return Some("a credentials directory");
+    }
+    if SECRET_FILES.contains(&seg) {
+        return Some("a credentials file");
+    }
+    if KEY_PREFIXES.iter().any(|p| seg.starts_with(p)) {
+        return Some("an SSH key");
+    }
+    if SECRET_EXTENSIONS.iter().any(|e| seg.ends_with(e)) {
+        return Some("a key, certificate or secrets file");
+    }
+    if prev == ".git" && (seg == "config" || seg == "hooks") {
+        return Some("git configuration or hooks");
+    }
+    if prev == ".docker" && seg == "config.json" {
+        return Some("docker credentials");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(p: &str) -> Option<String> {
+        sensitive_rule(&RelPath::new(p).unwrap()).map(|d| d.rule.into_owned())
+    }
+
+    #[test]
+    fn matches_each_family_case_insensitively() {
+        for p in [
+            ".env",
+            ".ENV",
+            "app/.env.local",
+            ".env.",
+            ".git/config",
+            ".GIT/Hooks/pre-commit",
+            ".git-credentials",
+            ".npmrc",
+            "home/.netrc",
+            ".pypirc",
+            "ID_RSA",
+            "keys/id_ed25519.pub",
+            "id_ecdsa_sk",
+            "id_dsa",
+            "tls/server.PEM",
+            "a.key",
+            "c.p12",
+            "c.pfx",
+            ".aws/credentials",
+            ".ssh",
+            ".kube/config",
+            ".docker/config.json",
+            "credentials.json",
+            "secrets.yaml",
+            "secrets.yml",
+            "secrets.json",
+            "prod.tfvars",
+        ] {
+            assert_eq!(rule(p).as_deref(), Some("jail_sensitive_file"), "{p}");
+        }
+        assert_eq!(rule(".airlock/x").as_deref(), Some("jail_airlock_state"));
+        assert_eq!(rule("a/.AIRLOCK").as_deref(), Some("jail_airlock_state"));
+    }
+
+    #[test]
+    fn leaves_ordinary_names_alone() {
+        for p in [
+            "src/env.rs",
+            "environment",
+            ".envrc_not",
+            "config",
+            ".git/HEAD",
+            "git/config",
+            "monkey",
+            "keyboard.rs",
+            "docker/config.json",
+            "secrets.md",
+            "plans/ssh.md",
+        ] {
+            assert_eq!(rule(p), None, "{p}");
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! What kind of effect a tool has, which is all the Permission stage looks at besides its name
+//! and subjects.
+
+use std::fmt;
+
+/// The effect class of a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolClass {
+    /// Reads the workspace merged with staged changes: `read_file`, `list_dir`, `glob`, `grep`,
+    /// `status`, `diff`.
+    Read,
+    /// Stages a change (never touches the workspace): `write_file`, `edit_file`, `apply_patch`,
+    /// `delete_file`, `move_file`, `discard`.
+    Write,
+    /// Runs a shell command in the sandbox over workspace + staged changes: `bash`.
+    Exec,
+    /// Runs the project's tests in a fresh sandbox; read-only on the workspace: `verify`.
+    Verify,
+    /// Touches the real workspace: `apply`, `undo`.
+    Apply,
+    /// About the session itself, changing nothing (listing tools, explaining a decision).
+    Meta,
+    /// Asks the operator a question: `ask_user`.
+    AskUser,
+}
+
+impl ToolClass {
+    /// The class of a built-in tool, or `None` for a name airlock does not know (which the
+    /// caller must deny).
+    pub fn of(tool: &str) -> Option<ToolClass> {
+        Some(match tool {
+            "read_file" | "list_dir" | "glob" | "grep" | "status" | "diff" => ToolClass::Read,
+            "write_file" | "edit_file" | "apply_patch" | "delete_file" | "move_file"
+            | "discard" => ToolClass::Write,
+            "bash" => ToolClass::Exec,
+            "verify" => ToolClass::Verify,
+            "apply" | "undo" => ToolClass::Apply,
+            "ask_user" => ToolClass::AskUser,
+            "tools" | "explain" => ToolClass::Meta,
+            _ => return None,
+        })
+    }
+
+    /// The lowercase name used in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolClass::Read => "read",
+            ToolClass::Write => "write",
+            ToolClass::Exec => "exec",
+            ToolClass::Verify => "verify",
+            ToolClass::Apply => "apply",
+            ToolClass::Meta => "meta",
+            ToolClass::AskUser => "ask_user",
+        }
+    }
+
+    /// True for classes that change nothing anywhere (read, meta, asking the operator).
+    pub fn is_read_only(self) -> bool {
+        matches!(self, ToolClass::Read | ToolClass::Meta | ToolClass::AskUser)
+    }
+}
+
+impl fmt::Display for ToolClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One call as the Permission stage sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolRequest<'a> {
+    /// Tool name.
+    pub tool: &'a str,
+    /// Its effect class.
+    pub class: ToolClass,
+    /// The paths it touches as the agent gave them (workspace-relative), or for `bash` the
+    /// command text; for `apply`/`undo`, the changeset's paths.
+    pub subjects: &'a [String],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_built_in_tools() {
+        assert_eq!(ToolClass::of("grep"), Some(ToolClass::Read));
+        assert_eq!(ToolClass::of("move_file"), Some(ToolClass::Write));
+        assert_eq!(ToolClass::of("bash"), Some(ToolClass::Exec));
+        assert_eq!(ToolClass::of("undo"), Some(ToolClass::Apply));
+        assert_eq!(ToolClass::of("ask_user"), Some(ToolClass::AskUser));
+        assert_eq!(ToolClass::of("rm"), None);
+        assert!(!ToolClass::Verify.is_read_only());
+    }
+}
