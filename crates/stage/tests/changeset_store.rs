@@ -1,0 +1,484 @@
+//! The changeset store against real temp dirs and real SQLite.
+
+use airlock_policy::RelPath;
+use airlock_stage::model::{Change, ContentHash, Fingerprint, VerdictRecord};
+use airlock_stage::store::{StageError, StageOp, Store};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+fn rp(s: &str) -> RelPath {
+    RelPath::new(s).unwrap()
+}
+
+fn workspace() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("README.md"), b"# hi\n").unwrap();
+    std::fs::create_dir_all(d.path().join("src/nested")).unwrap();
+    std::fs::write(d.path().join("src/lib.rs"), b"pub fn f() {}\n").unwrap();
+    std::fs::write(d.path().join("src/nested/a.rs"), b"a\n").unwrap();
+    std::fs::write(d.path().join("run.sh"), b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        d.path().join("run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    d
+}
+
+fn tree_listing(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in walk(root) {
+        if e.starts_with(root.join(".airlock")) {
+            continue;
+        }
+        let data = if e.is_file() {
+            std::fs::read(&e).unwrap()
+        } else {
+            Vec::new()
+        };
+        out.push((e.display().to_string(), data));
+    }
+    out.sort();
+    out
+}
+
+fn walk(p: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![p.to_path_buf()];
+    if p.is_dir() && !p.is_symlink() {
+        for e in std::fs::read_dir(p).unwrap() {
+            out.extend(walk(&e.unwrap().path()));
+        }
+    }
+    out
+}
+
+#[test]
+fn round_trip_survives_reopen_and_never_touches_the_tree() {
+    let ws = workspace();
+    let before = tree_listing(ws.path());
+    {
+        let s = Store::open(ws.path(), "default").unwrap();
+        s.stage_write(&rp("src/lib.rs"), b"pub fn g() {}\n", None)
+            .unwrap();
+        s.stage_write(&rp("new/dir/file.txt"), b"new\n", Some(0o600))
+            .unwrap();
+        s.stage_delete(&rp("README.md")).unwrap();
+        s.stage_symlink(&rp("link"), b"src/lib.rs", None).unwrap();
+        s.stage_dir(&rp("empty"), 0o700).unwrap();
+    }
+    assert_eq!(tree_listing(ws.path()), before, "the working tree changed");
+    let s = Store::open(ws.path(), "default").unwrap();
+    let snap = s.snapshot().unwrap();
+    let paths: Vec<String> = snap.entries.iter().map(|e| e.path.display()).collect();
+    assert_eq!(
+        paths,
+        [
+            "README.md",
+            "empty",
+            "link",
+            "new/dir/file.txt",
+            "src/lib.rs"
+        ]
+    );
+    let lib = s.get(&rp("src/lib.rs")).unwrap().unwrap();
+    assert_eq!(
+        lib.base,
+        Fingerprint::File {
+            hash: ContentHash::of(b"pub fn f() {}\n"),
+            mode: 0o644
+        }
+    );
+    match lib.change {
+        Change::Write {
+            content,
+            size,
+            mode,
+        } => {
+            assert_eq!(s.blobs().get(&content).unwrap(), b"pub fn g() {}\n");
+            assert_eq!(size, 14);
+            assert_eq!(mode, 0o644, "mode None keeps the base mode");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(
+        s.get(&rp("new/dir/file.txt")).unwrap().unwrap().base,
+        Fingerprint::Absent
+    );
+    // Another session of the same workspace is independent.
+    let other = Store::open(ws.path(), "other").unwrap();
+    assert!(other.snapshot().unwrap().is_empty());
+    // The snapshot hash is stable across reads and changes with the content.
+    assert_eq!(s.snapshot().unwrap().hash, snap.hash);
+    s.stage_write(&rp("src/lib.rs"), b"pub fn h() {}\n", None)
+        .unwrap();
+    assert_ne!(s.snapshot().unwrap().hash, snap.hash);
+}
+
+#[test]
+fn mode_none_keeps_an_executable_bit() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    s.stage_write(&rp("run.sh"), b"#!/bin/sh\necho\n", None)
+        .unwrap();
+    assert!(matches!(
+        s.get(&rp("run.sh")).unwrap().unwrap().change,
+        Change::Write { mode: 0o755, .. }
+    ));
+    s.stage_write(&rp("fresh"), b"x", None).unwrap();
+    assert!(matches!(
+        s.get(&rp("fresh")).unwrap().unwrap().change,
+        Change::Write { mode: 0o644, .. }
+    ));
+}
+
+#[test]
+fn write_back_to_base_and_delete_of_staged_only_leave_nothing() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    s.stage_write(&rp("README.md"), b"changed", None).unwrap();
+    s.stage_write(&rp("README.md"), b"# hi\n", None).unwrap();
+    assert!(s.snapshot().unwrap().is_empty());
+    // A delete restored by writing the base back is nothing staged either.
+    s.stage_delete(&rp("README.md")).unwrap();
+    s.stage_write(&rp("README.md"), b"# hi\n", None).unwrap();
+    assert!(s.snapshot().unwrap().is_empty());
+    // Same content, different mode: a real change.
+    s.stage_write(&rp("README.md"), b"# hi\n", Some(0o600))
+        .unwrap();
+    assert_eq!(s.snapshot().unwrap().entries.len(), 1);
+    s.discard().unwrap();
+
+    s.stage_write(&rp("only/staged.txt"), b"x", None).unwrap();
+    s.stage_delete(&rp("only/staged.txt")).unwrap();
+    assert!(s.snapshot().unwrap().is_empty());
+    // Deleting something that exists nowhere is an error naming the path.
+    let err = s.stage_delete(&rp("nope.txt")).unwrap_err();
+    assert!(matches!(err, StageError::NotFound(_)));
+    assert!(err.to_string().contains("`nope.txt`"), "{err}");
+}
+
+#[test]
+fn moves_preserve_content_and_mode() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    s.stage_move(&rp("run.sh"), &rp("bin/run")).unwrap();
+    let moved = s.get(&rp("bin/run")).unwrap().unwrap();
+    assert!(matches!(
+        moved.change,
+        Change::Write { mode: 0o755, content, .. } if content == ContentHash::of(b"#!/bin/sh\n")
+    ));
+    assert!(matches!(
+        s.get(&rp("run.sh")).unwrap().unwrap().change,
+        Change::Delete
+    ));
+
+    // A staged-only file moves without leaving anything behind.
+    s.stage_write(&rp("tmp.txt"), b"draft", Some(0o640))
+        .unwrap();
+    s.stage_move(&rp("tmp.txt"), &rp("final.txt")).unwrap();
+    assert!(s.get(&rp("tmp.txt")).unwrap().is_none());
+    assert!(matches!(
+        s.get(&rp("final.txt")).unwrap().unwrap().change,
+        Change::Write { mode: 0o640, .. }
+    ));
+    // Moving back onto the original path restores the base: nothing staged for it.
+    s.stage_move(&rp("bin/run"), &rp("run.sh")).unwrap();
+    assert!(s.get(&rp("run.sh")).unwrap().is_none());
+    assert!(s.get(&rp("bin/run")).unwrap().is_none());
+
+    assert!(matches!(
+        s.stage_move(&rp("missing"), &rp("x")),
+        Err(StageError::NotFound(_))
+    ));
+    assert!(matches!(
+        s.stage_move(&rp("src"), &rp("x")),
+        Err(StageError::IsADirectory(_))
+    ));
+}
+
+#[test]
+fn deleting_a_directory_drops_entries_below_and_covers_the_disk() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    s.stage_write(&rp("src/nested/b.rs"), b"b", None).unwrap();
+    s.stage_write(&rp("src/lib.rs"), b"changed", None).unwrap();
+    s.stage_delete(&rp("src")).unwrap();
+    let snap = s.snapshot().unwrap();
+    assert_eq!(snap.entries.len(), 1);
+    assert_eq!(snap.entries[0].path, rp("src"));
+    assert_eq!(snap.entries[0].base, Fingerprint::Dir);
+    // Writing below the deleted directory: the old contents stay gone (an opaque directory),
+    // and writing the disk's old content back is still a change.
+    s.stage_write(&rp("src/lib.rs"), b"pub fn f() {}\n", None)
+        .unwrap();
+    let e = s.get(&rp("src/lib.rs")).unwrap().unwrap();
+    assert!(matches!(e.change, Change::Write { .. }));
+    assert!(matches!(e.base, Fingerprint::File { .. }));
+    // Deleting the only staged file below leaves the directory deleted.
+    s.stage_delete(&rp("src/lib.rs")).unwrap();
+    assert!(s.get(&rp("src/lib.rs")).unwrap().is_none());
+    assert!(matches!(
+        s.get(&rp("src")).unwrap().unwrap().change,
+        Change::Delete
+    ));
+    assert!(matches!(
+        s.stage_dir(&rp("src"), 0o755),
+        Err(StageError::RecreateDeletedDir(_))
+    ));
+}
+
+#[test]
+fn files_in_the_way_are_refused() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    assert!(matches!(
+        s.stage_write(&rp("src"), b"x", None),
+        Err(StageError::IsADirectory(_))
+    ));
+    s.stage_write(&rp("f"), b"x", None).unwrap();
+    assert!(matches!(
+        s.stage_write(&rp("f/g"), b"x", None),
+        Err(StageError::ParentNotDir { .. })
+    ));
+    assert!(matches!(
+        s.stage_dir(&rp("README.md"), 0o755),
+        Err(StageError::AlreadyExists(_))
+    ));
+    // A symlinked directory on disk is never written through.
+    std::os::unix::fs::symlink("/tmp", ws.path().join("tmp-link")).unwrap();
+    assert!(matches!(
+        s.stage_write(&rp("tmp-link/evil"), b"x", None),
+        Err(StageError::ParentNotDir { .. })
+    ));
+}
+
+#[test]
+fn binary_content_and_non_utf8_paths_round_trip() {
+    let ws = workspace();
+    let raw = OsStr::from_bytes(b"dir/caf\xe9-\xff.bin");
+    std::fs::create_dir(ws.path().join("dir")).unwrap();
+    std::fs::write(ws.path().join(raw), b"old").unwrap();
+    let s = Store::open(ws.path(), "s").unwrap();
+    let path = RelPath::new(raw).unwrap();
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    s.stage_write(&path, &bytes, None).unwrap();
+    let other = RelPath::new(OsStr::from_bytes(b"new\x80name")).unwrap();
+    s.stage_symlink(&other, b"target\xfe", None).unwrap();
+    drop(s);
+    let s = Store::open(ws.path(), "s").unwrap();
+    let snap = s.snapshot().unwrap();
+    let e = snap.entries.iter().find(|e| e.path == path).unwrap();
+    assert_eq!(e.path.as_bytes(), b"dir/caf\xe9-\xff.bin");
+    let Change::Write { content, size, .. } = e.change else {
+        panic!("not a write")
+    };
+    assert_eq!(size, 70_000);
+    assert_eq!(s.blobs().get(&content).unwrap(), bytes);
+    let l = snap.entries.iter().find(|e| e.path == other).unwrap();
+    assert_eq!(
+        l.change,
+        Change::Symlink {
+            target: b"target\xfe".to_vec()
+        }
+    );
+}
+
+#[test]
+fn batch_is_all_or_nothing() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    let ops = vec![
+        StageOp::Write {
+            path: rp("a.txt"),
+            content: b"a".to_vec(),
+            mode: None,
+        },
+        StageOp::Delete {
+            path: rp("does-not-exist"),
+        },
+    ];
+    assert!(matches!(s.stage_batch(ops), Err(StageError::NotFound(_))));
+    assert!(s.snapshot().unwrap().is_empty());
+    let ops: Vec<StageOp> = (0..200)
+        .map(|i| StageOp::Write {
+            path: rp(&format!("gen/{i:03}.txt")),
+            content: format!("{i}\n").into_bytes(),
+            mode: None,
+        })
+        .collect();
+    assert_eq!(s.stage_batch(ops).unwrap(), 200);
+    assert_eq!(s.snapshot().unwrap().entries.len(), 200);
+}
+
+#[test]
+fn harvest_entries_need_their_blob_and_keep_flags() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    let missing = ContentHash::of(b"never stored");
+    let err = s
+        .stage_entry(
+            &rp("x"),
+            Change::Write {
+                content: missing,
+                size: 12,
+                mode: 0o644,
+            },
+            false,
+            None,
+        )
+        .unwrap_err();
+    assert!(matches!(err, StageError::MissingBlob { .. }), "{err}");
+    let h = s.blobs().put(b"built").unwrap();
+    s.stage_entry(
+        &rp("target/out.o"),
+        Change::Write {
+            content: h,
+            size: 5,
+            mode: 0o644,
+        },
+        true,
+        None,
+    )
+    .unwrap();
+    s.stage_entry(
+        &rp("escape"),
+        Change::Symlink {
+            target: b"/etc/passwd".to_vec(),
+        },
+        false,
+        Some("symlink points outside the workspace".into()),
+    )
+    .unwrap();
+    // A whiteout for something already gone is not an error for the harvest.
+    s.stage_entry(&rp("gone"), Change::Delete, false, None)
+        .unwrap();
+    let snap = s.snapshot().unwrap();
+    assert_eq!(snap.entries.len(), 2);
+    assert!(snap.entries[1].session_local);
+    assert_eq!(
+        snap.entries[0].flagged.as_deref(),
+        Some("symlink points outside the workspace")
+    );
+}
+
+#[test]
+fn verdicts_discard_and_clear_applied() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    s.stage_write(&rp("a.txt"), b"a", None).unwrap();
+    let h = s.blobs().put(b"obj").unwrap();
+    s.stage_entry(
+        &rp("build/x.o"),
+        Change::Write {
+            content: h,
+            size: 3,
+            mode: 0o644,
+        },
+        true,
+        None,
+    )
+    .unwrap();
+    let snap = s.snapshot().unwrap();
+    let v = VerdictRecord {
+        changeset: snap.hash,
+        verdict: "passed".into(),
+        detail: serde_json::json!({"verdict": "passed", "tests": {"passed": 2}}),
+    };
+    s.record_verdict(&v).unwrap();
+    assert_eq!(s.last_verdict().unwrap(), Some(v.clone()));
+    let verified = s.verified().unwrap();
+    assert_eq!(verified.snapshot().hash, snap.hash);
+
+    // A stale hash is refused and keeps everything.
+    let err = s.clear_applied(&ContentHash::of(b"other")).unwrap_err();
+    assert!(matches!(err, StageError::ChangedSinceApply { .. }), "{err}");
+    assert_eq!(s.snapshot().unwrap().entries.len(), 2);
+
+    s.clear_applied(&snap.hash).unwrap();
+    let left = s.snapshot().unwrap();
+    assert_eq!(left.entries.len(), 1, "session-local entries stay");
+    assert!(left.entries[0].session_local);
+    assert_eq!(s.last_verdict().unwrap(), None);
+
+    s.record_verdict(&v).unwrap();
+    assert_eq!(s.discard().unwrap(), 1);
+    assert_eq!(s.last_verdict().unwrap(), None);
+    assert!(s.snapshot().unwrap().is_empty());
+}
+
+#[test]
+fn a_corrupt_database_is_a_clear_error() {
+    let ws = workspace();
+    drop(Store::open(ws.path(), "s").unwrap());
+    let db = ws.path().join(".airlock/sessions/s.db");
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    std::fs::write(&db, b"this is not a database, just garbage bytes ......").unwrap();
+    let err = Store::open(ws.path(), "s").unwrap_err();
+    assert!(matches!(err, StageError::Corrupt { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("s.db") && msg.contains("corrupt"), "{msg}");
+
+    // A foreign SQLite database with a different `entries` table is not taken for ours.
+    std::fs::remove_file(&db).unwrap();
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("CREATE TABLE entries (x INTEGER); PRAGMA user_version = 1;")
+            .unwrap();
+    }
+    let err = Store::open(ws.path(), "s").unwrap_err();
+    assert!(matches!(err, StageError::Corrupt { .. }), "{err:?}");
+}
+
+#[test]
+fn concurrent_writers_serialize_and_keep_the_base() {
+    let ws = workspace();
+    // Separate stores (separate SQLite connections) behave like separate processes.
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let root = ws.path().to_path_buf();
+            std::thread::spawn(move || {
+                let s = Store::open(&root, "shared").unwrap();
+                for i in 0..25 {
+                    s.stage_write(&rp("README.md"), format!("t{t} i{i}\n").as_bytes(), None)
+                        .unwrap();
+                    s.stage_write(&rp(&format!("own/{t}/{i}.txt")), b"x", None)
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let s = Store::open(ws.path(), "shared").unwrap();
+    let snap = s.snapshot().unwrap();
+    // Every thread's own files landed: no write was lost.
+    assert_eq!(snap.entries.len(), 1 + 4 * 25);
+    let readme = s.get(&rp("README.md")).unwrap().unwrap();
+    assert_eq!(
+        readme.base,
+        Fingerprint::File {
+            hash: ContentHash::of(b"# hi\n"),
+            mode: 0o644
+        }
+    );
+    let Change::Write { content, .. } = readme.change else {
+        panic!("not a write")
+    };
+    let last = String::from_utf8(s.blobs().get(&content).unwrap()).unwrap();
+    assert!(last.ends_with("i24\n"), "last writer wins: {last}");
+}
+
+#[test]
+fn the_state_directory_ignores_itself() {
+    let ws = workspace();
+    let _s = Store::open(ws.path(), "s").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".airlock/.gitignore")).unwrap(),
+        "*\n"
+    );
+}
