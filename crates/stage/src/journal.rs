@@ -601,7 +601,7 @@ impl Journal {
                 id,
                 why: format!("unknown state `{}`", row.5),
             })?;
-            let raw_files: Vec<(Vec<u8>, String, String, Option<String>, Option<i64>)> = file_stmt
+            let raw_files: Vec<RawFile> = file_stmt
                 .query_map([id], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                 })
@@ -643,6 +643,9 @@ impl Journal {
         Ok(out)
     }
 }
+
+/// A `record_files` row as stored: path bytes, pre and post JSON, backup, directory mode.
+type RawFile = (Vec<u8>, String, String, Option<String>, Option<i64>);
 
 fn to_json(f: &Fingerprint) -> String {
     // Fingerprint serialization cannot fail (plain enums, strings and byte vectors).

@@ -7,7 +7,7 @@ use airlock_policy::RelPath;
 use airlock_stage::apply::{ApplyContext, ApplyError, FaultHook, Phase, Step, apply_verified};
 use airlock_stage::journal::{Journal, RecordState};
 use airlock_stage::model::{Change, Fingerprint};
-use apply_support::{Fixture, verified};
+use apply_support::{Fixture, mixed, verified};
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -17,39 +17,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn ctx() -> ApplyContext {
     ApplyContext::new("s", 1)
-}
-
-/// A small workspace and a changeset touching every kind of change.
-fn mixed(fx: &Fixture) -> airlock_stage::VerifiedChangeset {
-    fx.write("keep.txt", b"unchanged", 0o644);
-    fx.write("src/main.rs", b"fn main() {}\n", 0o644);
-    fx.write("src/old.rs", b"old\n", 0o644);
-    fx.write("run.sh", b"#!/bin/sh\necho hi\n", 0o755);
-    fx.write("became_dir", b"was a file", 0o600);
-    fs::create_dir_all(fx.abs("gone_dir")).unwrap();
-    std::os::unix::fs::symlink("src/main.rs", fx.abs("link")).unwrap();
-    let entries = vec![
-        fx.stage_write("src/main.rs", b"fn main() { println!(\"x\"); }\n", 0o644),
-        fx.stage("src/old.rs", Change::Delete),
-        fx.stage_write("run.sh", b"#!/bin/sh\necho hi\n", 0o700),
-        fx.stage_write("new/deep/er/file.txt", b"nested", 0o640),
-        fx.stage("became_dir", Change::Dir { mode: 0o750 }),
-        fx.stage_write("became_dir/inner.txt", b"inside", 0o644),
-        fx.stage("gone_dir", Change::Delete),
-        fx.stage(
-            "link",
-            Change::Symlink {
-                target: b"keep.txt".to_vec(),
-            },
-        ),
-        fx.stage(
-            "newlink",
-            Change::Symlink {
-                target: b"../outside-is-just-bytes".to_vec(),
-            },
-        ),
-    ];
-    verified(entries)
 }
 
 #[test]

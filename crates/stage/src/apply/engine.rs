@@ -299,12 +299,10 @@ pub(crate) fn execute(
         )
         .map_err(err_at(&f.path))?;
     }
-    if let Some(bdir) = &bdir_fd {
-        if ctx.per_file_sync {
-            rustix::fs::fsync(bdir)
-                .map_err(io::Error::from)
-                .map_err(err_at(&first.path))?;
-        }
+    if let Some(bdir) = bdir_fd.as_ref().filter(|_| ctx.per_file_sync) {
+        rustix::fs::fsync(bdir)
+            .map_err(io::Error::from)
+            .map_err(err_at(&first.path))?;
     }
     // Temps and backups durable before anything visible changes.
     if !ctx.per_file_sync {

@@ -120,3 +120,86 @@ pub fn verified(entries: Vec<StagedEntry>) -> VerifiedChangeset {
     };
     VerifiedChangeset::attest(snap, Some(&verdict)).unwrap()
 }
+
+/// Counts mutating steps; at step `at` it fails: with a panic (an in-process crash: no
+/// rollback, the record stays pending) or with EIO.
+pub struct StepFault {
+    pub at: usize,
+    pub panic: bool,
+    pub seen: std::sync::atomic::AtomicUsize,
+}
+
+pub const CRASH_MSG: &str = "simulated crash";
+
+impl StepFault {
+    pub fn crash(at: usize) -> std::sync::Arc<StepFault> {
+        quiet_simulated_crashes();
+        std::sync::Arc::new(StepFault {
+            at,
+            panic: true,
+            seen: Default::default(),
+        })
+    }
+    pub fn steps(&self) -> usize {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl airlock_stage::apply::FaultHook for StepFault {
+    fn before(&self, _step: &airlock_stage::apply::Step<'_>) -> std::io::Result<()> {
+        let i = self.seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if i == self.at {
+            if self.panic {
+                std::panic::panic_any(CRASH_MSG);
+            }
+            return Err(std::io::Error::from_raw_os_error(5));
+        }
+        Ok(())
+    }
+}
+
+/// Keep the simulated crashes out of the test output; real panics still print.
+pub fn quiet_simulated_crashes() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&CRASH_MSG) {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// A small workspace and a changeset touching every kind of change.
+pub fn mixed(fx: &Fixture) -> airlock_stage::VerifiedChangeset {
+    fx.write("keep.txt", b"unchanged", 0o644);
+    fx.write("src/main.rs", b"fn main() {}\n", 0o644);
+    fx.write("src/old.rs", b"old\n", 0o644);
+    fx.write("run.sh", b"#!/bin/sh\necho hi\n", 0o755);
+    fx.write("became_dir", b"was a file", 0o600);
+    fs::create_dir_all(fx.abs("gone_dir")).unwrap();
+    std::os::unix::fs::symlink("src/main.rs", fx.abs("link")).unwrap();
+    let entries = vec![
+        fx.stage_write("src/main.rs", b"fn main() { println!(\"x\"); }\n", 0o644),
+        fx.stage("src/old.rs", Change::Delete),
+        fx.stage_write("run.sh", b"#!/bin/sh\necho hi\n", 0o700),
+        fx.stage_write("new/deep/er/file.txt", b"nested", 0o640),
+        fx.stage("became_dir", Change::Dir { mode: 0o750 }),
+        fx.stage_write("became_dir/inner.txt", b"inside", 0o644),
+        fx.stage("gone_dir", Change::Delete),
+        fx.stage(
+            "link",
+            Change::Symlink {
+                target: b"keep.txt".to_vec(),
+            },
+        ),
+        fx.stage(
+            "newlink",
+            Change::Symlink {
+                target: b"../outside-is-just-bytes".to_vec(),
+            },
+        ),
+    ];
+    verified(entries)
+}
