@@ -1,1 +1,99 @@
-//! airlock-sandbox: placeholder until it lands.
+//! airlock-sandbox runs one command in kernel isolation over an overlay of the workspace,
+//! then turns what it wrote into a list of changes.
+//!
+//! The command sees the real workspace (read-only) plus the session's staged layers, merged by
+//! overlayfs at the workspace's own path; whatever it writes lands in a caller-owned upper
+//! directory, never in the workspace. [`harvest`] reads that upper directory back as
+//! [`UpperChange`]s, in O(changed files).
+//!
+//! ```no_run
+//! use airlock_sandbox::{default_backend, harvest, SandboxSpec};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let scratch = tempfile::tempdir()?;
+//! let (upper, work) = (scratch.path().join("upper"), scratch.path().join("work"));
+//! std::fs::create_dir(&upper)?;
+//! std::fs::create_dir(&work)?;
+//! let spec = SandboxSpec::new("/src/project", &upper, &work, ["sh", "-c", "echo hi > out.txt"]);
+//! let outcome = default_backend(false)?.run(&spec)?;
+//! assert_eq!(outcome.exit_code, Some(0));
+//! for change in harvest(&upper)? {
+//!     println!("{change:?}");
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # What the namespace backend builds
+//!
+//! One `clone` creates fresh user, mount, pid, ipc, uts and (unless `network`) net namespaces.
+//! The clone child is PID 1 of the new pid namespace: it maps its own uid to root, builds a
+//! minimal root on a tmpfs and pivots into it, then forks the command (PID 2) and reaps.
+//! When the command exits, or the caller kills PID 1 on timeout or cancellation, the kernel
+//! kills everything left in the namespace, daemons included.
+//!
+//! - `/usr`, `/bin`, `/sbin`, `/lib*` read-only binds; `/etc` holds only a list of
+//!   non-secret files tools need ([`ETC_ALLOWLIST`]), so `/etc/shadow`, `/etc/ssh` are absent.
+//! - `/dev` with null, zero, full, random, urandom, tty, `/dev/shm`, and `fd`/`stdin`/... links;
+//!   a fresh `/proc`; a private `/tmp` tmpfs.
+//! - `$HOME` at its real path as an empty tmpfs exposing read-only only [`SandboxSpec::home_binds`].
+//! - The workspace at its real path: overlayfs, `lowerdir` = staged layers (top first) then the
+//!   workspace, `upperdir`/`workdir` from the spec, mounted inside the user namespace with
+//!   `userxattr`. Staged layers therefore mark opaque directories with `user.overlay.opaque=y`
+//!   (whiteouts are 0/0 character devices, which need no xattr).
+//! - Landlock: writes only beneath the workspace, `/tmp`, `/dev/shm` and to the few device files.
+//!   seccomp (deny-list, EPERM): ptrace, process_vm_*, bpf, keyrings, perf, userfaultfd, module
+//!   and kexec calls, every mount-API call, unshare/setns and namespace flags on clone, io_uring,
+//!   TIOCSTI, and `AF_INET`/`AF_INET6` sockets when the network is off; `clone3` returns ENOSYS so
+//!   libc falls back to the inspectable `clone`; x32 system calls are refused.
+//! - rlimits (core 0, nofile, fsize, nproc) and the pid namespace's `pid_max`, which bounds the
+//!   process count even when the sandbox's uid is the host's root (RLIMIT_NPROC never applies to
+//!   root); environment scrubbed to an allow-list ([`env`]).
+//!
+//! # Process model
+//!
+//! Everything the child needs (paths as `CString`s, the mount plan, the BPF program, the Landlock
+//! ruleset fd, argv/envp) is prepared before `clone`; the child only makes raw system calls and
+//! never allocates, so [`Backend::run`] is safe from any thread of a multi-threaded process
+//! (a tokio server, a test harness) and needs no helper binary. `run` blocks its thread until the
+//! command ends; async callers use `spawn_blocking`.
+
+#![deny(missing_docs)]
+
+mod capture;
+mod child;
+mod confine;
+mod degraded;
+pub mod env;
+mod error;
+mod harvest;
+mod namespace;
+mod plan;
+mod probe;
+mod spec;
+mod supervise;
+
+pub use capture::Captured;
+pub use degraded::DegradedBackend;
+pub use error::SandboxError;
+pub use harvest::{UpperChange, harvest};
+pub use namespace::NamespaceBackend;
+pub use plan::ETC_ALLOWLIST;
+pub use probe::{Capabilities, probe};
+pub use spec::{Limits, Outcome, SandboxSpec};
+
+/// A way to run a [`SandboxSpec`]. Kernel namespaces today; a container engine can be added.
+pub trait Backend: Send + Sync {
+    /// A short stable name ("namespaces", "degraded").
+    fn name(&self) -> &'static str;
+    /// Runs the command to completion (or timeout/cancellation) and reports what happened.
+    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError>;
+}
+
+/// The namespace backend when the kernel supports it; otherwise the degraded backend if the
+/// caller opted in, else the probe's error naming what is missing.
+pub fn default_backend(allow_degraded: bool) -> Result<Box<dyn Backend>, SandboxError> {
+    match probe() {
+        Ok(_) => Ok(Box::new(NamespaceBackend::new())),
+        Err(_) if allow_degraded => Ok(Box::new(DegradedBackend::new())),
+        Err(e) => Err(e),
+    }
+}

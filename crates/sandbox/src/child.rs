@@ -1,0 +1,482 @@
+//! Code that runs after `clone`, in the sandbox's PID 1 and in the command's process (PID 2).
+//!
+//! The parent may be multi-threaded, so from the moment of `clone` only async-signal-safe work is
+//! allowed: raw system calls over data prepared beforehand. Nothing here allocates, locks, or
+//! returns; every path ends in `execve` or `_exit`. Failures are reported to the parent as a
+//! fixed-size record on the error pipe: (step kind, index, errno).
+
+use std::ffi::{CStr, CString};
+use std::os::fd::RawFd;
+
+use libc::c_char;
+
+use crate::confine::PathRule;
+use crate::plan::{Op, Step};
+
+/// Steps outside the mount plan, reported by number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Stage {
+    ParentDeath = 1,
+    Fds,
+    UidMap,
+    Hostname,
+    Loopback,
+    PivotRoot,
+    Fork,
+    Chdir,
+    Rlimit,
+    NoNewPrivs,
+    LandlockRule,
+    LandlockRestrict,
+    Seccomp,
+    Exec,
+}
+
+impl Stage {
+    pub(crate) fn from_u32(v: u32) -> Option<Stage> {
+        use Stage::*;
+        [
+            ParentDeath,
+            Fds,
+            UidMap,
+            Hostname,
+            Loopback,
+            PivotRoot,
+            Fork,
+            Chdir,
+            Rlimit,
+            NoNewPrivs,
+            LandlockRule,
+            LandlockRestrict,
+            Seccomp,
+            Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == v)
+    }
+
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Stage::ParentDeath => "arranging to die with the parent",
+            Stage::Fds => "setting up file descriptors",
+            Stage::UidMap => "writing the uid/gid maps",
+            Stage::Hostname => "setting the hostname",
+            Stage::Loopback => "bringing up the loopback interface",
+            Stage::PivotRoot => "pivoting into the new root",
+            Stage::Fork => "forking the command",
+            Stage::Chdir => "changing to the working directory",
+            Stage::Rlimit => "setting resource limits",
+            Stage::NoNewPrivs => "setting no_new_privs",
+            Stage::LandlockRule => "adding a Landlock rule",
+            Stage::LandlockRestrict => "enforcing Landlock",
+            Stage::Seccomp => "loading the seccomp filter",
+            Stage::Exec => "executing the command",
+        }
+    }
+}
+
+/// The libc type naming an rlimit resource.
+pub(crate) type Resource = libc::__rlimit_resource_t;
+
+/// Error record kinds.
+pub(crate) const KIND_PLAN: u32 = 1;
+pub(crate) const KIND_STAGE: u32 = 2;
+
+/// Everything the child needs, prepared by the parent.
+pub(crate) struct ChildCtx<'a> {
+    pub(crate) steps: &'a [Step],
+    pub(crate) newroot: &'a CStr,
+    pub(crate) uid_map: &'a CStr,
+    pub(crate) gid_map: &'a CStr,
+    pub(crate) private_net: bool,
+    pub(crate) cwd: &'a CStr,
+    pub(crate) candidates: &'a [CString],
+    /// Null-terminated.
+    pub(crate) argv: &'a [*const c_char],
+    /// Null-terminated.
+    pub(crate) envp: &'a [*const c_char],
+    pub(crate) rlimits: &'a [(Resource, u64)],
+    pub(crate) landlock_fd: RawFd,
+    pub(crate) landlock_rules: &'a [PathRule],
+    pub(crate) bpf: &'a [libc::sock_filter],
+    pub(crate) stdin: RawFd,
+    pub(crate) stdout: RawFd,
+    pub(crate) stderr: RawFd,
+    pub(crate) err_w: RawFd,
+    pub(crate) status_w: RawFd,
+    pub(crate) alive_r: RawFd,
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Reports a failure and exits. Async-signal-safe.
+fn fail(ctx: &ChildCtx<'_>, kind: u32, index: u32, err: i32) -> ! {
+    let mut rec = [0u8; 12];
+    rec[..4].copy_from_slice(&kind.to_ne_bytes());
+    rec[4..8].copy_from_slice(&index.to_ne_bytes());
+    rec[8..].copy_from_slice(&err.to_ne_bytes());
+    // SAFETY: writing a stack buffer to an fd we own, then exiting without unwinding.
+    unsafe {
+        libc::write(ctx.err_w, rec.as_ptr().cast(), rec.len());
+        libc::_exit(126)
+    }
+}
+
+fn fail_stage(ctx: &ChildCtx<'_>, stage: Stage) -> ! {
+    fail(ctx, KIND_STAGE, stage as u32, errno())
+}
+
+/// Writes `data` to the file at `path`. Returns false on failure (errno set).
+fn write_file(path: &CStr, data: &[u8]) -> bool {
+    // SAFETY: open/write/close on a NUL-terminated path and a live buffer.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        libc::close(fd);
+        n == data.len() as isize
+    }
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// Runs one plan step. Returns false on failure (errno set).
+fn run_op(op: &Op) -> bool {
+    let null = std::ptr::null::<c_char>();
+    // SAFETY: every pointer is a NUL-terminated CString owned by the plan, alive for the call.
+    unsafe {
+        match op {
+            Op::MakePrivate => {
+                libc::mount(
+                    null,
+                    c"/".as_ptr(),
+                    null,
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) == 0
+            }
+            Op::Tmpfs { dst, data } => {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    dst.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    data.as_ptr().cast(),
+                ) == 0
+            }
+            Op::Mkdir { path } => libc::mkdir(path.as_ptr(), 0o755) == 0 || errno() == libc::EEXIST,
+            Op::Touch { path } => {
+                let fd = libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                    0o644,
+                );
+                fd >= 0 && libc::close(fd) == 0
+            }
+            Op::Symlink { target, path } => {
+                libc::symlink(target.as_ptr(), path.as_ptr()) == 0 || errno() == libc::EEXIST
+            }
+            Op::Bind {
+                src,
+                dst,
+                recursive,
+            } => {
+                let flags = libc::MS_BIND | if *recursive { libc::MS_REC } else { 0 };
+                libc::mount(src.as_ptr(), dst.as_ptr(), null, flags, std::ptr::null()) == 0
+            }
+            Op::SetAttr {
+                path,
+                set,
+                recursive,
+            } => {
+                let attr = MountAttr {
+                    attr_set: *set,
+                    attr_clr: 0,
+                    propagation: 0,
+                    userns_fd: 0,
+                };
+                let flags = if *recursive { libc::AT_RECURSIVE } else { 0 };
+                libc::syscall(
+                    libc::SYS_mount_setattr,
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    flags as libc::c_uint,
+                    &attr as *const MountAttr,
+                    std::mem::size_of::<MountAttr>(),
+                ) == 0
+            }
+            Op::Overlay { dst, data } => {
+                libc::mount(
+                    c"overlay".as_ptr(),
+                    dst.as_ptr(),
+                    c"overlay".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    data.as_ptr().cast(),
+                ) == 0
+            }
+            Op::Proc { dst } => {
+                libc::mount(
+                    c"proc".as_ptr(),
+                    dst.as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                ) == 0
+            }
+            Op::WriteOptional { path, data } => {
+                write_file(path, data.as_bytes());
+                true
+            }
+        }
+    }
+}
+
+/// Closes every descriptor except those in `keep` (sorted, ascending, no duplicates).
+fn close_all_except(keep: &[RawFd]) {
+    let mut next: u32 = 0;
+    for &fd in keep {
+        let fd = fd as u32;
+        if fd > next {
+            // SAFETY: close_range on descriptors this process does not use.
+            unsafe { libc::syscall(libc::SYS_close_range, next, fd - 1, 0u32) };
+        }
+        next = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, next, u32::MAX, 0u32) };
+}
+
+fn sort_small(fds: &mut [RawFd]) {
+    for i in 1..fds.len() {
+        let mut j = i;
+        while j > 0 && fds[j - 1] > fds[j] {
+            fds.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+}
+
+/// The sandbox's PID 1: finish the namespaces, build the root, fork the command, reap.
+pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
+    // SAFETY: raw system calls on prepared data only; see the module comment.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            fail_stage(ctx, Stage::ParentDeath);
+        }
+        // The parent may have died before PDEATHSIG was armed: its end of the pipe is then closed.
+        let mut pfd = libc::pollfd {
+            fd: ctx.alive_r,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::poll(&mut pfd, 1, 0) != 0 {
+            libc::_exit(125);
+        }
+        if libc::dup2(ctx.stdin, 0) < 0
+            || libc::dup2(ctx.stdout, 1) < 0
+            || libc::dup2(ctx.stderr, 2) < 0
+        {
+            fail_stage(ctx, Stage::Fds);
+        }
+        let mut keep = [
+            0,
+            1,
+            2,
+            ctx.err_w,
+            ctx.status_w,
+            ctx.alive_r,
+            ctx.landlock_fd,
+        ];
+        sort_small(&mut keep);
+        close_all_except(&keep);
+
+        if !write_file(c"/proc/self/setgroups", b"deny")
+            || !write_file(c"/proc/self/uid_map", ctx.uid_map.to_bytes())
+            || !write_file(c"/proc/self/gid_map", ctx.gid_map.to_bytes())
+        {
+            fail_stage(ctx, Stage::UidMap);
+        }
+        for (i, step) in ctx.steps.iter().enumerate() {
+            if !run_op(&step.op) {
+                fail(ctx, crate::child::KIND_PLAN, i as u32, errno());
+            }
+        }
+        let host = b"airlock";
+        if libc::sethostname(host.as_ptr().cast(), host.len()) != 0 {
+            fail_stage(ctx, Stage::Hostname);
+        }
+        if ctx.private_net && !loopback_up() {
+            fail_stage(ctx, Stage::Loopback);
+        }
+        if libc::chdir(ctx.newroot.as_ptr()) != 0
+            || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
+            || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
+            || libc::chdir(c"/".as_ptr()) != 0
+        {
+            fail_stage(ctx, Stage::PivotRoot);
+        }
+
+        let pid = libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        );
+        if pid < 0 {
+            fail_stage(ctx, Stage::Fork);
+        }
+        if pid == 0 {
+            command_main(ctx);
+        }
+        let pid = pid as libc::pid_t;
+        libc::close(0);
+        libc::close(1);
+        libc::close(2);
+        libc::close(ctx.err_w);
+        loop {
+            let mut status: libc::c_int = 0;
+            let r = libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut());
+            if r == pid {
+                let bytes = status.to_ne_bytes();
+                libc::write(ctx.status_w, bytes.as_ptr().cast(), bytes.len());
+                // Exiting kills every process left in the namespace.
+                libc::_exit(0);
+            }
+            if r < 0 && errno() != libc::EINTR {
+                libc::_exit(1);
+            }
+        }
+    }
+}
+
+fn loopback_up() -> bool {
+    // SAFETY: a socket and two ioctls on a zeroed, correctly typed ifreq.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return false;
+        }
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as c_char;
+        }
+        let ok = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) == 0 && {
+            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) == 0
+        };
+        libc::close(s);
+        ok
+    }
+}
+
+/// PID 2: confine and exec the command.
+fn command_main(ctx: &ChildCtx<'_>) -> ! {
+    // SAFETY: raw system calls on prepared data only; see the module comment.
+    unsafe {
+        libc::close(ctx.status_w);
+        libc::close(ctx.alive_r);
+        libc::setsid();
+        // Undo what the parent's runtime may have set: blocked signals, ignored SIGPIPE.
+        let empty: libc::sigset_t = std::mem::zeroed();
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const _,
+            std::ptr::null_mut::<libc::sigset_t>(),
+            8usize,
+        );
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+
+        if libc::chdir(ctx.cwd.as_ptr()) != 0 {
+            fail_stage(ctx, Stage::Chdir);
+        }
+        for &(resource, value) in ctx.rlimits {
+            let lim = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            if libc::setrlimit(resource, &lim) != 0 {
+                fail_stage(ctx, Stage::Rlimit);
+            }
+        }
+        // Descriptors leaked by other threads of the parent must not reach the command.
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            fail_stage(ctx, Stage::NoNewPrivs);
+        }
+        for rule in ctx.landlock_rules {
+            let fd = libc::open(rule.path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+            if fd < 0 {
+                if errno() == libc::ENOENT {
+                    continue;
+                }
+                fail_stage(ctx, Stage::LandlockRule);
+            }
+            let attr = PathBeneathAttr {
+                allowed_access: rule.access,
+                parent_fd: fd,
+            };
+            let r = libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ctx.landlock_fd,
+                1u32,
+                &attr as *const PathBeneathAttr,
+                0u32,
+            );
+            libc::close(fd);
+            if r != 0 {
+                fail_stage(ctx, Stage::LandlockRule);
+            }
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, ctx.landlock_fd, 0u32) != 0 {
+            fail_stage(ctx, Stage::LandlockRestrict);
+        }
+        libc::close(ctx.landlock_fd);
+        let prog = libc::sock_fprog {
+            len: ctx.bpf.len() as libc::c_ushort,
+            filter: ctx.bpf.as_ptr() as *mut _,
+        };
+        if libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &prog as *const libc::sock_fprog,
+        ) != 0
+        {
+            fail_stage(ctx, Stage::Seccomp);
+        }
+        let mut last = libc::ENOENT;
+        for cand in ctx.candidates {
+            libc::execve(cand.as_ptr(), ctx.argv.as_ptr(), ctx.envp.as_ptr());
+            let e = errno();
+            if e != libc::ENOENT && e != libc::ENOTDIR {
+                last = e;
+            }
+        }
+        fail(ctx, KIND_STAGE, Stage::Exec as u32, last)
+    }
+}

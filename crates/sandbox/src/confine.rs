@@ -1,0 +1,296 @@
+//! The confinement applied to the command just before `execve`: a Landlock ruleset (writes only
+//! where the sandbox allows them) and a seccomp filter (dangerous system calls refused). Both
+//! are built here, before `clone`; the child only adds the path rules and loads the filter.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    Scope,
+};
+use seccompiler::{
+    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+};
+
+use crate::error::SandboxError;
+use crate::plan::{DEV_NODES, cstring};
+
+/// A Landlock path rule: beneath `path`, allow `access`.
+#[derive(Debug)]
+pub(crate) struct PathRule {
+    pub(crate) path: CString,
+    pub(crate) access: u64,
+}
+
+/// A created ruleset and the rules to add once the sandbox's mounts exist.
+#[derive(Debug)]
+pub(crate) struct LandlockPlan {
+    pub(crate) ruleset: OwnedFd,
+    pub(crate) rules: Vec<PathRule>,
+}
+
+fn policy_error(what: &'static str, e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Policy {
+        what,
+        detail: e.to_string(),
+    }
+}
+
+/// The kernel's Landlock ABI version (0 when Landlock is unavailable).
+pub(crate) fn landlock_abi() -> i32 {
+    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attribute and size 0 only queries.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    v.max(0) as i32
+}
+
+/// Builds the ruleset: write access is handled (so denied by default), then granted beneath
+/// `writable_dirs` and on the writable device files. With `block_tcp`, TCP bind/connect are
+/// denied too; signals and abstract unix sockets are scoped to the sandbox.
+pub(crate) fn landlock_plan(
+    writable_dirs: &[&Path],
+    block_tcp: bool,
+) -> Result<LandlockPlan, SandboxError> {
+    let abi = landlock_abi();
+    if abi < 1 {
+        return Err(SandboxError::Unsupported {
+            missing: "Landlock",
+            detail: "the kernel reports no Landlock ABI".into(),
+        });
+    }
+    // The rights we rely on (ABI 3: write, refer, truncate) are a hard requirement; newer ones
+    // are used when the kernel has them.
+    let hard = AccessFs::from_write(ABI::V3);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(hard)
+        .map_err(|e| policy_error("Landlock ruleset", e))?
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_write(ABI::V5))
+        .map_err(|e| policy_error("Landlock ruleset", e))?
+        .scope(Scope::from_all(ABI::V6))
+        .map_err(|e| policy_error("Landlock ruleset", e))?;
+    if block_tcp {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(ABI::V4))
+            .map_err(|e| policy_error("Landlock ruleset", e))?;
+    }
+    let created = ruleset
+        .create()
+        .map_err(|e| policy_error("Landlock ruleset", e))?;
+    let fd: Option<OwnedFd> = created.into();
+    let ruleset =
+        fd.ok_or_else(|| policy_error("Landlock ruleset", "the kernel did not create a ruleset"))?;
+
+    // Rules may only name rights the ruleset handles: the kernel's share of from_write(V5).
+    let effective = AccessFs::from_write(ABI::from(abi.min(5)));
+    let dir_access = effective.bits();
+    let file_rights: BitFlags<AccessFs> =
+        AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
+    let file_access = (effective & file_rights).bits();
+    let mut rules = Vec::new();
+    for dir in writable_dirs {
+        rules.push(PathRule {
+            path: cstring(dir.as_os_str().as_encoded_bytes())?,
+            access: dir_access,
+        });
+    }
+    for node in DEV_NODES {
+        rules.push(PathRule {
+            path: cstring(format!("/dev/{node}").as_bytes())?,
+            access: file_access,
+        });
+    }
+    Ok(LandlockPlan { ruleset, rules })
+}
+
+/// System calls refused with EPERM.
+fn denied_syscalls() -> Vec<i64> {
+    let mut v = vec![
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_bpf,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_perf_event_open,
+        libc::SYS_userfaultfd,
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_mount_setattr,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_acct,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_reboot,
+        libc::SYS_syslog,
+        libc::SYS_quotactl,
+        libc::SYS_pidfd_getfd,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        libc::SYS_iopl,
+        libc::SYS_ioperm,
+        428, /* open_tree_attr */
+    ]);
+    v
+}
+
+const NAMESPACE_FLAGS: [u64; 8] = [
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    0x80, // CLONE_NEWTIME
+];
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SandboxError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value)
+        .map_err(|e| policy_error("seccomp filter", e))
+}
+
+fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
+    SeccompRule::new(conds).map_err(|e| policy_error("seccomp filter", e))
+}
+
+/// Compiles the filter. `block_inet`: refuse `AF_INET`/`AF_INET6` sockets.
+pub(crate) fn seccomp_program(block_inet: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for nr in denied_syscalls() {
+        rules.insert(nr, Vec::new());
+    }
+    let clone_rules = NAMESPACE_FLAGS
+        .iter()
+        .map(|&flag| rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_clone, clone_rules);
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![
+                SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::TIOCSTI)
+                    .map_err(|e| policy_error("seccomp filter", e))?,
+            ])?,
+            rule(vec![
+                SeccompCondition::new(
+                    1,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    libc::TIOCLINUX,
+                )
+                .map_err(|e| policy_error("seccomp filter", e))?,
+            ])?,
+        ],
+    );
+    if block_inet {
+        let socket_rules = [libc::AF_INET, libc::AF_INET6]
+            .iter()
+            .map(|&af| {
+                rule(vec![
+                    SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, af as u64)
+                        .map_err(|e| policy_error("seccomp filter", e))?,
+                ])
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        rules.insert(libc::SYS_socket, socket_rules);
+    }
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e| policy_error("seccomp filter", e))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| policy_error("seccomp filter", e))?;
+    let program: seccompiler::BpfProgram = filter
+        .try_into()
+        .map_err(|e| policy_error("seccomp filter", e))?;
+    let mut out = prologue();
+    out.extend(program.iter().map(|f| libc::sock_filter {
+        code: f.code,
+        jt: f.jt,
+        jf: f.jf,
+        k: f.k,
+    }));
+    if out.len() > 4096 {
+        return Err(policy_error(
+            "seccomp filter",
+            "the program exceeds 4096 instructions",
+        ));
+    }
+    Ok(out)
+}
+
+/// Instructions run before seccompiler's program: on x86_64, refuse x32 system calls (which a
+/// deny-list would otherwise miss) and make `clone3` (whose flags live in memory, beyond a
+/// filter's reach) fail with ENOSYS so libc falls back to `clone`.
+fn prologue() -> Vec<libc::sock_filter> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+        const LD_ABS_W: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+        const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+        const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+        const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+        let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+        vec![
+            f(LD_ABS_W, 0, 0, 4),                  // arch
+            f(JEQ, 0, 5, AUDIT_ARCH_X86_64),       // other arch: seccompiler kills it
+            f(LD_ABS_W, 0, 0, 0),                  // nr
+            f(JGE, 1, 0, 0x4000_0000),             // x32 bit set → EPERM
+            f(JEQ, 1, 2, libc::SYS_clone3 as u32), // clone3 → ENOSYS
+            f(RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+            f(RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        ]
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_compiles_with_and_without_inet() {
+        let a = seccomp_program(true).unwrap();
+        let b = seccomp_program(false).unwrap();
+        assert!(a.len() > b.len());
+    }
+}

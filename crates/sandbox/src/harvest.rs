@@ -1,0 +1,289 @@
+//! Reading an overlay upper directory back as changes. Walks only the upper directory, so the
+//! cost is O(changed files); never follows symlinks; keeps non-UTF-8 names.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// One entry of an overlay upper directory, relative to the workspace root.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum UpperChange {
+    /// A regular file that is new, modified, or had its mode changed (overlay copies a file up
+    /// whole on any change). Its content is `upper.join(path)`.
+    File {
+        /// Workspace-relative path.
+        path: PathBuf,
+        /// Permission bits (`st_mode & 0o7777`).
+        mode: u32,
+    },
+    /// A whiteout: the path was deleted.
+    Delete {
+        /// Workspace-relative path.
+        path: PathBuf,
+    },
+    /// A symbolic link, with its raw target (the caller decides whether it escapes).
+    Symlink {
+        /// Workspace-relative path.
+        path: PathBuf,
+        /// The target exactly as stored.
+        target: PathBuf,
+    },
+    /// A directory present in the upper layer: new, copied up because something beneath it
+    /// changed, or with a changed mode. Opaque directories replace the lower one entirely.
+    Dir {
+        /// Workspace-relative path.
+        path: PathBuf,
+        /// Permission bits.
+        mode: u32,
+        /// True when the directory hides everything beneath it in the lower layers.
+        opaque: bool,
+    },
+    /// A file type airlock does not stage (fifo, socket, device): reported, never applied.
+    Unsupported {
+        /// Workspace-relative path.
+        path: PathBuf,
+        /// "fifo", "socket", "char device" or "block device".
+        kind: &'static str,
+    },
+}
+
+impl UpperChange {
+    /// The workspace-relative path of the change.
+    pub fn path(&self) -> &Path {
+        match self {
+            UpperChange::File { path, .. }
+            | UpperChange::Delete { path }
+            | UpperChange::Symlink { path, .. }
+            | UpperChange::Dir { path, .. }
+            | UpperChange::Unsupported { path, .. } => path,
+        }
+    }
+}
+
+const XATTR_PREFIXES: [&str; 2] = ["user.overlay.", "trusted.overlay."];
+
+/// Lists the changes recorded in an overlay upper directory, sorted by path (parents before
+/// children).
+///
+/// Whiteouts (0/0 character devices, or files carrying an `overlay.whiteout` xattr) become
+/// [`UpperChange::Delete`]. Redirected or metacopy entries (features airlock never enables)
+/// are an error rather than a guess.
+pub fn harvest(upper: &Path) -> io::Result<Vec<UpperChange>> {
+    let mut out = Vec::new();
+    walk(upper, Path::new(""), &mut out)?;
+    out.sort_by(|a, b| a.path().cmp(b.path()));
+    Ok(out)
+}
+
+fn walk(abs: &Path, rel: &Path, out: &mut Vec<UpperChange>) -> io::Result<()> {
+    for entry in fs::read_dir(abs)? {
+        let entry = entry?;
+        let abs_child = entry.path();
+        let rel_child = rel.join(entry.file_name());
+        let meta = fs::symlink_metadata(&abs_child)?;
+        let ft = meta.file_type();
+        let mode = meta.mode() & 0o7777;
+        for name in ["redirect", "metacopy"] {
+            if has_overlay_xattr(&abs_child, name)? {
+                return Err(io::Error::other(format!(
+                    "{} carries an overlay {name} xattr, which harvest does not interpret",
+                    abs_child.display()
+                )));
+            }
+        }
+        if ft.is_char_device() && meta.rdev() == 0 {
+            out.push(UpperChange::Delete { path: rel_child });
+        } else if ft.is_dir() {
+            let opaque = overlay_xattr_is(&abs_child, "opaque", b"y")?;
+            out.push(UpperChange::Dir {
+                path: rel_child.clone(),
+                mode,
+                opaque,
+            });
+            walk(&abs_child, &rel_child, out)?;
+        } else if ft.is_symlink() {
+            let target = fs::read_link(&abs_child)?;
+            out.push(UpperChange::Symlink {
+                path: rel_child,
+                target,
+            });
+        } else if ft.is_file() {
+            if meta.len() == 0 && has_overlay_xattr(&abs_child, "whiteout")? {
+                out.push(UpperChange::Delete { path: rel_child });
+            } else {
+                out.push(UpperChange::File {
+                    path: rel_child,
+                    mode,
+                });
+            }
+        } else {
+            let kind = if ft.is_fifo() {
+                "fifo"
+            } else if ft.is_socket() {
+                "socket"
+            } else if ft.is_char_device() {
+                "char device"
+            } else {
+                "block device"
+            };
+            out.push(UpperChange::Unsupported {
+                path: rel_child,
+                kind,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn get_xattr(path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
+    let mut buf = [0u8; 256];
+    match rustix::fs::lgetxattr(path, name, &mut buf[..]) {
+        Ok(n) => Ok(Some(buf[..n].to_vec())),
+        Err(e) if e == rustix::io::Errno::NODATA || e == rustix::io::Errno::NOTSUP => Ok(None),
+        // A trusted.* read without privilege is refused, which means "not set" for us.
+        Err(e) if e == rustix::io::Errno::PERM || e == rustix::io::Errno::ACCESS => Ok(None),
+        // A value longer than our buffer still exists.
+        Err(e) if e == rustix::io::Errno::RANGE => Ok(Some(Vec::new())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn has_overlay_xattr(path: &Path, name: &str) -> io::Result<bool> {
+    for prefix in XATTR_PREFIXES {
+        if get_xattr(path, &format!("{prefix}{name}"))?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn overlay_xattr_is(path: &Path, name: &str, value: &[u8]) -> io::Result<bool> {
+    for prefix in XATTR_PREFIXES {
+        if get_xattr(path, &format!("{prefix}{name}"))?.as_deref() == Some(value) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    fn mknod_whiteout(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::empty(),
+            0,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn reads_files_deletes_symlinks_and_dirs_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let up = dir.path();
+        fs::create_dir_all(up.join("src/sub")).unwrap();
+        fs::write(up.join("src/sub/new.rs"), "fn x() {}").unwrap();
+        fs::write(up.join("run.sh"), "#!/bin/sh").unwrap();
+        fs::set_permissions(up.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        mknod_whiteout(&up.join("src/gone.rs"));
+        symlink("../../etc/passwd", up.join("link")).unwrap();
+        let odd = OsStr::from_bytes(b"bad\xffname");
+        fs::write(up.join(odd), "x").unwrap();
+        rustix::fs::setxattr(
+            up.join("src/sub"),
+            "user.overlay.opaque",
+            b"y",
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+
+        let changes = harvest(up).unwrap();
+        let expected = vec![
+            UpperChange::File {
+                path: PathBuf::from(odd),
+                mode: 0o644,
+            },
+            UpperChange::Symlink {
+                path: "link".into(),
+                target: "../../etc/passwd".into(),
+            },
+            UpperChange::File {
+                path: "run.sh".into(),
+                mode: 0o755,
+            },
+            UpperChange::Dir {
+                path: "src".into(),
+                mode: 0o755,
+                opaque: false,
+            },
+            UpperChange::Delete {
+                path: "src/gone.rs".into(),
+            },
+            UpperChange::Dir {
+                path: "src/sub".into(),
+                mode: 0o755,
+                opaque: true,
+            },
+            UpperChange::File {
+                path: "src/sub/new.rs".into(),
+                mode: 0o644,
+            },
+        ];
+        assert_eq!(changes, expected);
+    }
+
+    #[test]
+    fn xattr_whiteouts_are_deletes_and_fifos_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let up = dir.path();
+        fs::write(up.join("wh"), "").unwrap();
+        rustix::fs::setxattr(
+            up.join("wh"),
+            "user.overlay.whiteout",
+            b"",
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            up.join("pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let changes = harvest(up).unwrap();
+        assert_eq!(
+            changes,
+            vec![
+                UpperChange::Unsupported {
+                    path: "pipe".into(),
+                    kind: "fifo"
+                },
+                UpperChange::Delete { path: "wh".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn redirects_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        rustix::fs::setxattr(
+            dir.path().join("d"),
+            "user.overlay.redirect",
+            b"/x",
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+        assert!(harvest(dir.path()).is_err());
+    }
+}

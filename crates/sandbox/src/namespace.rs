@@ -1,0 +1,411 @@
+//! The kernel-isolation backend: one `clone` into fresh namespaces, the child replays the mount
+//! plan and confines the command (see [`crate::child`]); the parent supervises.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::capture::Collector;
+use crate::child::{self, ChildCtx, KIND_PLAN, KIND_STAGE, Resource, Stage};
+use crate::confine;
+use crate::error::SandboxError;
+use crate::plan::{self, PlanInput, cstring};
+use crate::spec::{Outcome, SandboxSpec};
+use crate::supervise::{self, Watch};
+use crate::{Backend, env};
+
+/// Runs commands in user, mount, pid, ipc, uts and net namespaces over a workspace overlay,
+/// under Landlock and seccomp. See the crate documentation for the exact environment.
+#[derive(Debug, Default, Clone)]
+pub struct NamespaceBackend {
+    _private: (),
+}
+
+impl NamespaceBackend {
+    /// The backend. Construction checks nothing; [`crate::probe`] does.
+    pub fn new() -> Self {
+        NamespaceBackend { _private: () }
+    }
+}
+
+impl Backend for NamespaceBackend {
+    fn name(&self) -> &'static str {
+        "namespaces"
+    }
+
+    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+        run(spec)
+    }
+}
+
+/// A spec with every path checked and resolved.
+pub(crate) struct Validated {
+    pub(crate) workspace: PathBuf,
+    pub(crate) layers: Vec<PathBuf>,
+    pub(crate) upper: PathBuf,
+    pub(crate) work: PathBuf,
+    pub(crate) cwd: PathBuf,
+    pub(crate) home: Option<PathBuf>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+}
+
+fn existing_dir(what: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
+    let canon = p.canonicalize().map_err(|e| SandboxError::io(what, p, e))?;
+    if !canon.is_dir() {
+        return Err(SandboxError::InvalidSpec(format!(
+            "{} is not a directory",
+            p.display()
+        )));
+    }
+    Ok(canon)
+}
+
+pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
+    if spec.argv.is_empty() {
+        return Err(SandboxError::InvalidSpec("argv is empty".into()));
+    }
+    let workspace = existing_dir("resolving the workspace", &spec.workspace)?;
+    let layers = spec
+        .layers
+        .iter()
+        .map(|l| existing_dir("resolving a staged layer", l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let upper = existing_dir("resolving the upper directory", &spec.upper)?;
+    let work = existing_dir("resolving the work directory", &spec.work)?;
+    let cwd = plan::normalize(&spec.cwd).ok_or_else(|| {
+        SandboxError::InvalidSpec(format!("cwd {} is not absolute", spec.cwd.display()))
+    })?;
+    let given_ws = plan::normalize(&spec.workspace).unwrap_or_else(|| spec.workspace.clone());
+    let rel = cwd
+        .strip_prefix(&given_ws)
+        .or_else(|_| cwd.strip_prefix(&workspace))
+        .map_err(|_| {
+            SandboxError::InvalidSpec(format!(
+                "cwd {} is outside the workspace {}",
+                cwd.display(),
+                workspace.display()
+            ))
+        })?;
+    let cwd = workspace.join(rel);
+    let home = match &spec.home {
+        Some(h) => Some(h.clone()),
+        None => std::env::var_os("HOME").map(PathBuf::from),
+    };
+    let home = match home {
+        Some(h) => Some(plan::normalize(&h).ok_or_else(|| {
+            SandboxError::InvalidSpec(format!("home {} is not absolute", h.display()))
+        })?),
+        None => None,
+    };
+    let env = env::scrubbed(
+        std::env::vars_os(),
+        &spec.env,
+        home.as_deref().map(Path::as_os_str),
+    )
+    .map_err(SandboxError::InvalidSpec)?;
+    Ok(Validated {
+        workspace,
+        layers,
+        upper,
+        work,
+        cwd,
+        home,
+        env,
+    })
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(SandboxError::sys("pipe2"));
+    }
+    // SAFETY: fresh descriptors from the kernel, owned from here on.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((above_stdio(r)?, above_stdio(w)?))
+}
+
+/// The child moves its stdio into 0..=2, so no descriptor it needs may sit there.
+fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, SandboxError> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: duplicating an fd we own to a new CLOEXEC descriptor >= 3.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(SandboxError::sys("fcntl(F_DUPFD_CLOEXEC)"));
+    }
+    // SAFETY: fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+fn hard_limit(resource: Resource) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills a live struct.
+    if unsafe { libc::getrlimit(resource, &mut lim) } != 0 {
+        return u64::MAX;
+    }
+    lim.rlim_max
+}
+
+fn read_record(fd: &OwnedFd, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        // SAFETY: reading into the remaining part of a live buffer.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf[got..].as_mut_ptr().cast(), len - got) };
+        if n <= 0 {
+            break;
+        }
+        got += n as usize;
+    }
+    buf.truncate(got);
+    buf
+}
+
+fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+    let v = validate(spec)?;
+    let newroot = tempfile::Builder::new()
+        .prefix("airlock-root-")
+        .tempdir()
+        .map_err(|e| SandboxError::io("creating the new root", std::env::temp_dir(), e))?;
+    let pid_max = spec.limits.nproc.max(301);
+    let steps = plan::build(&PlanInput {
+        newroot: newroot.path(),
+        workspace: &v.workspace,
+        layers: &v.layers,
+        upper: &v.upper,
+        work: &v.work,
+        home: v.home.as_deref(),
+        home_binds: &spec.home_binds,
+        ro_binds: &spec.ro_binds,
+        tmp_size: spec.limits.tmp_size,
+        pid_max,
+    })?;
+
+    let block_inet = !spec.network && !spec.allow_loopback;
+    let mut writable: Vec<&Path> = vec![&v.workspace, Path::new("/tmp"), Path::new("/dev/shm")];
+    if let Some(h) = &v.home {
+        writable.push(h);
+    }
+    let landlock = confine::landlock_plan(&writable, !spec.network && !spec.allow_loopback)?;
+    let bpf = confine::seccomp_program(block_inet)?;
+
+    let argv_c: Vec<CString> = spec
+        .argv
+        .iter()
+        .map(|a| cstring(a.as_bytes()))
+        .collect::<Result<_, _>>()?;
+    let mut argv_p: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
+    argv_p.push(std::ptr::null());
+    let env_c: Vec<CString> = v
+        .env
+        .iter()
+        .map(|(k, val)| {
+            let mut kv = k.clone().into_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(val.as_bytes());
+            cstring(&kv)
+        })
+        .collect::<Result<_, _>>()?;
+    let mut env_p: Vec<*const libc::c_char> = env_c.iter().map(|c| c.as_ptr()).collect();
+    env_p.push(std::ptr::null());
+    let path_var = v
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, p)| p.as_os_str());
+    let candidates = plan::exec_candidates(&spec.argv[0], path_var)?;
+    if candidates.is_empty() {
+        return Err(SandboxError::Exec {
+            program: spec.argv[0].clone(),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        });
+    }
+
+    let l = &spec.limits;
+    let mut rlimits: Vec<(Resource, u64)> = vec![
+        (libc::RLIMIT_CORE, 0),
+        (libc::RLIMIT_NOFILE, l.nofile),
+        (libc::RLIMIT_FSIZE, l.fsize),
+        (libc::RLIMIT_NPROC, l.nproc),
+    ];
+    if let Some(a) = l.address_space {
+        rlimits.push((libc::RLIMIT_AS, a));
+    }
+    if let Some(c) = l.cpu_seconds {
+        rlimits.push((libc::RLIMIT_CPU, c));
+    }
+    for (res, val) in &mut rlimits {
+        *val = (*val).min(hard_limit(*res));
+    }
+
+    // SAFETY: geteuid/getegid cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let uid_map = cstring(format!("0 {uid} 1").as_bytes())?;
+    let gid_map = cstring(format!("0 {gid} 1").as_bytes())?;
+    let newroot_c = cstring(newroot.path().as_os_str().as_bytes())?;
+    let cwd_c = cstring(v.cwd.as_os_str().as_bytes())?;
+
+    let (stdin_r, stdin_w) = pipe()?;
+    let (stdout_r, stdout_w) = pipe()?;
+    let (stderr_r, stderr_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let (status_r, status_w) = pipe()?;
+    let (alive_r, alive_w) = pipe()?;
+
+    let ctx = ChildCtx {
+        steps: &steps,
+        newroot: &newroot_c,
+        uid_map: &uid_map,
+        gid_map: &gid_map,
+        private_net: !spec.network,
+        cwd: &cwd_c,
+        candidates: &candidates,
+        argv: &argv_p,
+        envp: &env_p,
+        rlimits: &rlimits,
+        landlock_fd: landlock.ruleset.as_raw_fd(),
+        landlock_rules: &landlock.rules,
+        bpf: &bpf,
+        stdin: stdin_r.as_raw_fd(),
+        stdout: stdout_w.as_raw_fd(),
+        stderr: stderr_w.as_raw_fd(),
+        err_w: err_w.as_raw_fd(),
+        status_w: status_w.as_raw_fd(),
+        alive_r: alive_r.as_raw_fd(),
+    };
+
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::SIGCHLD;
+    if !spec.network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let start = Instant::now();
+    // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child only
+    // executes child::init_main, which never returns and makes only async-signal-safe calls on
+    // data prepared above.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid == 0 {
+        child::init_main(&ctx);
+    }
+    if pid < 0 {
+        return Err(SandboxError::sys("clone into new namespaces"));
+    }
+    let pid = pid as libc::pid_t;
+    drop((stdin_r, stdout_w, stderr_w, err_w, status_w, alive_r));
+
+    let stdin = spec.stdin.as_deref().map(|data| (stdin_w, data));
+    let kill = |p: libc::pid_t| {
+        // SAFETY: signalling our own unreaped child; its pid cannot have been reused.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    };
+    let mut out = Collector::new(
+        spec.output_limit,
+        spec.spool_dir.as_deref(),
+        "stdout",
+        l.spool_bytes,
+    );
+    let mut err = Collector::new(
+        spec.output_limit,
+        spec.spool_dir.as_deref(),
+        "stderr",
+        l.spool_bytes,
+    );
+    let ended = supervise::supervise(
+        Watch {
+            pid,
+            stdout: stdout_r,
+            stderr: stderr_r,
+            stdin,
+            deadline: start + spec.timeout,
+            cancel: spec.cancel.as_ref(),
+            kill: &kill,
+        },
+        &mut out,
+        &mut err,
+    );
+    drop(alive_w);
+
+    let status = read_record(&status_r, 4);
+    let failure = read_record(&err_r, 12);
+    let (stdout, stderr) = (out.finish(), err.finish());
+    let interrupted = ended.timed_out || ended.cancelled;
+    let mut outcome = Outcome {
+        exit_code: None,
+        signal: None,
+        timed_out: ended.timed_out,
+        cancelled: ended.cancelled,
+        stdout,
+        stderr,
+        duration: ended.duration,
+        degraded: false,
+    };
+    if failure.len() == 12 && !interrupted {
+        return Err(decode_failure(&failure, &steps, &spec.argv[0]));
+    }
+    if status.len() == 4 {
+        let st = i32::from_ne_bytes([status[0], status[1], status[2], status[3]]);
+        if libc::WIFEXITED(st) {
+            outcome.exit_code = Some(libc::WEXITSTATUS(st));
+        } else if libc::WIFSIGNALED(st) {
+            outcome.signal = Some(libc::WTERMSIG(st));
+        }
+        return Ok(outcome);
+    }
+    if interrupted {
+        return Ok(outcome);
+    }
+    Err(SandboxError::Setup {
+        step: format!(
+            "supervising the sandbox (its init ended with wait status {:#x})",
+            ended.status
+        ),
+        source: io::Error::other("the sandbox's init process died without reporting"),
+    })
+}
+
+fn decode_failure(rec: &[u8], steps: &[plan::Step], argv0: &OsStr) -> SandboxError {
+    let word = |i: usize| u32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
+    let (kind, index, errno) = (word(0), word(4), word(8) as i32);
+    let source = io::Error::from_raw_os_error(errno);
+    match (kind, Stage::from_u32(index)) {
+        (KIND_STAGE, Some(Stage::Exec)) => SandboxError::Exec {
+            program: argv0.to_owned(),
+            source,
+        },
+        (KIND_STAGE, Some(stage)) => SandboxError::Setup {
+            step: stage.describe().into(),
+            source,
+        },
+        (KIND_PLAN, _) => SandboxError::Setup {
+            step: steps
+                .get(index as usize)
+                .map_or_else(|| format!("step {index}"), |s| s.what.clone()),
+            source,
+        },
+        _ => SandboxError::Setup {
+            step: format!("unknown step {kind}/{index}"),
+            source,
+        },
+    }
+}

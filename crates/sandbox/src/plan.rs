@@ -1,0 +1,551 @@
+//! The mount plan: every mount of the sandbox's root, computed on the host side before `clone`
+//! (paths as `CString`s), so the child only replays it with raw system calls.
+//!
+//! Order matters and is fixed here: system directories, `/etc`, `/dev`, `/proc`, then the
+//! caller's mounts sorted parent-first (so a workspace under `/tmp` or `$HOME` is mounted after
+//! the private `/tmp` or `$HOME` that contains it), and finally the new root made read-only.
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::SandboxError;
+
+/// `mount_setattr` attribute bits (linux/mount.h).
+pub(crate) const ATTR_RDONLY: u64 = 0x1;
+pub(crate) const ATTR_NOSUID: u64 = 0x2;
+pub(crate) const ATTR_NODEV: u64 = 0x4;
+
+/// Host system directories bound read-only (symlinks, as on merged-/usr systems, are recreated).
+const SYSTEM_DIRS: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+
+/// Entries of `/etc` the sandbox exposes (read-only); everything else in `/etc` (shadow, ssh
+/// host keys, sudoers, TLS private keys, `environment`, `ld.so.preload`) is absent.
+pub const ETC_ALLOWLIST: &[&str] = &[
+    "passwd",
+    "group",
+    "hosts",
+    "host.conf",
+    "hostname",
+    "resolv.conf",
+    "nsswitch.conf",
+    "gai.conf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "alternatives",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/ca-trust",
+    "os-release",
+    "lsb-release",
+    "debian_version",
+    "protocols",
+    "services",
+    "mime.types",
+    "magic",
+    "bash.bashrc",
+    "profile",
+    "profile.d",
+    "inputrc",
+    "shells",
+    "gitconfig",
+];
+
+/// Device nodes bound from the host's `/dev`.
+pub(crate) const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// One step of the plan.
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// `mount(NULL, "/", NULL, MS_REC|MS_PRIVATE)`: nothing propagates to or from the host.
+    MakePrivate,
+    /// A tmpfs with the given option string.
+    Tmpfs { dst: CString, data: CString },
+    /// `mkdir`, tolerating an existing directory.
+    Mkdir { path: CString },
+    /// Creates an empty file as the mount point of a file bind.
+    Touch { path: CString },
+    /// A symbolic link.
+    Symlink { target: CString, path: CString },
+    /// A bind mount (recursive for directories).
+    Bind {
+        src: CString,
+        dst: CString,
+        recursive: bool,
+    },
+    /// `mount_setattr` with the given attributes.
+    SetAttr {
+        path: CString,
+        set: u64,
+        recursive: bool,
+    },
+    /// The workspace overlay.
+    Overlay { dst: CString, data: CString },
+    /// A fresh procfs for the new pid namespace.
+    Proc { dst: CString },
+    /// Writes a value to a file (a sysctl of the new namespaces); failure is tolerated.
+    WriteOptional { path: CString, data: CString },
+}
+
+/// A step and what it does, in words, for error messages.
+#[derive(Debug)]
+pub(crate) struct Step {
+    pub(crate) op: Op,
+    pub(crate) what: String,
+}
+
+/// Inputs of the plan, all host paths already validated.
+pub(crate) struct PlanInput<'a> {
+    pub(crate) newroot: &'a Path,
+    pub(crate) workspace: &'a Path,
+    pub(crate) layers: &'a [PathBuf],
+    pub(crate) upper: &'a Path,
+    pub(crate) work: &'a Path,
+    pub(crate) home: Option<&'a Path>,
+    pub(crate) home_binds: &'a [PathBuf],
+    pub(crate) ro_binds: &'a [PathBuf],
+    pub(crate) tmp_size: u64,
+    pub(crate) pid_max: u64,
+}
+
+pub(crate) fn cstring(bytes: &[u8]) -> Result<CString, SandboxError> {
+    CString::new(bytes).map_err(|_| SandboxError::InvalidSpec("a path contains a NUL byte".into()))
+}
+
+fn cpath(p: &Path) -> Result<CString, SandboxError> {
+    cstring(p.as_os_str().as_bytes())
+}
+
+struct Builder<'a> {
+    newroot: &'a Path,
+    steps: Vec<Step>,
+}
+
+impl Builder<'_> {
+    /// The path of `abs` (a sandbox path) inside the new root.
+    fn inside(&self, abs: &Path) -> PathBuf {
+        let rel = abs.strip_prefix("/").unwrap_or(abs);
+        self.newroot.join(rel)
+    }
+
+    fn push(&mut self, op: Op, what: String) {
+        self.steps.push(Step { op, what });
+    }
+
+    fn mkdirs(&mut self, abs: &Path) -> Result<(), SandboxError> {
+        let mut cur = PathBuf::from("/");
+        for comp in abs.components() {
+            if let Component::Normal(c) = comp {
+                cur.push(c);
+                let path = self.inside(&cur);
+                self.push(
+                    Op::Mkdir {
+                        path: cpath(&path)?,
+                    },
+                    format!("creating {}", cur.display()),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds host `src` at sandbox path `dst`, read-only; directories recursively.
+    fn bind_ro(&mut self, src: &Path, dst: &Path, set: u64) -> Result<(), SandboxError> {
+        let Ok(meta) = std::fs::metadata(src) else {
+            return Ok(());
+        };
+        let target = self.inside(dst);
+        if meta.is_dir() {
+            self.mkdirs(dst)?;
+        } else {
+            if let Some(parent) = dst.parent() {
+                self.mkdirs(parent)?;
+            }
+            self.push(
+                Op::Touch {
+                    path: cpath(&target)?,
+                },
+                format!("creating {}", dst.display()),
+            );
+        }
+        let recursive = meta.is_dir();
+        self.push(
+            Op::Bind {
+                src: cpath(src)?,
+                dst: cpath(&target)?,
+                recursive,
+            },
+            format!("binding {} read-only", dst.display()),
+        );
+        self.push(
+            Op::SetAttr {
+                path: cpath(&target)?,
+                set,
+                recursive,
+            },
+            format!("making {} read-only", dst.display()),
+        );
+        Ok(())
+    }
+
+    fn tmpfs(&mut self, abs: &Path, data: String) -> Result<(), SandboxError> {
+        self.mkdirs(abs)?;
+        let dst = self.inside(abs);
+        self.push(
+            Op::Tmpfs {
+                dst: cpath(&dst)?,
+                data: cstring(data.as_bytes())?,
+            },
+            format!("mounting a tmpfs on {}", abs.display()),
+        );
+        Ok(())
+    }
+}
+
+/// Characters the legacy overlay option string cannot carry safely.
+fn overlay_safe(p: &Path) -> Result<&[u8], SandboxError> {
+    let b = p.as_os_str().as_bytes();
+    if b.iter()
+        .any(|c| matches!(c, b',' | b':' | b'\\' | b'\n' | 0))
+    {
+        return Err(SandboxError::InvalidSpec(format!(
+            "overlay paths may not contain ',', ':', '\\' or newlines: {}",
+            p.display()
+        )));
+    }
+    Ok(b)
+}
+
+/// The overlayfs option string: layers top-first, then the workspace.
+pub(crate) fn overlay_options(
+    workspace: &Path,
+    layers: &[PathBuf],
+    upper: &Path,
+    work: &Path,
+) -> Result<Vec<u8>, SandboxError> {
+    let mut data = b"lowerdir=".to_vec();
+    for layer in layers.iter().rev() {
+        data.extend_from_slice(overlay_safe(layer)?);
+        data.push(b':');
+    }
+    data.extend_from_slice(overlay_safe(workspace)?);
+    data.extend_from_slice(b",upperdir=");
+    data.extend_from_slice(overlay_safe(upper)?);
+    data.extend_from_slice(b",workdir=");
+    data.extend_from_slice(overlay_safe(work)?);
+    data.extend_from_slice(b",userxattr");
+    if data.len() >= 4096 {
+        return Err(SandboxError::InvalidSpec(format!(
+            "the overlay options are {} bytes, over the kernel's 4095 (too many or too long layer paths)",
+            data.len()
+        )));
+    }
+    Ok(data)
+}
+
+enum Mount {
+    Tmp,
+    Home,
+    ReadOnly,
+    Workspace,
+}
+
+/// Builds the plan.
+pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
+    let mut b = Builder {
+        newroot: input.newroot,
+        steps: Vec::new(),
+    };
+    b.push(Op::MakePrivate, "making the mount tree private".into());
+    b.push(
+        Op::Tmpfs {
+            dst: cpath(input.newroot)?,
+            data: cstring(b"mode=0755,size=16m")?,
+        },
+        "mounting the new root".into(),
+    );
+    let sys_ro = ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV;
+
+    for dir in SYSTEM_DIRS {
+        let host = Path::new("/").join(dir);
+        let Ok(meta) = std::fs::symlink_metadata(&host) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&host)
+                .map_err(|e| SandboxError::io("reading the link", &host, e))?;
+            b.push(
+                Op::Symlink {
+                    target: cpath(&target)?,
+                    path: cpath(&b.inside(&host))?,
+                },
+                format!("linking {}", host.display()),
+            );
+        } else if meta.is_dir() {
+            b.bind_ro(&host, &host, sys_ro)?;
+        }
+    }
+
+    b.mkdirs(Path::new("/etc"))?;
+    for entry in ETC_ALLOWLIST {
+        let host = Path::new("/etc").join(entry);
+        b.bind_ro(&host, &host, sys_ro)?;
+    }
+    b.push(
+        Op::Symlink {
+            target: cstring(b"../proc/self/mounts")?,
+            path: cpath(&b.inside(Path::new("/etc/mtab")))?,
+        },
+        "linking /etc/mtab".into(),
+    );
+
+    b.tmpfs(Path::new("/dev"), "mode=0755,size=64k".into())?;
+    for node in DEV_NODES {
+        let host = Path::new("/dev").join(node);
+        if std::fs::metadata(&host).is_ok() {
+            let inside = b.inside(&host);
+            b.push(
+                Op::Touch {
+                    path: cpath(&inside)?,
+                },
+                format!("creating {}", host.display()),
+            );
+            b.push(
+                Op::Bind {
+                    src: cpath(&host)?,
+                    dst: cpath(&inside)?,
+                    recursive: false,
+                },
+                format!("binding {}", host.display()),
+            );
+        }
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let path = b.inside(&Path::new("/dev").join(name));
+        b.push(
+            Op::Symlink {
+                target: cstring(target.as_bytes())?,
+                path: cpath(&path)?,
+            },
+            format!("linking /dev/{name}"),
+        );
+    }
+    b.tmpfs(
+        Path::new("/dev/shm"),
+        format!("mode=1777,size={}", input.tmp_size),
+    )?;
+    let dev = b.inside(Path::new("/dev"));
+    b.push(
+        Op::SetAttr {
+            path: cpath(&dev)?,
+            set: ATTR_RDONLY | ATTR_NOSUID,
+            recursive: false,
+        },
+        "making /dev read-only".into(),
+    );
+
+    b.mkdirs(Path::new("/proc"))?;
+    let proc_dir = b.inside(Path::new("/proc"));
+    b.push(
+        Op::Proc {
+            dst: cpath(&proc_dir)?,
+        },
+        "mounting /proc".into(),
+    );
+    b.push(
+        Op::WriteOptional {
+            path: cpath(&proc_dir.join("sys/kernel/pid_max"))?,
+            data: cstring(input.pid_max.to_string().as_bytes())?,
+        },
+        "limiting the pid namespace".into(),
+    );
+
+    b.mkdirs(Path::new("/var"))?;
+    b.push(
+        Op::Symlink {
+            target: cstring(b"/tmp")?,
+            path: cpath(&b.inside(Path::new("/var/tmp")))?,
+        },
+        "linking /var/tmp".into(),
+    );
+
+    // The caller's mounts, parents first.
+    let mut mounts: Vec<(PathBuf, Mount)> = vec![(PathBuf::from("/tmp"), Mount::Tmp)];
+    if let Some(home) = input.home {
+        mounts.push((home.to_path_buf(), Mount::Home));
+        for bind in input.home_binds {
+            let abs = if bind.is_absolute() {
+                bind.clone()
+            } else {
+                home.join(bind)
+            };
+            mounts.push((abs, Mount::ReadOnly));
+        }
+    }
+    for bind in input.ro_binds {
+        mounts.push((bind.clone(), Mount::ReadOnly));
+    }
+    mounts.push((input.workspace.to_path_buf(), Mount::Workspace));
+    mounts.sort_by_key(|(p, _)| p.components().count());
+    for (abs, kind) in &mounts {
+        match kind {
+            Mount::Tmp => b.tmpfs(abs, format!("mode=1777,size={}", input.tmp_size))?,
+            Mount::Home => b.tmpfs(abs, "mode=0700,size=64m".into())?,
+            Mount::ReadOnly => b.bind_ro(abs, abs, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV)?,
+            Mount::Workspace => {
+                b.mkdirs(abs)?;
+                let data = overlay_options(input.workspace, input.layers, input.upper, input.work)?;
+                let dst = b.inside(abs);
+                b.push(
+                    Op::Overlay {
+                        dst: cpath(&dst)?,
+                        data: cstring(&data)?,
+                    },
+                    format!("mounting the workspace overlay on {}", abs.display()),
+                );
+            }
+        }
+    }
+    b.push(
+        Op::SetAttr {
+            path: cpath(input.newroot)?,
+            set: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
+            recursive: false,
+        },
+        "making the new root read-only".into(),
+    );
+    Ok(b.steps)
+}
+
+/// Resolves `.` and `..` lexically; `None` if the path climbs above `/` or is relative.
+pub(crate) fn normalize(p: &Path) -> Option<PathBuf> {
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for comp in p.components() {
+        match comp {
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(c) => out.push(c),
+            Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// The candidates `execve` tries for `argv0`, in `PATH` order.
+pub(crate) fn exec_candidates(
+    argv0: &OsStr,
+    path_var: Option<&OsStr>,
+) -> Result<Vec<CString>, SandboxError> {
+    let bytes = argv0.as_bytes();
+    if bytes.contains(&b'/') {
+        return Ok(vec![cstring(bytes)?]);
+    }
+    let mut out = Vec::new();
+    if let Some(path) = path_var {
+        for dir in path.as_bytes().split(|&c| c == b':') {
+            if dir.first() == Some(&b'/') {
+                let mut full = dir.to_vec();
+                if full.last() != Some(&b'/') {
+                    full.push(b'/');
+                }
+                full.extend_from_slice(bytes);
+                out.push(cstring(&full)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_layers_are_top_first_and_unsafe_paths_refused() {
+        let data = overlay_options(
+            Path::new("/ws"),
+            &[PathBuf::from("/l/1"), PathBuf::from("/l/2")],
+            Path::new("/u"),
+            Path::new("/w"),
+        )
+        .unwrap();
+        assert_eq!(
+            data,
+            b"lowerdir=/l/2:/l/1:/ws,upperdir=/u,workdir=/w,userxattr"
+        );
+        assert!(overlay_options(Path::new("/a,b"), &[], Path::new("/u"), Path::new("/w")).is_err());
+        assert!(overlay_options(Path::new("/a:b"), &[], Path::new("/u"), Path::new("/w")).is_err());
+    }
+
+    #[test]
+    fn workspace_under_tmp_is_mounted_after_tmp_and_etc_secrets_are_absent() {
+        let root = tempfile::tempdir().unwrap();
+        let input = PlanInput {
+            newroot: root.path(),
+            workspace: Path::new("/tmp/x/ws"),
+            layers: &[],
+            upper: Path::new("/u"),
+            work: Path::new("/w"),
+            home: Some(Path::new("/tmp/x/home")),
+            home_binds: &[PathBuf::from(".cargo")],
+            ro_binds: &[],
+            tmp_size: 1 << 20,
+            pid_max: 500,
+        };
+        let steps = build(&input).unwrap();
+        let pos = |needle: &str| {
+            steps
+                .iter()
+                .position(|s| s.what == needle)
+                .unwrap_or_else(|| panic!("{needle}"))
+        };
+        assert!(pos("mounting a tmpfs on /tmp") < pos("mounting a tmpfs on /tmp/x/home"));
+        assert!(
+            pos("mounting a tmpfs on /tmp/x/home")
+                < pos("mounting the workspace overlay on /tmp/x/ws")
+        );
+        assert!(
+            steps
+                .iter()
+                .all(|s| !s.what.contains("/etc/shadow") && !s.what.contains("/etc/ssh"))
+        );
+        assert_eq!(steps.last().unwrap().what, "making the new root read-only");
+    }
+
+    #[test]
+    fn normalize_and_candidates() {
+        assert_eq!(
+            normalize(Path::new("/a/./b/../c")),
+            Some(PathBuf::from("/a/c"))
+        );
+        assert_eq!(normalize(Path::new("a/b")), None);
+        let c = exec_candidates(OsStr::new("ls"), Some(OsStr::new("/usr/bin:rel:/bin/"))).unwrap();
+        assert_eq!(
+            c,
+            vec![
+                CString::new("/usr/bin/ls").unwrap(),
+                CString::new("/bin/ls").unwrap()
+            ]
+        );
+        let c = exec_candidates(OsStr::new("./x"), None).unwrap();
+        assert_eq!(c, vec![CString::new("./x").unwrap()]);
+    }
+}

@@ -1,0 +1,149 @@
+//! What to run ([`SandboxSpec`], [`Limits`]) and what happened ([`Outcome`]).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use crate::capture::Captured;
+
+/// One sandboxed command.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// The real workspace; mounted read-only as the lowest layer, at this same path.
+    pub workspace: PathBuf,
+    /// Staged layer directories stacked above the workspace, lowest first.
+    pub layers: Vec<PathBuf>,
+    /// Overlay upper directory (host-side, caller-owned): receives everything the command writes.
+    pub upper: PathBuf,
+    /// Overlay work directory: empty, same filesystem as `upper`.
+    pub work: PathBuf,
+    /// The command and its arguments; argv\[0\] is looked up in the sandbox's `PATH`.
+    pub argv: Vec<OsString>,
+    /// Absolute working directory inside the workspace (defaults to the workspace).
+    pub cwd: PathBuf,
+    /// Variables added to the scrubbed allow-list (never `LD_*`, `DYLD_*` or secret-like names).
+    pub env: Vec<(OsString, OsString)>,
+    /// Keep the host network namespace. Off: a private namespace with only `lo`.
+    pub network: bool,
+    /// With the network off, still allow `AF_INET`/`AF_INET6` sockets, which can then reach only
+    /// the private loopback (test suites that bind 127.0.0.1 need this).
+    pub allow_loopback: bool,
+    /// Wall-clock limit; on expiry every process of the sandbox is killed.
+    pub timeout: Duration,
+    /// Bytes of stdout (and separately stderr) kept in memory: half head, half tail.
+    pub output_limit: usize,
+    /// Where full output is spooled once it exceeds `output_limit` (none: the middle is dropped).
+    pub spool_dir: Option<PathBuf>,
+    /// `$HOME` inside the sandbox, at this path (defaults to the caller's `$HOME`).
+    pub home: Option<PathBuf>,
+    /// Directories under `$HOME` exposed read-only (absolute, or relative to `home`).
+    pub home_binds: Vec<PathBuf>,
+    /// Extra host paths exposed read-only at the same path.
+    pub ro_binds: Vec<PathBuf>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Set to `true` to stop the command early; the outcome then says `cancelled`.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Bytes fed to the command's stdin (none: stdin is empty).
+    pub stdin: Option<Vec<u8>>,
+}
+
+impl SandboxSpec {
+    /// A spec with the defaults: no network, 300 s timeout, 1 MiB output limit, cwd = workspace.
+    pub fn new<I, S>(
+        workspace: impl AsRef<Path>,
+        upper: impl AsRef<Path>,
+        work: impl AsRef<Path>,
+        argv: I,
+    ) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let workspace = workspace.as_ref().to_path_buf();
+        SandboxSpec {
+            cwd: workspace.clone(),
+            workspace,
+            layers: Vec::new(),
+            upper: upper.as_ref().to_path_buf(),
+            work: work.as_ref().to_path_buf(),
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            network: false,
+            allow_loopback: false,
+            timeout: Duration::from_secs(300),
+            output_limit: 1 << 20,
+            spool_dir: None,
+            home: None,
+            home_binds: Vec::new(),
+            ro_binds: Vec::new(),
+            limits: Limits::default(),
+            cancel: None,
+            stdin: None,
+        }
+    }
+}
+
+/// Resource limits applied to the command (rlimits are per process; `nproc` is per sandbox).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// RLIMIT_NOFILE.
+    pub nofile: u64,
+    /// RLIMIT_FSIZE in bytes (largest file the command may write).
+    pub fsize: u64,
+    /// Processes and threads in the sandbox (RLIMIT_NPROC and the pid namespace's `pid_max`,
+    /// which the kernel cannot set below 301).
+    pub nproc: u64,
+    /// RLIMIT_AS in bytes, if any.
+    pub address_space: Option<u64>,
+    /// RLIMIT_CPU in seconds, if any.
+    pub cpu_seconds: Option<u64>,
+    /// Size of the private `/tmp` and `/dev/shm` tmpfs, in bytes.
+    pub tmp_size: u64,
+    /// Largest spool file per stream, in bytes; output beyond it is counted but not kept.
+    pub spool_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            nofile: 8192,
+            fsize: 4 << 30,
+            nproc: 1024,
+            address_space: None,
+            cpu_seconds: None,
+            tmp_size: 1 << 30,
+            spool_bytes: 256 << 20,
+        }
+    }
+}
+
+/// What happened to a sandboxed command.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Outcome {
+    /// The exit code, when the command exited by itself.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command, when one did (not set for timeouts/cancellation).
+    pub signal: Option<i32>,
+    /// The timeout expired and the sandbox was killed (the CLI exits 124).
+    pub timed_out: bool,
+    /// The caller's cancel flag was set and the sandbox was killed.
+    pub cancelled: bool,
+    /// Captured stdout.
+    pub stdout: Captured,
+    /// Captured stderr.
+    pub stderr: Captured,
+    /// Wall-clock time from spawn to the last process's death.
+    pub duration: std::time::Duration,
+    /// Ran without kernel isolation (the degraded backend): say "degraded: no kernel isolation".
+    pub degraded: bool,
+}
+
+impl Outcome {
+    /// True when the command exited with status 0 within its time.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.cancelled
+    }
+}
