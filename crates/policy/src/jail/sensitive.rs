@@ -2,7 +2,8 @@
 //!
 //! Matching is per path segment, case-insensitive (Unicode lowercase), and ignores trailing
 //! dots and spaces (which some filesystems drop), so `.ENV`, `ID_RSA` and `.env.` all match.
-//! A name anywhere in the path counts: `sub/.ssh/known_hosts` is as sensitive as `.ssh/x`.
+//! A name anywhere in the path counts: `sub/.ssh/known_hosts` is as sensitive as `.ssh/x`, and
+//! below any `.git` directory every `config` and `hooks` counts (`.git/modules/m/config`).
 
 use crate::decision::{Decision, Stage};
 use crate::path::RelPath;
@@ -39,9 +40,14 @@ pub(crate) fn sensitive_components<'a>(
     shown: &str,
 ) -> Option<Decision> {
     let mut prev = String::new();
+    let mut in_git = false;
     let mut found: Option<&'static str> = None;
     for name in names {
         let seg = fold(name);
+        // Below `.git`, every `config` and `hooks` counts (`.git/modules/x/config` too).
+        if in_git && found.is_none() && (seg == "config" || seg == "hooks") {
+            found = Some("git configuration or hooks");
+        }
         if seg == ".airlock" {
             return Some(Decision::deny(
                 Stage::Jail,
@@ -54,6 +60,7 @@ pub(crate) fn sensitive_components<'a>(
         if found.is_none() {
             found = classify(&prev, &seg);
         }
+        in_git |= seg == ".git";
         prev = seg;
     }
     found.map(|what| {
@@ -86,9 +93,6 @@ fn classify(prev: &str, seg: &str) -> Option<&'static str> {
     if SECRET_EXTENSIONS.iter().any(|e| seg.ends_with(e)) {
         return Some("a key, certificate or secrets file");
     }
-    if prev == ".git" && (seg == "config" || seg == "hooks") {
-        return Some("git configuration or hooks");
-    }
     if prev == ".docker" && seg == "config.json" {
         return Some("docker credentials");
     }
@@ -112,6 +116,8 @@ mod tests {
             ".env.",
             ".git/config",
             ".GIT/Hooks/pre-commit",
+            ".git/modules/vendor/config",
+            ".git/worktrees/w/hooks/x",
             ".git-credentials",
             ".npmrc",
             "home/.netrc",
