@@ -26,6 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+/// airlock's state directory in the workspace.
+pub const STATE_DIR: &str = ".airlock";
 /// Schema version stored in `PRAGMA user_version`.
 const SCHEMA_VERSION: i64 = 1;
 /// How long a writer waits for another process holding the session's lock.
@@ -96,6 +98,9 @@ pub enum StageError {
     /// The path exists and is not a directory.
     #[error("`{0}` already exists and is not a directory")]
     AlreadyExists(String),
+    /// The path lies in airlock's own state directory.
+    #[error("`{0}` is inside `.airlock/`, airlock's own state directory, and cannot be staged")]
+    Reserved(String),
     /// A symlink's target leaves the workspace.
     #[error("`{path}` is a symlink that leads outside the workspace (to `{target}`)")]
     SymlinkEscape {
@@ -237,7 +242,7 @@ impl Store {
     /// with a `.gitignore` of `*` so the state directory never shows up in the project.
     pub fn open(workspace: &Path, session: &str) -> Result<Store, StageError> {
         validate_session(session)?;
-        let state = workspace.join(".airlock");
+        let state = workspace.join(STATE_DIR);
         let io_err = |action, p: &Path, source| StageError::Io {
             action,
             path: p.display().to_string(),
@@ -917,6 +922,19 @@ impl<'a> Ctx<'a> {
     }
 
     fn run(&self, op: StageOp, hash: Option<ContentHash>) -> Result<(), StageError> {
+        let touched: [Option<&RelPath>; 2] = match &op {
+            StageOp::Write { path, .. }
+            | StageOp::Delete { path }
+            | StageOp::Symlink { path, .. }
+            | StageOp::Dir { path, .. }
+            | StageOp::Entry { path, .. } => [Some(path), None],
+            StageOp::Move { from, to } => [Some(from), Some(to)],
+        };
+        for p in touched.into_iter().flatten() {
+            if p.components().next() == Some(OsStr::new(STATE_DIR)) {
+                return Err(StageError::Reserved(p.display()));
+            }
+        }
         match op {
             StageOp::Write {
                 path,

@@ -246,6 +246,15 @@ fn files_in_the_way_are_refused() {
         s.stage_dir(&rp("README.md"), 0o755),
         Err(StageError::AlreadyExists(_))
     ));
+    // airlock's own state is out of reach.
+    assert!(matches!(
+        s.stage_write(&rp(".airlock/sessions/s.db"), b"x", None),
+        Err(StageError::Reserved(_))
+    ));
+    assert!(matches!(
+        s.stage_delete(&rp(".airlock")),
+        Err(StageError::Reserved(_))
+    ));
     // A symlinked directory on disk is never written through.
     std::os::unix::fs::symlink("/tmp", ws.path().join("tmp-link")).unwrap();
     assert!(matches!(
@@ -480,5 +489,53 @@ fn the_state_directory_ignores_itself() {
     assert_eq!(
         std::fs::read_to_string(ws.path().join(".airlock/.gitignore")).unwrap(),
         "*\n"
+    );
+}
+
+const CHILD_ENV: &str = "AIRLOCK_STAGE_TEST_CHILD";
+
+/// The body of one writer process for `concurrent_processes_serialize`.
+#[test]
+#[ignore = "run as a child process by concurrent_processes_serialize"]
+fn child_writer() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (root, id) = spec.split_once('|').unwrap();
+    let s = Store::open(Path::new(root), "shared").unwrap();
+    for i in 0..30 {
+        s.stage_write(&rp("README.md"), format!("p{id} i{i}\n").as_bytes(), None)
+            .unwrap();
+        s.stage_write(&rp(&format!("proc/{id}/{i}.txt")), b"x", None)
+            .unwrap();
+    }
+}
+
+#[test]
+fn concurrent_processes_serialize() {
+    let ws = workspace();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..3)
+        .map(|id| {
+            std::process::Command::new(&exe)
+                .args(["child_writer", "--exact", "--ignored", "--quiet"])
+                .env(CHILD_ENV, format!("{}|{id}", ws.path().display()))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success(), "a writer process failed");
+    }
+    let s = Store::open(ws.path(), "shared").unwrap();
+    let snap = s.snapshot().unwrap();
+    assert_eq!(snap.entries.len(), 1 + 3 * 30, "a write was lost");
+    assert_eq!(
+        s.get(&rp("README.md")).unwrap().unwrap().base,
+        Fingerprint::File {
+            hash: ContentHash::of(b"# hi\n"),
+            mode: 0o644
+        }
     );
 }
