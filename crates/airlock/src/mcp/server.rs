@@ -61,6 +61,8 @@ struct Round {
 /// The `airlock mcp` handler.
 pub struct AirlockServer {
     kernel: Arc<Kernel>,
+    /// The kernel's tools as MCP tools (the registry is fixed once the kernel is open).
+    tools: Vec<Tool>,
     calls: Arc<Calls>,
     handle: Handle,
     timeout: Duration,
@@ -70,8 +72,10 @@ pub struct AirlockServer {
 impl AirlockServer {
     /// A handler over `kernel`; `handle` is the runtime the protocol runs on.
     pub fn new(kernel: Arc<Kernel>, calls: Arc<Calls>, handle: Handle) -> AirlockServer {
+        let tools = kernel.tools().into_iter().map(to_mcp_tool).collect();
         AirlockServer {
             kernel,
+            tools,
             calls,
             handle,
             timeout: approval::approval_timeout(),
@@ -81,7 +85,7 @@ impl AirlockServer {
 
     /// The kernel's tools as MCP tools (schemas passed through unchanged).
     pub fn tool_list(&self) -> Vec<Tool> {
-        self.kernel.tools().into_iter().map(to_mcp_tool).collect()
+        self.tools.clone()
     }
 
     fn rounds(&self) -> std::sync::MutexGuard<'_, HashMap<String, Round>> {
@@ -238,7 +242,7 @@ impl ServerHandler for AirlockServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = params.name.to_string();
-        if !self.kernel.tools().iter().any(|t| t.name == name) {
+        if !self.tools.iter().any(|t| t.name == name) {
             return Err(McpError::invalid_params(
                 format!("Unknown tool `{name}`: tools/list names the tools airlock serves."),
                 None,
@@ -356,6 +360,94 @@ mod tests {
             t.input_schema.get("additionalProperties"),
             Some(&json!(false))
         );
+    }
+
+    fn server(dir: &std::path::Path, rt: &tokio::runtime::Runtime) -> AirlockServer {
+        let kernel = Kernel::open(airlock_kernel::KernelConfig {
+            workspace: dir.to_path_buf(),
+            session: "mcp-unit".into(),
+            mode: "build".into(),
+            permission: "ask".into(),
+            profile: None,
+            allow_local_config: false,
+        })
+        .expect("open a kernel on a temp workspace");
+        AirlockServer::new(
+            Arc::new(kernel),
+            Arc::new(Calls::default()),
+            rt.handle().clone(),
+        )
+    }
+
+    fn ask(tool: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            tool: tool.into(),
+            summary: format!("run {tool}"),
+            decision: airlock_policy::Decision::ask(
+                airlock_policy::Stage::Permission,
+                "permission_ask_gated",
+                "Gated in ask mode.",
+            ),
+        }
+    }
+
+    fn retry(tool: &str, args: &str, state: &str, answer: Value) -> CallToolRequestParams {
+        let mut p = CallToolRequestParams::new(tool.to_string());
+        p.arguments = serde_json::from_str(args).ok();
+        p.request_state = Some(state.to_string());
+        let mut responses = rmcp::model::InputResponses::new();
+        responses.insert(APPROVAL_KEY.to_string(), answer);
+        p.input_responses = Some(responses);
+        p
+    }
+
+    #[test]
+    fn an_input_round_is_answered_once_and_only_for_its_own_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let s = server(dir.path(), &rt);
+        let args = r#"{"command":"echo hi"}"#;
+        let round = s.ask_round("bash", args, Vec::new(), &ask("bash"));
+        let wire = serde_json::to_value(&round).unwrap();
+        assert_eq!(wire["resultType"], "input_required");
+        assert_eq!(
+            wire["inputRequests"][APPROVAL_KEY]["method"],
+            "elicitation/create"
+        );
+        let state = round.request_state.clone().unwrap();
+
+        let accept = json!({"action": "accept", "content": {"decision": "session"}});
+        // A different call cannot use the answer (and consumes nothing).
+        let other = retry("bash", r#"{"command":"rm -rf x"}"#, &state, accept.clone());
+        assert!(s.resume(&other, r#"{"command":"rm -rf x"}"#).is_err());
+        let round = s.ask_round("bash", args, Vec::new(), &ask("bash"));
+        let state = round.request_state.unwrap();
+        let ok = retry("bash", args, &state, accept.clone());
+        let answered = s
+            .resume(&ok, args)
+            .expect("matching retry")
+            .expect("answers");
+        assert_eq!(
+            answered,
+            vec![(Question::of(&ask("bash")), Approval::Session)]
+        );
+        // Single use: the same state again is unknown.
+        assert!(s.resume(&ok, args).is_err());
+        // No state at all: not a retry.
+        let plain = CallToolRequestParams::new("bash");
+        assert_eq!(s.resume(&plain, args).ok(), Some(None));
+    }
+
+    #[test]
+    fn a_retry_without_an_answer_is_a_denial() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let s = server(dir.path(), &rt);
+        let round = s.ask_round("apply", "{}", Vec::new(), &ask("apply"));
+        let mut p = CallToolRequestParams::new("apply");
+        p.request_state = round.request_state;
+        let answered = s.resume(&p, "{}").unwrap().unwrap();
+        assert!(matches!(answered[0].1, Approval::Deny(_)));
     }
 
     #[test]
