@@ -44,9 +44,11 @@
 //!   and kexec calls, every mount-API call, unshare/setns and namespace flags on clone, io_uring,
 //!   TIOCSTI, and `AF_INET`/`AF_INET6` sockets when the network is off; `clone3` returns ENOSYS so
 //!   libc falls back to the inspectable `clone`; x32 system calls are refused.
-//! - rlimits (core 0, nofile, fsize, nproc) and the pid namespace's `pid_max`, which bounds the
-//!   process count even when the sandbox's uid is the host's root (RLIMIT_NPROC never applies to
-//!   root); environment scrubbed to an allow-list ([`env`]).
+//! - rlimits (core 0, nofile, fsize, nproc) and the pid namespace's `pid_max` (`nproc + 300`).
+//!   The sandbox maps its root to the caller's uid; for an unprivileged caller RLIMIT_NPROC is
+//!   the exact bound, counted per user namespace. When the caller is the host's root the kernel
+//!   exempts uid 0 from RLIMIT_NPROC, and `pid_max` is the bound. Environment scrubbed to an
+//!   allow-list ([`env`]).
 //!
 //! # Process model
 //!

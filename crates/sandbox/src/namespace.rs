@@ -175,7 +175,9 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         .prefix("airlock-root-")
         .tempdir()
         .map_err(|e| SandboxError::io("creating the new root", std::env::temp_dir(), e))?;
-    let pid_max = spec.limits.nproc.max(301);
+    // RLIMIT_NPROC never binds a sandbox whose uid maps to the host's root; the pid namespace's
+    // pid_max does. Pids below 300 are used only once (allocation wraps to 300), so add them.
+    let pid_max = spec.limits.nproc.max(1) + 300;
     let steps = plan::build(&PlanInput {
         newroot: newroot.path(),
         workspace: &v.workspace,

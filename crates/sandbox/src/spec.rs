@@ -93,8 +93,10 @@ pub struct Limits {
     pub nofile: u64,
     /// RLIMIT_FSIZE in bytes (largest file the command may write).
     pub fsize: u64,
-    /// Processes and threads in the sandbox (RLIMIT_NPROC and the pid namespace's `pid_max`,
-    /// which the kernel cannot set below 301).
+    /// Processes and threads of the sandbox's uid (RLIMIT_NPROC). The kernel exempts a uid that
+    /// maps to the host's root from RLIMIT_NPROC, so the pid namespace's `pid_max` is also set,
+    /// to `nproc + 300` (pids below 300 are allocated only once): the hard bound when airlock
+    /// itself runs as root.
     pub nproc: u64,
     /// RLIMIT_AS in bytes, if any.
     pub address_space: Option<u64>,

@@ -1,0 +1,441 @@
+//! Real attacks through the namespace backend: each payload runs in the sandbox over a temporary
+//! workspace, and the test checks the host side, not just the payload's own report.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{Fixture, run, stdout};
+
+/// Removes a path when dropped, so a failing test still cleans the real `$HOME`.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Every file under `root` with its content and mode.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            let rel = entry.path().strip_prefix(root).unwrap().to_path_buf();
+            if meta.is_dir() {
+                stack.push(entry.path());
+                out.insert(rel, (Vec::new(), meta.permissions().mode()));
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(entry.path()).unwrap();
+                out.insert(rel, (target.into_os_string().into_encoded_bytes(), 0));
+            } else {
+                out.insert(
+                    rel,
+                    (
+                        std::fs::read(entry.path()).unwrap(),
+                        meta.permissions().mode(),
+                    ),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Host processes whose command line contains `marker`.
+fn host_processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmd.contains(marker) && !cmd.contains("cargo") {
+                found.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn host_secrets_in_home_and_etc_are_absent() {
+    let fx = Fixture::new();
+    let home = fx.path().join("home");
+    for (rel, body) in [
+        (".ssh/id_ed25519", "Zq7-SSH-KEY-9x"),
+        (".aws/credentials", "Zq7-AWS-KEY-9x"),
+        (".gitconfig", "Zq7-GIT-KEY-9x"),
+    ] {
+        let p = home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, body).unwrap();
+    }
+    std::fs::create_dir_all(home.join(".cargo")).unwrap();
+    std::os::unix::fs::symlink(home.join(".ssh/id_ed25519"), fx.workspace.join("innocent"))
+        .unwrap();
+    let mut spec = fx.spec(
+        "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.gitconfig innocent /etc/shadow /etc/ssh/ssh_host_ed25519_key 2>&1; \
+         ls -A ~; find / -xdev -name 'id_ed25519' 2>/dev/null; grep -r Zq7 ~ /tmp /etc 2>/dev/null | head -3",
+    );
+    spec.home_binds = vec![PathBuf::from(".cargo")];
+    let out = run(&spec);
+    let text = stdout(&out);
+    assert!(!text.contains("Zq7"), "a secret leaked: {text}");
+    assert!(text.contains("No such file"), "{text}");
+    assert!(text.lines().any(|l| l == ".cargo"), "{text}");
+
+    // The real $HOME: plant a fake key in ~/.ssh for the duration of the test.
+    let real_home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    let ssh = real_home.join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    let key = ssh.join(format!("airlock-attack-test-{}", std::process::id()));
+    std::fs::write(&key, "REAL-HOME-SECRET").unwrap();
+    let _cleanup = RemoveOnDrop(key.clone());
+    let mut spec = fx.spec(&format!("cat {} 2>&1; ls -A $HOME", key.display()));
+    spec.home = None;
+    let out = run(&spec);
+    let text = stdout(&out);
+    assert!(!text.contains("REAL-HOME-SECRET"), "{text}");
+    assert!(text.contains("No such file"), "{text}");
+}
+
+#[test]
+fn writes_outside_the_workspace_do_not_reach_the_host() {
+    let fx = Fixture::new();
+    let host_root_marker = PathBuf::from(format!("/airlock-attack-{}", std::process::id()));
+    let beside = fx.path().join("beside.txt");
+    let upper_escape = fx.upper.join("direct.txt");
+    let home_file = fx.path().join("home/.bashrc");
+    let script = format!(
+        "for p in {root} {beside} {upper} {home} /usr/local/airlock-x /etc/airlock-x /var/airlock-x /dev/airlock-x; do \
+           echo pwned > $p 2>/dev/null && echo wrote $p; done; \
+         ln -s /etc/passwd hl 2>/dev/null; ln /usr/bin/sh hard 2>&1 | head -1; true",
+        root = host_root_marker.display(),
+        beside = beside.display(),
+        upper = upper_escape.display(),
+        home = home_file.display(),
+    );
+    let out = run(&fx.spec(&script));
+    assert_eq!(out.exit_code, Some(0), "{}", out.stderr.text_lossy());
+    for p in [&host_root_marker, &beside, &upper_escape, &home_file] {
+        assert!(!p.exists(), "{} reached the host", p.display());
+    }
+    for p in [
+        "/usr/local/airlock-x",
+        "/etc/airlock-x",
+        "/var/airlock-x",
+        "/dev/airlock-x",
+    ] {
+        assert!(!Path::new(p).exists(), "{p} reached the host");
+    }
+    // Writes to the private /tmp and $HOME succeed inside and vanish.
+    assert!(
+        stdout(&out).contains(&format!("wrote {}", beside.display())),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("wrote /usr"), "{}", stdout(&out));
+}
+
+#[test]
+fn the_real_workspace_never_changes() {
+    let fx = Fixture::new();
+    fx.write("src/main.rs", "fn main() {}\n");
+    fx.write("README", "readme\n");
+    fx.write("deep/a/b/c.txt", "c\n");
+    let before = snapshot(&fx.workspace);
+    let ws = fx.workspace.canonicalize().unwrap();
+    let script = format!(
+        "echo evil > src/main.rs; rm -rf deep; chmod 000 README; mv README R2; truncate -s 0 R2; \
+         echo abs > {ws}/abs.txt; touch -d 2001-01-01 src; ln -s /etc x; mkdir -p n/e/w; \
+         cat /proc/self/mountinfo | grep -c overlay",
+        ws = ws.display()
+    );
+    let out = run(&fx.spec(&script));
+    assert_eq!(out.exit_code, Some(0), "{}", out.stderr.text_lossy());
+    assert_eq!(snapshot(&fx.workspace), before, "the workspace changed");
+    let changes = airlock_sandbox::harvest(&fx.upper).unwrap();
+    let paths: Vec<_> = changes
+        .iter()
+        .map(|c| c.path().to_string_lossy().into_owned())
+        .collect();
+    for p in [
+        "src/main.rs",
+        "deep",
+        "README",
+        "R2",
+        "abs.txt",
+        "x",
+        "n/e/w",
+    ] {
+        assert!(paths.iter().any(|q| q == p), "{p} missing from {paths:?}");
+    }
+}
+
+#[test]
+fn host_loopback_listener_is_unreachable() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fx = Fixture::new();
+    let probe = format!(
+        "/usr/bin/python3 -c 'import socket,sys\ntry:\n s=socket.create_connection((\"127.0.0.1\",{port}),timeout=2); s.sendall(b\"leak\"); print(\"connected\")\nexcept Exception as e: print(type(e).__name__, e)'"
+    );
+    // Network off: AF_INET itself is refused.
+    let out = run(&fx.spec(&probe));
+    assert!(stdout(&out).contains("PermissionError"), "{}", stdout(&out));
+    // Loopback allowed: sockets work, but only the sandbox's own loopback exists.
+    let mut spec = fx.spec(&probe);
+    spec.allow_loopback = true;
+    let out = run(&spec);
+    assert!(
+        stdout(&out).contains("ConnectionRefusedError"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        listener.accept().is_err(),
+        "a sandboxed process reached the host listener"
+    );
+    // The same probe with the network on does connect, so the checks above can fail.
+    let mut spec = fx.spec(&probe);
+    spec.network = true;
+    let out = run(&spec);
+    assert!(stdout(&out).contains("connected"), "{}", stdout(&out));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = Vec::new();
+            s.set_nonblocking(false).unwrap();
+            s.read_to_end(&mut buf).unwrap();
+            assert_eq!(buf, b"leak");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the network-on probe never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn host_environment_secrets_are_not_inherited() {
+    // SAFETY: std's env lock serialises this with the sandbox's own reads of the environment;
+    // no C code in this test binary reads the environment concurrently.
+    unsafe {
+        std::env::set_var("AIRLOCK_FAKE_API_TOKEN", "tok-123-secret");
+        std::env::set_var("LD_PRELOAD_AIRLOCK_TEST", "x");
+    }
+    let fx = Fixture::new();
+    let out = run(&fx.spec("env; cat /proc/1/environ 2>&1; echo; cat /proc/1/cmdline >/dev/null && echo cmdline-readable"));
+    let text = stdout(&out);
+    assert!(!text.contains("tok-123-secret"), "{text}");
+    assert!(!text.contains("LD_PRELOAD"), "{text}");
+    // PID 1 is a copy of the host process: its environment must be unreadable (Landlock
+    // forbids ptrace-class access to processes outside the sandbox's domain).
+    assert!(
+        text.contains("/proc/1/environ: Permission denied"),
+        "{text}"
+    );
+    assert!(text.contains("PATH="), "{text}");
+}
+
+#[test]
+fn host_processes_cannot_be_signalled_or_traced() {
+    let mut victim = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = victim.id();
+    let fx = Fixture::new();
+    let script = format!(
+        "kill -9 {pid} 2>&1; kill -9 -1 2>&1; sleep 0.2 & \
+         /usr/bin/python3 -c 'import ctypes,os\nlibc=ctypes.CDLL(None,use_errno=True)\nr=libc.ptrace(16,{pid},0,0); print(\"host\",r,os.strerror(ctypes.get_errno()))\nr=libc.ptrace(16,1,0,0); print(\"init\",r,os.strerror(ctypes.get_errno()))'; \
+         ls /proc | grep -c '^[0-9]'"
+    );
+    let out = run(&fx.spec(&script));
+    let text = stdout(&out);
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the host process died: {text}"
+    );
+    assert!(text.contains("host -1 Operation not permitted"), "{text}");
+    assert!(text.contains("init -1 Operation not permitted"), "{text}");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn mounting_and_new_namespaces_are_refused() {
+    let fx = Fixture::new();
+    let script = "mount -t tmpfs none /tmp 2>&1 | head -1; unshare -r true 2>&1; unshare -m true 2>&1; \
+        /usr/bin/python3 -c 'import ctypes,os\nlibc=ctypes.CDLL(None,use_errno=True)\n\
+for name,args in [(\"mount\",(b\"none\",b\"/tmp\",b\"tmpfs\",0,None)),(\"umount2\",(b\"/proc\",2)),(\"unshare\",(0x10000000,)),(\"chroot\",(b\"/tmp\",))]:\n r=getattr(libc,name)(*args); print(name,r,os.strerror(ctypes.get_errno()))\n\
+print(\"clone3\", libc.syscall(435,0,0), os.strerror(ctypes.get_errno()))\n\
+print(\"io_uring\", libc.syscall(425,8,0), os.strerror(ctypes.get_errno()))\n\
+print(\"bpf\", libc.syscall(321,0,0,0), os.strerror(ctypes.get_errno()))\n\
+print(\"x32\", libc.syscall(0x40000000|39), os.strerror(ctypes.get_errno()))'";
+    let out = run(&fx.spec(script));
+    let text = stdout(&out);
+    for expected in [
+        "mount -1 Operation not permitted",
+        "umount2 -1 Operation not permitted",
+        "unshare -1 Operation not permitted",
+        "chroot -1 Operation not permitted",
+        "clone3 -1 Function not implemented",
+        "io_uring -1 Operation not permitted",
+        "bpf -1 Operation not permitted",
+        "x32 -1 Operation not permitted",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in {text}");
+    }
+    assert!(!text.contains("unshare -1 Success"), "{text}");
+}
+
+#[test]
+fn fork_bomb_is_bounded_and_cleaned_up() {
+    let marker = format!("airlock-bomb-{}", std::process::id());
+    let fx = Fixture::new();
+    let bomb = r#"
+import os, time
+forked = failed = 0
+for i in range(400):
+    try:
+        pid = os.fork()
+    except OSError:
+        failed += 1
+        continue
+    if pid == 0:
+        try:
+            os.execv('/bin/sleep', ['MARKER', '60'])
+        finally:
+            os._exit(1)
+    forked += 1
+time.sleep(0.3)
+print('procs', len([d for d in os.listdir('/proc') if d.isdigit()]), 'forked', forked, 'failed', failed)
+"#
+    .replace("MARKER", &marker);
+    let mut spec = fx.spec("");
+    spec.argv = vec!["/usr/bin/python3".into(), "-c".into(), bomb.into()];
+    spec.limits.nproc = 64;
+    spec.timeout = Duration::from_secs(20);
+    let out = run(&spec);
+    let text = stdout(&out);
+    let procs: usize = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {text} {}", out.stderr.text_lossy()));
+    // RLIMIT_NPROC binds exactly when the sandbox's uid is not the host's root; the kernel
+    // exempts root, and then the pid namespace's pid_max (nproc + 300) is the bound.
+    // SAFETY: geteuid cannot fail.
+    let bound = if unsafe { libc::geteuid() } == 0 {
+        64 + 300
+    } else {
+        64 + 1
+    };
+    assert!(
+        procs <= bound,
+        "{procs} processes ran, bound {bound}: {text}"
+    );
+    assert!(procs >= 40, "the bomb never forked: {text}");
+    assert!(
+        !text.contains("failed 0"),
+        "forks were never refused: {text}"
+    );
+    assert!(
+        host_processes_with(&marker).is_empty(),
+        "{:?}",
+        host_processes_with(&marker)
+    );
+
+    // The classic shell bomb ends with the timeout, and promptly.
+    let mut spec = fx.spec("b() { b | b & }; b; sleep 30");
+    spec.limits.nproc = 64;
+    spec.timeout = Duration::from_secs(2);
+    let t = Instant::now();
+    let out = run(&spec);
+    assert!(out.timed_out || out.exit_code.is_some());
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn output_flood_costs_bounded_memory() {
+    fn max_rss_kib() -> i64 {
+        // SAFETY: getrusage fills a zeroed struct.
+        unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut u);
+            u.ru_maxrss
+        }
+    }
+    let fx = Fixture::new();
+    let spool = fx.path().join("spool");
+    std::fs::create_dir(&spool).unwrap();
+    let mut spec = fx.spec("head -c 200000000 /dev/zero | tr '\\0' x; echo; echo THE-END");
+    spec.output_limit = 64 << 10;
+    spec.spool_dir = Some(spool.clone());
+    spec.limits.spool_bytes = 32 << 20;
+    let before = max_rss_kib();
+    let out = run(&spec);
+    let grew = max_rss_kib() - before;
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(out.stdout.total_bytes, 200_000_000 + 9);
+    assert_eq!(out.stdout.head.len() + out.stdout.tail.len(), 64 << 10);
+    assert!(out.stdout.head.iter().all(|&b| b == b'x'));
+    assert!(out.stdout.tail.ends_with(b"\nTHE-END\n"));
+    let spool_file = out.stdout.spool.clone().expect("spooled");
+    assert_eq!(std::fs::metadata(&spool_file).unwrap().len(), 32 << 20);
+    assert!(
+        out.stdout
+            .text_lossy()
+            .contains("bytes omitted; full output in")
+    );
+    assert!(
+        grew < 40 << 10,
+        "capturing 200 MB grew the RSS by {grew} KiB"
+    );
+}
+
+#[test]
+fn daemons_do_not_outlive_the_sandbox() {
+    let marker = format!("airlock-daemon-{}", std::process::id());
+    let fx = Fixture::new();
+    // A setsid'd, double-forked daemon that writes into the workspace (host-visible through the
+    // upper directory) after the sandbox should be gone.
+    let daemon = format!(
+        "( setsid bash -c 'exec -a {marker} bash -c \"sleep 1.5; echo escaped > escaped.txt\"' & ) ; echo started"
+    );
+    // 1: the command times out while the daemon sleeps.
+    let mut spec = fx.spec(&format!("{daemon}; sleep 30"));
+    spec.timeout = Duration::from_millis(500);
+    let out = run(&spec);
+    assert!(out.timed_out);
+    assert_eq!(stdout(&out), "started\n");
+    // 2: the command exits at once, leaving the daemon behind.
+    let out = run(&fx.spec(&daemon));
+    assert_eq!(out.exit_code, Some(0));
+    assert!(
+        host_processes_with(&marker).is_empty(),
+        "{:?}",
+        host_processes_with(&marker)
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !fx.upper.join("escaped.txt").exists(),
+        "a daemon survived the sandbox"
+    );
+    assert!(host_processes_with(&marker).is_empty());
+}
