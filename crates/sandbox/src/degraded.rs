@@ -1,8 +1,27 @@
-//! The degraded backend: no kernel isolation. Placeholder until it lands.
+//! The degraded backend: no kernel isolation, for hosts without user namespaces, and only when
+//! the operator opts in. The command runs in a scratch copy of workspace + layers (reflinked
+//! where the filesystem can), with a scrubbed environment, rlimits and a process-group kill;
+//! afterwards the copy is compared with its sources and the differences are written to the
+//! upper directory in overlay form, so [`crate::harvest`] works unchanged. Every outcome says
+//! `degraded: true`. It does not hide `$HOME`, the network or host processes, and a `setsid`
+//! child can escape the group kill: callers must say "degraded: no kernel isolation".
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use crate::Backend;
+use crate::capture::Collector;
 use crate::error::SandboxError;
+use crate::namespace::validate;
 use crate::spec::{Outcome, SandboxSpec};
+use crate::supervise::{self, Watch};
 
 /// Runs the command in a copy of the workspace, with a process-group kill and no isolation.
 #[derive(Debug, Default, Clone)]
@@ -22,10 +41,349 @@ impl Backend for DegradedBackend {
         "degraded"
     }
 
-    fn run(&self, _spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
-        Err(SandboxError::Unsupported {
-            missing: "degraded backend",
-            detail: "not built yet".into(),
-        })
+    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+        run(spec)
     }
+}
+
+/// What a path of the merged base was, and where it came from.
+#[derive(Debug, Clone)]
+enum Base {
+    File { src: PathBuf, mode: u32 },
+    Dir { mode: u32 },
+    Symlink { target: PathBuf },
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SandboxError + 'a {
+    move |e| SandboxError::io(action, path, e)
+}
+
+/// Copies a file, cloning its extents when the filesystem supports it.
+fn clone_or_copy(src: &Path, dst: &Path) -> io::Result<()> {
+    let from = fs::File::open(src)?;
+    let to = fs::File::create(dst)?;
+    if rustix::fs::ioctl_ficlone(&to, &from).is_err() {
+        drop(to);
+        fs::copy(src, dst)?;
+    }
+    Ok(())
+}
+
+fn is_whiteout(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    meta.file_type().is_char_device() && meta.rdev() == 0
+}
+
+/// Copies `src` (a layer or the workspace) over `dst`, recording the merged base.
+fn overlay_copy(
+    src: &Path,
+    dst: &Path,
+    rel: &Path,
+    base: &mut BTreeMap<PathBuf, Base>,
+) -> Result<(), SandboxError> {
+    for entry in fs::read_dir(src).map_err(io_err("reading", src))? {
+        let entry = entry.map_err(io_err("reading", src))?;
+        let s = entry.path();
+        let d = dst.join(entry.file_name());
+        let r = rel.join(entry.file_name());
+        let meta = fs::symlink_metadata(&s).map_err(io_err("inspecting", &s))?;
+        let existing = fs::symlink_metadata(&d).ok();
+        if is_whiteout(&meta) {
+            remove_any(&d).map_err(io_err("removing", &d))?;
+            base.retain(|p, _| !p.starts_with(&r));
+            continue;
+        }
+        if meta.is_dir() {
+            let opaque = crate::harvest::is_opaque(&s).map_err(io_err("reading xattrs of", &s))?;
+            if opaque || existing.as_ref().is_some_and(|m| !m.is_dir()) {
+                remove_any(&d).map_err(io_err("removing", &d))?;
+                base.retain(|p, _| !p.starts_with(&r));
+            }
+            if fs::symlink_metadata(&d).is_err() {
+                fs::create_dir(&d).map_err(io_err("creating", &d))?;
+            }
+            let mode = meta.mode() & 0o7777;
+            fs::set_permissions(&d, fs::Permissions::from_mode(mode | 0o700))
+                .map_err(io_err("chmod", &d))?;
+            base.insert(r.clone(), Base::Dir { mode });
+            overlay_copy(&s, &d, &r, base)?;
+        } else {
+            if existing.is_some() {
+                remove_any(&d).map_err(io_err("removing", &d))?;
+                base.retain(|p, _| !p.starts_with(&r));
+            }
+            if meta.file_type().is_symlink() {
+                let target = fs::read_link(&s).map_err(io_err("reading the link", &s))?;
+                std::os::unix::fs::symlink(&target, &d).map_err(io_err("creating the link", &d))?;
+                base.insert(r, Base::Symlink { target });
+            } else if meta.is_file() {
+                clone_or_copy(&s, &d).map_err(io_err("copying", &s))?;
+                let mode = meta.mode() & 0o7777;
+                fs::set_permissions(&d, fs::Permissions::from_mode(mode))
+                    .map_err(io_err("chmod", &d))?;
+                base.insert(r, Base::File { src: s, mode });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn remove_any(p: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
+        Ok(_) => fs::remove_file(p),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn same_content(a: &Path, b: &Path) -> io::Result<bool> {
+    use std::io::Read;
+    let (ma, mb) = (fs::metadata(a)?, fs::metadata(b)?);
+    if ma.len() != mb.len() {
+        return Ok(false);
+    }
+    let (mut fa, mut fb) = (fs::File::open(a)?, fs::File::open(b)?);
+    let (mut ba, mut bb) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    loop {
+        let n = fa.read(&mut ba)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        fb.read_exact(&mut bb[..n])?;
+        if ba[..n] != bb[..n] {
+            return Ok(false);
+        }
+    }
+}
+
+/// Creates the upper's parent directories of `rel` with the copy's modes.
+fn upper_parents(upper: &Path, copy: &Path, rel: &Path) -> io::Result<()> {
+    let mut cur = PathBuf::new();
+    if let Some(parent) = rel.parent() {
+        for comp in parent.components() {
+            cur.push(comp);
+            let u = upper.join(&cur);
+            if fs::symlink_metadata(&u).is_err() {
+                fs::create_dir(&u)?;
+                let mode = fs::metadata(copy.join(&cur))
+                    .map(|m| m.mode() & 0o7777)
+                    .unwrap_or(0o755);
+                fs::set_permissions(&u, fs::Permissions::from_mode(mode))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the differences between the copy and its base into `upper`, overlay-style.
+fn diff_into_upper(
+    copy: &Path,
+    rel: &Path,
+    base: &BTreeMap<PathBuf, Base>,
+    upper: &Path,
+) -> io::Result<()> {
+    for entry in fs::read_dir(copy.join(rel))? {
+        let entry = entry?;
+        let r = rel.join(entry.file_name());
+        let abs = entry.path();
+        let meta = fs::symlink_metadata(&abs)?;
+        let mode = meta.mode() & 0o7777;
+        let was = base.get(&r);
+        if meta.is_dir() {
+            let changed = !matches!(was, Some(Base::Dir { mode: m }) if *m == mode);
+            if changed {
+                upper_parents(upper, copy, &r)?;
+                let u = upper.join(&r);
+                if was.is_some() {
+                    remove_any(&u)?;
+                }
+                fs::create_dir_all(&u)?;
+                fs::set_permissions(&u, fs::Permissions::from_mode(mode))?;
+                if was.is_some_and(|b| !matches!(b, Base::Dir { .. })) {
+                    crate::harvest::mark_opaque(&u)?;
+                }
+            }
+            diff_into_upper(copy, &r, base, upper)?;
+        } else if meta.file_type().is_symlink() {
+            let target = fs::read_link(&abs)?;
+            if !matches!(was, Some(Base::Symlink { target: t }) if *t == target) {
+                upper_parents(upper, copy, &r)?;
+                remove_any(&upper.join(&r))?;
+                std::os::unix::fs::symlink(&target, upper.join(&r))?;
+            }
+        } else if meta.is_file() {
+            let same = match was {
+                Some(Base::File { src, mode: m }) => *m == mode && same_content(src, &abs)?,
+                _ => false,
+            };
+            if !same {
+                upper_parents(upper, copy, &r)?;
+                let u = upper.join(&r);
+                remove_any(&u)?;
+                fs::copy(&abs, &u)?;
+                fs::set_permissions(&u, fs::Permissions::from_mode(mode))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn whiteouts(copy: &Path, base: &BTreeMap<PathBuf, Base>, upper: &Path) -> io::Result<()> {
+    let mut deleted_dirs: Vec<&PathBuf> = Vec::new();
+    for rel in base.keys() {
+        if deleted_dirs.iter().any(|d| rel.starts_with(d)) {
+            continue;
+        }
+        if fs::symlink_metadata(copy.join(rel)).is_err() {
+            upper_parents(upper, copy, rel)?;
+            let u = upper.join(rel);
+            remove_any(&u)?;
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &u,
+                rustix::fs::FileType::CharacterDevice,
+                rustix::fs::Mode::empty(),
+                0,
+            )?;
+            deleted_dirs.push(rel);
+        }
+    }
+    Ok(())
+}
+
+fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+    let v = validate(spec)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("airlock-degraded-")
+        .tempdir()
+        .map_err(|e| SandboxError::io("creating the scratch copy", std::env::temp_dir(), e))?;
+    let copy = scratch.path().join("ws");
+    fs::create_dir(&copy).map_err(io_err("creating", &copy))?;
+    let mut base = BTreeMap::new();
+    overlay_copy(&v.workspace, &copy, Path::new(""), &mut base)?;
+    for layer in &v.layers {
+        overlay_copy(layer, &copy, Path::new(""), &mut base)?;
+    }
+    let rel_cwd = v.cwd.strip_prefix(&v.workspace).unwrap_or(Path::new(""));
+
+    let mut cmd = Command::new(&spec.argv[0]);
+    cmd.args(&spec.argv[1..])
+        .current_dir(copy.join(rel_cwd))
+        .env_clear()
+        .envs(v.env.iter().map(|(k, val)| (k, val)))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let limits = [
+        (libc::RLIMIT_CORE, 0),
+        (libc::RLIMIT_NOFILE, spec.limits.nofile),
+        (libc::RLIMIT_FSIZE, spec.limits.fsize),
+    ];
+    // SAFETY: the closure runs between fork and exec and only calls setrlimit, which is
+    // async-signal-safe; it touches no allocation or lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            for (res, val) in limits {
+                let mut cur = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::getrlimit(res, &mut cur);
+                let v = val.min(cur.rlim_max);
+                libc::setrlimit(
+                    res,
+                    &libc::rlimit {
+                        rlim_cur: v,
+                        rlim_max: v,
+                    },
+                );
+            }
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|source| SandboxError::Exec {
+        program: spec.argv[0].clone(),
+        source,
+    })?;
+    let pid = child.id() as libc::pid_t;
+    let stdout: OwnedFd = child
+        .stdout
+        .take()
+        .map(Into::into)
+        .ok_or_else(|| SandboxError::sys("capturing stdout"))?;
+    let stderr: OwnedFd = child
+        .stderr
+        .take()
+        .map(Into::into)
+        .ok_or_else(|| SandboxError::sys("capturing stderr"))?;
+    let stdin = match (child.stdin.take(), spec.stdin.as_deref()) {
+        (Some(s), Some(data)) => Some((OwnedFd::from(s), data)),
+        _ => None,
+    };
+    let kill = |p: libc::pid_t| {
+        // SAFETY: signalling the process group we created for the child.
+        unsafe { libc::kill(-p, libc::SIGKILL) };
+    };
+    let l = &spec.limits;
+    let mut out = Collector::new(
+        spec.output_limit,
+        spec.spool_dir.as_deref(),
+        "stdout",
+        l.spool_bytes,
+    );
+    let mut err = Collector::new(
+        spec.output_limit,
+        spec.spool_dir.as_deref(),
+        "stderr",
+        l.spool_bytes,
+    );
+    let ended = supervise::supervise(
+        Watch {
+            pid,
+            stdout,
+            stderr,
+            stdin,
+            deadline: start + spec.timeout,
+            cancel: spec.cancel.as_ref(),
+            kill: &kill,
+        },
+        &mut out,
+        &mut err,
+    );
+    // Whatever is left of the group goes too (a setsid'd child escapes: no kernel isolation).
+    kill(pid);
+    drop(child);
+
+    let interrupted = ended.timed_out || ended.cancelled;
+    let (exit_code, signal) = if interrupted {
+        (None, None)
+    } else if libc::WIFEXITED(ended.status) {
+        (Some(libc::WEXITSTATUS(ended.status)), None)
+    } else if libc::WIFSIGNALED(ended.status) {
+        (None, Some(libc::WTERMSIG(ended.status)))
+    } else {
+        (None, None)
+    };
+    diff_into_upper(&copy, Path::new(""), &base, &v.upper)
+        .and_then(|()| whiteouts(&copy, &base, &v.upper))
+        .map_err(io_err("recording the changes in", &v.upper))?;
+    // Directories the command made unreadable would block the cleanup.
+    let _ = fs::set_permissions(&copy, fs::Permissions::from_mode(0o700));
+    Ok(Outcome {
+        exit_code,
+        signal,
+        timed_out: ended.timed_out,
+        cancelled: ended.cancelled,
+        stdout: out.finish(),
+        stderr: err.finish(),
+        duration: ended.duration,
+        degraded: true,
+    })
 }

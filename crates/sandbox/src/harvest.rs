@@ -136,6 +136,33 @@ fn walk(abs: &Path, rel: &Path, out: &mut Vec<UpperChange>) -> io::Result<()> {
     Ok(())
 }
 
+/// True when `dir` carries an overlay opaque marker (either namespace).
+pub(crate) fn is_opaque(dir: &Path) -> io::Result<bool> {
+    overlay_xattr_is(dir, "opaque", b"y")
+}
+
+/// Marks `dir` opaque for both privileged and `userxattr` overlay mounts; fails only if
+/// neither marker can be set.
+pub(crate) fn mark_opaque(dir: &Path) -> io::Result<()> {
+    let mut last = None;
+    let mut ok = false;
+    for prefix in XATTR_PREFIXES {
+        match rustix::fs::lsetxattr(
+            dir,
+            format!("{prefix}opaque"),
+            b"y",
+            rustix::fs::XattrFlags::empty(),
+        ) {
+            Ok(()) => ok = true,
+            Err(e) => last = Some(e),
+        }
+    }
+    match (ok, last) {
+        (true, _) | (false, None) => Ok(()),
+        (false, Some(e)) => Err(e.into()),
+    }
+}
+
 fn get_xattr(path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
     let mut buf = [0u8; 256];
     match rustix::fs::lgetxattr(path, name, &mut buf[..]) {

@@ -50,6 +50,24 @@ pub(crate) struct Validated {
     pub(crate) cwd: PathBuf,
     pub(crate) home: Option<PathBuf>,
     pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) masked: Vec<PathBuf>,
+}
+
+/// overlayfs refuses (ELOOP) or misbehaves with layers nested in one another: say so up front.
+fn check_not_nested(named: &[(&str, &Path)]) -> Result<(), SandboxError> {
+    for (i, (a_name, a)) in named.iter().enumerate() {
+        for (b_name, b) in &named[i + 1..] {
+            if a.starts_with(b) || b.starts_with(a) {
+                return Err(SandboxError::InvalidSpec(format!(
+                    "the {a_name} {} and the {b_name} {} are nested; overlayfs needs the workspace, \
+                     staged layers, upper and work directories apart from one another",
+                    a.display(),
+                    b.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn existing_dir(what: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
@@ -100,6 +118,35 @@ pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
         })?),
         None => None,
     };
+    let mut named: Vec<(&str, &Path)> = vec![
+        ("workspace", &workspace),
+        ("upper directory", &upper),
+        ("work directory", &work),
+    ];
+    named.extend(layers.iter().map(|l| ("staged layer", l.as_path())));
+    check_not_nested(&named)?;
+    let masked = spec
+        .masked
+        .iter()
+        .map(|m| {
+            let abs = if m.is_absolute() {
+                plan::normalize(m)
+            } else {
+                plan::normalize(&workspace.join(m))
+            };
+            let abs = abs.map(|a| match a.strip_prefix(&given_ws) {
+                Ok(rel) => workspace.join(rel),
+                Err(_) => a,
+            });
+            match abs {
+                Some(a) if a.starts_with(&workspace) && a != workspace => Ok(a),
+                _ => Err(SandboxError::InvalidSpec(format!(
+                    "masked path {} is not inside the workspace",
+                    m.display()
+                ))),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let env = env::scrubbed(
         std::env::vars_os(),
         &spec.env,
@@ -114,6 +161,7 @@ pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
         cwd,
         home,
         env,
+        masked,
     })
 }
 
@@ -187,6 +235,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         home: v.home.as_deref(),
         home_binds: &spec.home_binds,
         ro_binds: &spec.ro_binds,
+        masked: &v.masked,
         tmp_size: spec.limits.tmp_size,
         pid_max,
     })?;

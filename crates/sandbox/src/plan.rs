@@ -110,6 +110,8 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) home: Option<&'a Path>,
     pub(crate) home_binds: &'a [PathBuf],
     pub(crate) ro_binds: &'a [PathBuf],
+    /// Absolute sandbox paths inside the workspace to hide.
+    pub(crate) masked: &'a [PathBuf],
     pub(crate) tmp_size: u64,
     pub(crate) pid_max: u64,
 }
@@ -204,6 +206,52 @@ impl Builder<'_> {
             },
             format!("mounting a tmpfs on {}", abs.display()),
         );
+        Ok(())
+    }
+}
+
+impl Builder<'_> {
+    /// Hides `abs` (inside the workspace) if any layer or the workspace has it: a directory
+    /// behind an empty read-only tmpfs, anything else behind `/dev/null`.
+    fn mask(&mut self, abs: &Path, input: &PlanInput<'_>) -> Result<(), SandboxError> {
+        let Ok(rel) = abs.strip_prefix(input.workspace) else {
+            return Ok(());
+        };
+        let sources =
+            std::iter::once(input.workspace).chain(input.layers.iter().map(PathBuf::as_path));
+        let Some(meta) = sources
+            .filter_map(|s| std::fs::symlink_metadata(s.join(rel)).ok())
+            .next()
+        else {
+            return Ok(());
+        };
+        let dst = self.inside(abs);
+        if meta.is_dir() {
+            self.push(
+                Op::Tmpfs {
+                    dst: cpath(&dst)?,
+                    data: cstring(b"mode=0555,size=4k")?,
+                },
+                format!("masking {}", abs.display()),
+            );
+            self.push(
+                Op::SetAttr {
+                    path: cpath(&dst)?,
+                    set: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
+                    recursive: false,
+                },
+                format!("making the mask on {} read-only", abs.display()),
+            );
+        } else if !meta.file_type().is_symlink() {
+            self.push(
+                Op::Bind {
+                    src: cstring(b"/dev/null")?,
+                    dst: cpath(&dst)?,
+                    recursive: false,
+                },
+                format!("masking {}", abs.display()),
+            );
+        }
         Ok(())
     }
 }
@@ -414,6 +462,9 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
                     },
                     format!("mounting the workspace overlay on {}", abs.display()),
                 );
+                for masked in input.masked {
+                    b.mask(masked, input)?;
+                }
             }
         }
     }
@@ -507,6 +558,7 @@ mod tests {
             home: Some(Path::new("/tmp/x/home")),
             home_binds: &[PathBuf::from(".cargo")],
             ro_binds: &[],
+            masked: &[],
             tmp_size: 1 << 20,
             pid_max: 500,
         };

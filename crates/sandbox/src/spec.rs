@@ -42,6 +42,9 @@ pub struct SandboxSpec {
     pub home_binds: Vec<PathBuf>,
     /// Extra host paths exposed read-only at the same path.
     pub ro_binds: Vec<PathBuf>,
+    /// Paths inside the workspace (relative, or absolute under it) hidden from the command behind
+    /// an empty read-only directory (or an empty file), e.g. airlock's own `.airlock` state.
+    pub masked: Vec<PathBuf>,
     /// Resource limits.
     pub limits: Limits,
     /// Set to `true` to stop the command early; the outcome then says `cancelled`.
@@ -79,6 +82,7 @@ impl SandboxSpec {
             home: None,
             home_binds: Vec::new(),
             ro_binds: Vec::new(),
+            masked: Vec::new(),
             limits: Limits::default(),
             cancel: None,
             stdin: None,

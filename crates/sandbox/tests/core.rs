@@ -215,3 +215,22 @@ fn runs_from_many_threads_at_once() {
         h.join().unwrap();
     }
 }
+
+#[test]
+fn masked_paths_are_hidden_and_nested_layers_refused() {
+    let fx = Fixture::new();
+    fx.write(".airlock/journal.db", "state");
+    fx.write("secret.env", "K=V");
+    fx.write("code.rs", "x");
+    let mut spec = fx.spec("ls -A .airlock; cat secret.env; echo -n .; touch .airlock/x 2>/dev/null || echo ro; cat code.rs");
+    spec.masked = vec![".airlock".into(), "secret.env".into()];
+    let out = run(&spec);
+    assert_eq!(stdout(&out), ".ro\nx", "{}", out.stderr.text_lossy());
+
+    let mut spec = fx.spec("true");
+    let inner = fx.workspace.join(".airlock");
+    spec.layers = vec![inner];
+    let err = airlock_sandbox::Backend::run(&airlock_sandbox::NamespaceBackend::new(), &spec)
+        .unwrap_err();
+    assert!(err.to_string().contains("are nested"), "{err}");
+}
