@@ -285,6 +285,14 @@ pub fn apply_verified(
     for (e, (pre, dir_mode)) in entries.iter().zip(current) {
         let (post, source) = match &e.change {
             Change::Write { content, mode, .. } => {
+                if mode & 0o6000 != 0 {
+                    return Err(ApplyError::Refused {
+                        path: e.path.clone(),
+                        why: format!(
+                            "it asks for mode {mode:o}, and airlock never writes setuid or setgid files"
+                        ),
+                    });
+                }
                 if !blobs.contains(content) {
                     return Err(ApplyError::Refused {
                         path: e.path.clone(),

@@ -127,6 +127,11 @@ fn flagged_and_internal_entries_are_refused_and_session_local_ones_skipped() {
     assert!(err.to_string().contains("outside the workspace"), "{err}");
     assert!(!fx.abs("ok.txt").exists());
 
+    let v = verified(vec![fx.stage_write("suid", b"x", 0o4755)]);
+    let err = apply_verified(&fx.ws, &v, &fx.blobs, &j, &ctx()).unwrap_err();
+    assert!(err.to_string().contains("setuid"), "{err}");
+    assert!(!fx.abs("suid").exists());
+
     let v = verified(vec![fx.stage_write(".airlock/journal.db", b"x", 0o644)]);
     let err = apply_verified(&fx.ws, &v, &fx.blobs, &j, &ctx()).unwrap_err();
     assert!(err.to_string().contains(".airlock"), "{err}");

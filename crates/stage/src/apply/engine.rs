@@ -300,9 +300,16 @@ pub(crate) fn execute(
         .map_err(err_at(&f.path))?;
     }
     if let Some(bdir) = bdir_fd.as_ref().filter(|_| ctx.per_file_sync) {
-        rustix::fs::fsync(bdir)
-            .map_err(io::Error::from)
-            .map_err(err_at(&first.path))?;
+        // The backup directory and its own entry in `.airlock/backups` must both survive.
+        let parent = Path::new(backup_dir.unwrap_or(".airlock/backups"))
+            .parent()
+            .unwrap_or(Path::new(".airlock"));
+        let parent_fd = conf.existing_dir(parent).map_err(err_at(&first.path))?;
+        for fd in [bdir, &parent_fd] {
+            rustix::fs::fsync(fd)
+                .map_err(io::Error::from)
+                .map_err(err_at(&first.path))?;
+        }
     }
     // Temps and backups durable before anything visible changes.
     if !ctx.per_file_sync {
