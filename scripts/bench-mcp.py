@@ -3,7 +3,8 @@
 
 Measures, per lifecycle (handshake "legacy" and 2026-07-28 "auto"):
   - read_file of a small file (the whole chain: permission, jail, validation, staged view);
-  - tools/list (protocol and serialisation only, no kernel call beyond the registry).
+  - tools/list (protocol and serialisation only, no kernel call beyond the registry);
+  - ping (legacy only: the bare protocol round trip, the floor under everything else).
 
 Usage: scripts/bench-mcp.py [--bin target/release/airlock] [--calls 500] [--warmup 50] [--json]
 """
@@ -64,6 +65,13 @@ async def bench(binary: str, workspace: Path, mode: str, calls: int, warmup: int
             await client.list_tools()
             samples.append(time.perf_counter() - t)
         out["tools/list"] = summary(samples)
+        if mode == "legacy":  # ping exists only on handshake-era sessions
+            samples = []
+            for _ in range(calls):
+                t = time.perf_counter()
+                await client.send_ping()
+                samples.append(time.perf_counter() - t)
+            out["ping"] = summary(samples)
     return out
 
 

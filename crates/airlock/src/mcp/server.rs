@@ -27,6 +27,8 @@ pub const APPROVAL_KEY: &str = "approval";
 const ROUND_TTL: Duration = Duration::from_secs(30 * 60);
 /// At most this many unanswered questions are kept.
 const MAX_ROUNDS: usize = 64;
+/// At most this many kernel calls run at once; later ones wait their turn.
+pub const MAX_CONCURRENT_CALLS: usize = 16;
 
 /// What the server teaches the model at `initialize`.
 pub const INSTRUCTIONS: &str = "\
@@ -67,6 +69,7 @@ pub struct AirlockServer {
     handle: Handle,
     timeout: Duration,
     rounds: Mutex<HashMap<String, Round>>,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AirlockServer {
@@ -80,6 +83,7 @@ impl AirlockServer {
             handle,
             timeout: approval::approval_timeout(),
             rounds: Mutex::new(HashMap::new()),
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_CALLS)),
         }
     }
 
@@ -253,6 +257,14 @@ impl ServerHandler for AirlockServer {
             Ok(a) => a,
             Err(result) => return Ok(result.into()),
         };
+        let slot = tokio::select! {
+            permit = self.slots.clone().acquire_owned() => permit.map_err(|_| {
+                McpError::internal_error("The server is shutting down.", None)
+            })?,
+            _ = context.ct.cancelled() => {
+                return Ok(text_error("The call was cancelled before it started.").into());
+            }
+        };
         let guard = self.calls.start();
         let cancel = guard.cancel();
         let approver = self.approver(&context, answered.clone(), &cancel);
@@ -267,6 +279,7 @@ impl ServerHandler for AirlockServer {
         let kernel = self.kernel.clone();
         let (tool, text) = (name.clone(), args.clone());
         let joined = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let _guard = guard;
             let ctx = CallContext {
                 cancel,
