@@ -1,1 +1,50 @@
-//! airlock-verify: placeholder until it lands.
+//! airlock-verify: the verification harness. It runs a project's tests against the workspace
+//! plus a staged changeset in a fresh sandbox (no network, writes thrown away, timeout, bounded
+//! output) and returns a verdict bound to the changeset's content hash.
+//!
+//! The pieces, in the order a verification uses them:
+//! - [`detect`]: which runner a project uses (package.json → vitest / jest / node:test,
+//!   Cargo.toml → cargo, go.mod → go, pyproject.toml / pytest.ini / setup.cfg / tests → pytest),
+//!   read through a [`FileSource`] so the caller can pass the merged view.
+//! - [`adapter`]: steers each runner to a structured reporter (JUnit XML for node:test, vitest
+//!   and pytest; jest's JSON; `go test -json`; cargo JSON diagnostics + libtest output) and
+//!   parses it, streaming; a generic adapter handles any command.
+//! - [`sanitize`]: what goes back to the model — test, message, expected/received,
+//!   workspace-relative `file:line`, workspace-only frames; ANSI stripped, duplicates folded,
+//!   a byte budget that always says what it left out.
+//! - [`verdict`]: the rules for passed / failed / no_tests / timeout / error (documented there,
+//!   including compile errors → `failed` and pre-existing failures with a baseline).
+//!
+//! ```no_run
+//! use airlock_verify::{run_verification, VerifyInput, VerifyOptions};
+//! use std::path::Path;
+//!
+//! let input = VerifyInput {
+//!     workspace: Path::new("/path/to/project"),
+//!     layers: vec![],
+//!     changeset_hash: "blake3:…".into(),
+//!     scratch_dir: Path::new("/path/to/scratch"),
+//!     baseline_cache: None,
+//! };
+//! let report = run_verification(&input, &VerifyOptions::default())?;
+//! println!("{}", serde_json::to_string(&report).unwrap());
+//! # Ok::<(), airlock_verify::VerifyError>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod adapter;
+pub mod detect;
+mod error;
+mod harness;
+pub mod model;
+pub mod runner;
+pub mod sanitize;
+pub mod verdict;
+
+pub use detect::{DirSource, FileSource, detect};
+pub use error::VerifyError;
+pub use harness::{
+    DEFAULT_TIMEOUT, VerifyInput, VerifyOptions, run_verification, run_verification_with,
+};
+pub use model::{Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
+pub use runner::{CommandRunner, OutputText, PlainRunner, RunOutput, RunRequest};

@@ -1,0 +1,212 @@
+//! jest's `--json --outputFile` result: counts from `numPassedTests` / `numFailedTests` /
+//! `numPendingTests` + `numTodoTests`, failures from `assertionResults[].failureMessages`, and
+//! suites that failed to run (syntax errors) from `testResults[].message`.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{FailureSink, MAX_REPORT_BYTES, Parsed};
+use crate::model::{Failure, FailureKind};
+use crate::sanitize::{Locator, expected_received};
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JestReport {
+    #[serde(default)]
+    num_passed_tests: u64,
+    #[serde(default)]
+    num_failed_tests: u64,
+    #[serde(default)]
+    num_pending_tests: u64,
+    #[serde(default)]
+    num_todo_tests: u64,
+    #[serde(default)]
+    num_runtime_error_test_suites: u64,
+    #[serde(default)]
+    test_results: Vec<SuiteResult>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SuiteResult {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    assertion_results: Vec<AssertionResult>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AssertionResult {
+    #[serde(default)]
+    full_name: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    failure_messages: Vec<String>,
+    #[serde(default)]
+    location: Option<TestLocation>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TestLocation {
+    line: u32,
+}
+
+/// Parses jest's JSON result file.
+pub fn parse(path: &Path, locator: &Locator, sink: &mut dyn FailureSink) -> Parsed {
+    let mut parsed = Parsed::default();
+    let report: JestReport = match std::fs::metadata(path) {
+        Err(_) => {
+            parsed.report_missing = true;
+            parsed.report_problem = Some("jest wrote no JSON result file".into());
+            return parsed;
+        }
+        Ok(m) if m.len() > MAX_REPORT_BYTES => {
+            parsed.report_missing = true;
+            parsed.report_problem = Some(format!(
+                "the jest result file is {} bytes, over the {} byte limit",
+                m.len(),
+                MAX_REPORT_BYTES
+            ));
+            return parsed;
+        }
+        Ok(_) => match File::open(path)
+            .map_err(|e| e.to_string())
+            .and_then(|f| serde_json::from_reader(BufReader::new(f)).map_err(|e| e.to_string()))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                parsed.report_missing = true;
+                parsed.report_problem = Some(format!("the jest result file did not parse: {e}"));
+                return parsed;
+            }
+        },
+    };
+    read_report(report, locator, &mut parsed, sink);
+    parsed
+}
+
+/// Parses jest's JSON result from a string.
+pub fn parse_str(json: &str, locator: &Locator, sink: &mut dyn FailureSink) -> Parsed {
+    let mut parsed = Parsed::default();
+    match serde_json::from_str::<JestReport>(json) {
+        Ok(report) => read_report(report, locator, &mut parsed, sink),
+        Err(e) => {
+            parsed.report_missing = true;
+            parsed.report_problem = Some(format!("the jest result file did not parse: {e}"));
+        }
+    }
+    parsed
+}
+
+fn read_report(
+    report: JestReport,
+    locator: &Locator,
+    parsed: &mut Parsed,
+    sink: &mut dyn FailureSink,
+) {
+    parsed.counts_known = true;
+    parsed.counts.passed = report.num_passed_tests;
+    parsed.counts.failed = report.num_failed_tests;
+    parsed.counts.skipped = report.num_pending_tests + report.num_todo_tests;
+    let _ = report.num_runtime_error_test_suites;
+    for suite in report.test_results {
+        let suite_file = locator.relative(&suite.name);
+        let mut any_failed = false;
+        for a in suite.assertion_results {
+            if a.status != "failed" {
+                continue;
+            }
+            any_failed = true;
+            let text = a.failure_messages.join("\n");
+            let (expected, received) = expected_received(&text);
+            let mut failure = Failure {
+                test: a.full_name,
+                message: strip_error_prefix(&text),
+                expected,
+                received,
+                ..Failure::default()
+            };
+            locator.locate(&mut failure, &text, false);
+            if failure.file.is_none() {
+                failure.file = suite_file.clone();
+                failure.line = a.location.map(|l| l.line);
+            }
+            sink.failure(failure);
+        }
+        if !any_failed && suite.status == "failed" && !suite.message.trim().is_empty() {
+            // The suite failed to run: a syntax error or a throw at load time.
+            let message: String = suite
+                .message
+                .lines()
+                .filter(|l| !l.contains("Test suite failed to run"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let mut failure = Failure {
+                test: suite_file.clone().unwrap_or_else(|| suite.name.clone()),
+                message: message.clone(),
+                kind: FailureKind::Compile,
+                ..Failure::default()
+            };
+            locator.locate(&mut failure, &message, false);
+            sink.failure(failure);
+        }
+    }
+}
+
+/// jest prefixes assertion messages with `Error: `; the matcher text after it is what matters.
+fn strip_error_prefix(text: &str) -> String {
+    text.strip_prefix("Error: ").unwrap_or(text).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_and_suite_errors() {
+        let json = r#"{"numFailedTests":1,"numPassedTests":1,"numPendingTests":1,"numTodoTests":0,
+          "testResults":[
+            {"name":"/ws/__tests__/math.test.js","status":"failed","message":"",
+             "assertionResults":[
+               {"fullName":"add adds small numbers","status":"passed","failureMessages":[]},
+               {"fullName":"add adds large numbers","status":"failed","location":{"line":7,"column":3},
+                "failureMessages":["Error: expect(received).toBe(expected) // Object.is equality\n\nExpected: 6\nReceived: 5\n    at Object.toBe (/ws/__tests__/math.test.js:8:23)\n    at Promise.then.completed (/ws/node_modules/jest-circus/build/utils.js:298:28)"]}]},
+            {"name":"/ws/__tests__/bad.test.js","status":"failed",
+             "message":"  ● Test suite failed to run\n\n    SyntaxError: /ws/__tests__/bad.test.js: Unexpected token, expected \",\" (5:28)\n\n    > 5 |     expect(add(2, 2)).toBe(4;\n","assertionResults":[]}]}"#;
+        let mut failures = Vec::new();
+        let parsed = parse_str(json, &Locator::new(Path::new("/ws")), &mut |f| {
+            failures.push(f)
+        });
+        assert_eq!(
+            (
+                parsed.counts.passed,
+                parsed.counts.failed,
+                parsed.counts.skipped
+            ),
+            (1, 1, 1)
+        );
+        assert_eq!(failures.len(), 2);
+        assert_eq!(failures[0].test, "add adds large numbers");
+        assert_eq!(failures[0].file.as_deref(), Some("__tests__/math.test.js"));
+        assert_eq!(failures[0].line, Some(8));
+        assert_eq!(failures[0].expected.as_deref(), Some("6"));
+        assert_eq!(
+            failures[0].stack.len(),
+            1,
+            "node_modules frames are trimmed"
+        );
+        assert_eq!(failures[1].kind, FailureKind::Compile);
+        assert_eq!(failures[1].file.as_deref(), Some("__tests__/bad.test.js"));
+        assert_eq!(failures[1].line, Some(5));
+        assert!(failures[1].message.contains("SyntaxError"));
+    }
+}

@@ -1,0 +1,251 @@
+//! Runner adapters: how each runner is steered to a structured reporter, and how its output is
+//! read back into counts and [`Failure`]s.
+//!
+//! Every parser streams (line by line from spools, or a size-capped report file) and hands each
+//! failure to a [`FailureSink`] as soon as it is complete, so memory stays bounded.
+
+pub mod cargo;
+pub mod generic;
+pub mod gotest;
+pub mod jest;
+pub mod junit;
+pub mod node;
+
+use std::ffi::OsString;
+
+use crate::detect::FileSource;
+use crate::model::{Counts, Failure, RunnerKind};
+
+/// Largest report file (JUnit XML, jest JSON) the adapters will parse.
+pub const MAX_REPORT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Directory, relative to the workspace, where reporters write their files. It is created in a
+/// private layer on top of the workspace and lands in the thrown-away upper dir.
+pub const REPORT_DIR: &str = ".airlock-verify";
+
+/// Receives failures as the parsers find them.
+pub trait FailureSink {
+    /// One failing test or compile error.
+    fn failure(&mut self, failure: Failure);
+}
+
+impl<F: FnMut(Failure)> FailureSink for F {
+    fn failure(&mut self, failure: Failure) {
+        self(failure)
+    }
+}
+
+/// How a run's results are read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportFormat {
+    /// A JUnit XML file at the plan's report path (plus node's load errors on stdout).
+    Junit,
+    /// jest's `--json --outputFile` file.
+    JestJson,
+    /// cargo JSON messages interleaved with libtest's human output on stdout.
+    CargoLibtest,
+    /// `go test -json` events on stdout, build errors on stderr.
+    GoJson,
+    /// Recognised summary lines and the tail of the output.
+    Generic,
+}
+
+/// The command to run and how to read it.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Which runner this is.
+    pub kind: RunnerKind,
+    /// The command.
+    pub argv: Vec<OsString>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// Workspace-relative path of the report file, if the runner writes one.
+    pub report: Option<String>,
+    /// How to parse the results.
+    pub format: ReportFormat,
+    /// A binary the plan needs inside the workspace (`node_modules/.bin/vitest`), checked before
+    /// running so a missing install is an `error` verdict with a clear reason.
+    pub requires: Option<String>,
+}
+
+/// What the parsers learned, apart from the failures themselves.
+#[derive(Debug, Clone, Default)]
+pub struct Parsed {
+    /// Test counts.
+    pub counts: Counts,
+    /// True when a report or summary gave the counts (false: nothing recognised).
+    pub counts_known: bool,
+    /// True when the report file the plan expected was not there or did not parse.
+    pub report_missing: bool,
+    /// Why the report could not be read.
+    pub report_problem: Option<String>,
+    /// The runner itself said there were no tests.
+    pub said_no_tests: bool,
+}
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// The command and reporter wiring for `kind`. `explicit` is the user's command, if any: the
+/// reporter flags are appended to it for runners that accept trailing flags.
+pub fn plan(
+    kind: RunnerKind,
+    explicit: Option<&[String]>,
+    visible_root: &std::path::Path,
+    src: &dyn FileSource,
+) -> Plan {
+    let report_abs = |name: &str| {
+        visible_root
+            .join(REPORT_DIR)
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let local_bin = |name: &str| {
+        let rel = format!("node_modules/.bin/{name}");
+        if src.exists(&rel) || explicit.is_none() {
+            Some(rel)
+        } else {
+            None
+        }
+    };
+    let mut env = vec![
+        ("CI".to_string(), "true".to_string()),
+        ("NO_COLOR".to_string(), "1".to_string()),
+        ("FORCE_COLOR".to_string(), "0".to_string()),
+        ("TERM".to_string(), "dumb".to_string()),
+    ];
+    let explicit_argv = explicit.map(|c| c.iter().map(OsString::from).collect::<Vec<_>>());
+    match kind {
+        RunnerKind::Node => {
+            let report = format!("{REPORT_DIR}/node.xml");
+            let mut argv = explicit_argv.unwrap_or_else(|| os(&["node", "--test"]));
+            argv.extend(os(&[
+                "--test-reporter=junit",
+                &format!("--test-reporter-destination={}", report_abs("node.xml")),
+                "--test-reporter=spec",
+                "--test-reporter-destination=stdout",
+            ]));
+            Plan {
+                kind,
+                argv,
+                env,
+                report: Some(report),
+                format: ReportFormat::Junit,
+                requires: None,
+            }
+        }
+        RunnerKind::Vitest => {
+            let requires = local_bin("vitest");
+            let mut argv = explicit_argv
+                .unwrap_or_else(|| os(&[requires.as_deref().unwrap_or("vitest"), "run"]));
+            argv.extend(os(&[
+                "--reporter=junit",
+                &format!("--outputFile.junit={}", report_abs("vitest.xml")),
+                "--reporter=default",
+                "--passWithNoTests",
+                "--watch=false",
+            ]));
+            Plan {
+                kind,
+                argv,
+                env,
+                report: Some(format!("{REPORT_DIR}/vitest.xml")),
+                format: ReportFormat::Junit,
+                requires: explicit.is_none().then_some(requires).flatten(),
+            }
+        }
+        RunnerKind::Jest => {
+            let requires = local_bin("jest");
+            let mut argv =
+                explicit_argv.unwrap_or_else(|| os(&[requires.as_deref().unwrap_or("jest")]));
+            argv.extend(os(&[
+                "--ci",
+                "--json",
+                &format!("--outputFile={}", report_abs("jest.json")),
+                "--testLocationInResults",
+                "--passWithNoTests",
+                "--watchAll=false",
+            ]));
+            Plan {
+                kind,
+                argv,
+                env,
+                report: Some(format!("{REPORT_DIR}/jest.json")),
+                format: ReportFormat::JestJson,
+                requires: explicit.is_none().then_some(requires).flatten(),
+            }
+        }
+        RunnerKind::Pytest => {
+            let mut argv = explicit_argv.unwrap_or_else(|| os(&["python3", "-m", "pytest", "-q"]));
+            argv.extend(os(&[
+                "-p",
+                "no:cacheprovider",
+                &format!("--junitxml={}", report_abs("pytest.xml")),
+            ]));
+            env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+            Plan {
+                kind,
+                argv,
+                env,
+                report: Some(format!("{REPORT_DIR}/pytest.xml")),
+                format: ReportFormat::Junit,
+                requires: None,
+            }
+        }
+        RunnerKind::Cargo => {
+            env.push(("CARGO_TERM_COLOR".into(), "never".into()));
+            env.push(("RUST_BACKTRACE".into(), "0".into()));
+            let argv = explicit_argv.unwrap_or_else(|| {
+                os(&[
+                    "cargo",
+                    "test",
+                    "--offline",
+                    "--no-fail-fast",
+                    "--message-format=json-diagnostic-short",
+                ])
+            });
+            Plan {
+                kind,
+                argv,
+                env,
+                report: None,
+                format: ReportFormat::CargoLibtest,
+                requires: None,
+            }
+        }
+        RunnerKind::Go => {
+            env.push(("GOFLAGS".into(), "-mod=mod".into()));
+            env.push(("GOPROXY".into(), "off".into()));
+            let argv = explicit_argv.unwrap_or_else(|| os(&["go", "test", "-json", "./..."]));
+            Plan {
+                kind,
+                argv,
+                env,
+                report: None,
+                format: ReportFormat::GoJson,
+                requires: None,
+            }
+        }
+        RunnerKind::Junit => {
+            env.push(("AIRLOCK_JUNIT_OUTPUT".into(), report_abs("junit.xml")));
+            Plan {
+                kind,
+                argv: explicit_argv.unwrap_or_default(),
+                env,
+                report: Some(format!("{REPORT_DIR}/junit.xml")),
+                format: ReportFormat::Junit,
+                requires: None,
+            }
+        }
+        RunnerKind::Command => Plan {
+            kind,
+            argv: explicit_argv.unwrap_or_default(),
+            env,
+            report: None,
+            format: ReportFormat::Generic,
+            requires: None,
+        },
+    }
+}

@@ -1,0 +1,514 @@
+//! `run_verification`: detect, plan, run in a fresh sandbox, parse, sanitise, decide.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::adapter::cargo::CargoParser;
+use crate::adapter::generic::GenericParser;
+use crate::adapter::gotest::GoParser;
+use crate::adapter::node::LoadErrors;
+use crate::adapter::{self, FailureSink, Parsed, Plan, REPORT_DIR, ReportFormat};
+use crate::detect::{DirSource, FileSource, detect};
+use crate::error::VerifyError;
+use crate::model::{Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
+use crate::runner::{CommandRunner, RunOutput, RunRequest};
+use crate::sanitize::{DEFAULT_BUDGET, Locator, Sanitizer, Tail};
+use crate::verdict::{RunFacts, decide};
+
+/// Default timeout: 300 s.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Most failure identities remembered from a baseline run.
+const MAX_BASELINE_IDENTITIES: usize = 10_000;
+/// Bytes of output tail kept per stream for crash diagnostics.
+const TAIL_BYTES: usize = 1536;
+
+/// How to verify.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    /// Wall-clock limit of one run (default 300 s).
+    pub timeout: Duration,
+    /// The runner; `None` detects it (or uses `command` when one is given).
+    pub runner: Option<RunnerKind>,
+    /// An explicit test command (`airlock verify -- CMD`).
+    pub command: Option<Vec<String>>,
+    /// Diagnostics budget in bytes (default 4 KiB).
+    pub budget_bytes: usize,
+    /// Also run the tests on the unchanged base and mark failures that already existed.
+    pub baseline: bool,
+    /// Toolchain directories under `$HOME` to expose read-only (e.g. `~/.cargo`, `~/.rustup`).
+    pub home_binds: Vec<PathBuf>,
+    /// Other host paths to expose read-only at the same path.
+    pub ro_binds: Vec<PathBuf>,
+    /// Extra environment for the runner (PATH defaults to the caller's).
+    pub env: Vec<(String, String)>,
+    /// Set to true to stop a run early.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Accept the degraded backend (no kernel isolation) when namespaces are unavailable.
+    pub allow_degraded: bool,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> VerifyOptions {
+        VerifyOptions {
+            timeout: DEFAULT_TIMEOUT,
+            runner: None,
+            command: None,
+            budget_bytes: DEFAULT_BUDGET,
+            baseline: false,
+            home_binds: Vec::new(),
+            ro_binds: Vec::new(),
+            env: Vec::new(),
+            cancel: None,
+            allow_degraded: false,
+        }
+    }
+}
+
+/// What to verify.
+#[derive(Debug, Clone)]
+pub struct VerifyInput<'a> {
+    /// The real workspace (read-only lower layer).
+    pub workspace: &'a Path,
+    /// The changeset's staged layers, lowest first.
+    pub layers: Vec<PathBuf>,
+    /// The changeset's content hash; the verdict is bound to it.
+    pub changeset_hash: String,
+    /// A directory this verification may fill (upper/work dirs, spools); the caller removes it.
+    pub scratch_dir: &'a Path,
+    /// Where to cache baseline results, and the base's fingerprint as the cache key.
+    pub baseline_cache: Option<(&'a Path, String)>,
+}
+
+/// Runs the project's tests over workspace + layers in a fresh sandbox and returns the verdict.
+pub fn run_verification(
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+) -> Result<VerdictReport, VerifyError> {
+    let runner = crate::runner::default_runner(opts.allow_degraded)?;
+    run_verification_with(runner.as_ref(), input, opts)
+}
+
+/// [`run_verification`] with a given [`CommandRunner`] (another backend, or the plain-process
+/// runner for development).
+pub fn run_verification_with(
+    runner: &dyn CommandRunner,
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+) -> Result<VerdictReport, VerifyError> {
+    let src = DirSource::layered(input.workspace, &input.layers);
+    let kind = match (opts.runner, &opts.command) {
+        (Some(kind), _) => kind,
+        (None, Some(_)) => RunnerKind::Command,
+        (None, None) => detect(&src).ok_or(VerifyError::NoRunner)?,
+    };
+    if matches!(kind, RunnerKind::Command | RunnerKind::Junit)
+        && opts.command.as_ref().is_none_or(|c| c.is_empty())
+    {
+        return Err(VerifyError::EmptyCommand);
+    }
+
+    let baseline = if opts.baseline {
+        Some(load_or_run_baseline(runner, input, opts, kind)?)
+    } else {
+        None
+    };
+
+    let start = Instant::now();
+    let scratch = fresh_dir(input.scratch_dir, "run")?;
+    let run = run_once(
+        runner,
+        input.workspace,
+        &input.layers,
+        scratch.path(),
+        opts,
+        kind,
+        &src,
+    )?;
+    let mut collector = Collector::new(opts.budget_bytes, baseline.as_ref());
+    let facts_and_plan = match run {
+        Attempt::Missing { plan, reason } => {
+            let mut s = Sanitizer::new(opts.budget_bytes);
+            s.set_header(&format!("error: {reason}"));
+            let out = s.finish();
+            return Ok(VerdictReport {
+                verdict: Verdict::Error,
+                changeset: input.changeset_hash.clone(),
+                runner: plan.kind,
+                tests: Default::default(),
+                failures: Vec::new(),
+                diagnostics: out.text,
+                duration_ms: millis(start.elapsed()),
+                degraded: false,
+                failures_omitted: 0,
+                exit_code: None,
+                baseline: baseline.is_some(),
+            });
+        }
+        Attempt::Ran { plan, output } => {
+            let (parsed, tails) = parse_run(&plan, &output, &src, &mut collector);
+            (plan, output, parsed, tails)
+        }
+    };
+    let (plan, output, parsed, tails) = facts_and_plan;
+    let facts = RunFacts {
+        exit_code: output.exit_code,
+        signal: output.signal,
+        timed_out: output.timed_out,
+        timeout_secs: opts.timeout.as_secs(),
+        cancelled: output.cancelled,
+        counts: parsed.counts,
+        counts_known: parsed.counts_known,
+        report_problem: parsed.report_problem.clone(),
+        said_no_tests: parsed.said_no_tests,
+        test_failures: collector.test_failures,
+        compile_failures: collector.compile_failures,
+        new_failures: collector.new_failures,
+        baseline_used: baseline.is_some(),
+    };
+    let (verdict, reason) = decide(&facts);
+    let mut header = format!(
+        "{verdict}: {} passed, {} failed, {} skipped ({}",
+        parsed.counts.passed, parsed.counts.failed, parsed.counts.skipped, plan.kind
+    );
+    if let Some(code) = output.exit_code {
+        header.push_str(&format!(", exit {code}"));
+    }
+    header.push(')');
+    if let Some(reason) = &reason {
+        header.push_str(" — ");
+        header.push_str(reason);
+    }
+    if output.degraded {
+        header.push_str(" [degraded: no kernel isolation]");
+    }
+    let mut sanitizer = collector.sanitizer;
+    sanitizer.set_header(&header);
+    let show_tail = match verdict {
+        Verdict::Passed => false,
+        Verdict::Failed => collector.test_failures + collector.compile_failures == 0,
+        _ => true,
+    };
+    if show_tail {
+        let (out_tail, err_tail) = tails;
+        if !err_tail.is_empty() {
+            sanitizer.note(&format!("--- stderr (tail) ---\n{}", err_tail.render()));
+        }
+        if !out_tail.is_empty() {
+            sanitizer.note(&format!("--- stdout (tail) ---\n{}", out_tail.render()));
+        }
+    }
+    let sanitized = sanitizer.finish();
+    Ok(VerdictReport {
+        verdict,
+        changeset: input.changeset_hash.clone(),
+        runner: plan.kind,
+        tests: parsed.counts,
+        failures: sanitized.failures,
+        diagnostics: sanitized.text,
+        duration_ms: millis(start.elapsed()),
+        degraded: output.degraded,
+        failures_omitted: sanitized.failures_omitted,
+        exit_code: output.exit_code,
+        baseline: baseline.is_some(),
+    })
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+enum Attempt {
+    Missing { plan: Plan, reason: String },
+    Ran { plan: Plan, output: RunOutput },
+}
+
+/// A run's scratch directory, removed when the guard drops (the upper dir with everything the
+/// tests wrote is thrown away with it).
+fn fresh_dir(parent: &Path, prefix: &str) -> Result<tempfile::TempDir, VerifyError> {
+    std::fs::create_dir_all(parent).map_err(|e| VerifyError::io(parent, e))?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(parent)
+        .map_err(|e| VerifyError::io(parent, e))
+}
+
+fn run_once(
+    runner: &dyn CommandRunner,
+    workspace: &Path,
+    layers: &[PathBuf],
+    scratch: &Path,
+    opts: &VerifyOptions,
+    kind: RunnerKind,
+    src: &dyn FileSource,
+) -> Result<Attempt, VerifyError> {
+    let visible_root = runner.visible_root(workspace, scratch);
+    let plan = adapter::plan(kind, opts.command.as_deref(), &visible_root, src);
+    if plan.argv.is_empty() {
+        return Err(VerifyError::EmptyCommand);
+    }
+    if let Some(required) = &plan.requires
+        && !src.exists(required)
+    {
+        let reason = format!(
+            "{kind} is not installed: {required} is missing; install the project's dependencies (e.g. `npm ci`) first"
+        );
+        return Ok(Attempt::Missing { plan, reason });
+    }
+    // A private top layer holding the (empty) report directory, so reporters can write into it.
+    let report_layer = scratch.join("report-layer");
+    let report_dir = report_layer.join(REPORT_DIR);
+    std::fs::create_dir_all(&report_dir).map_err(|e| VerifyError::io(&report_dir, e))?;
+    let mut all_layers = layers.to_vec();
+    all_layers.push(report_layer);
+    let mut env = plan.env.clone();
+    if !opts.env.iter().any(|(k, _)| k == "PATH")
+        && let Ok(path) = std::env::var("PATH")
+    {
+        env.push(("PATH".into(), path));
+    }
+    env.extend(opts.env.iter().cloned());
+    let req = RunRequest {
+        workspace: workspace.to_path_buf(),
+        layers: all_layers,
+        scratch: scratch.to_path_buf(),
+        argv: plan.argv.clone(),
+        env,
+        timeout: opts.timeout,
+        home_binds: opts.home_binds.clone(),
+        ro_binds: opts.ro_binds.clone(),
+        cancel: opts.cancel.clone(),
+    };
+    match runner.run(&req) {
+        Ok(output) => Ok(Attempt::Ran { plan, output }),
+        Err(VerifyError::RunnerNotFound(reason)) => Ok(Attempt::Missing { plan, reason }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Counts, bounds and (with a baseline) marks failures as they stream in.
+struct Collector<'b> {
+    sanitizer: Sanitizer,
+    baseline: Option<&'b HashSet<String>>,
+    test_failures: u64,
+    compile_failures: u64,
+    new_failures: u64,
+    identities: Vec<String>,
+    node_load_errors: Option<LoadErrors>,
+}
+
+impl<'b> Collector<'b> {
+    fn new(budget: usize, baseline: Option<&'b HashSet<String>>) -> Collector<'b> {
+        Collector {
+            sanitizer: Sanitizer::new(budget),
+            baseline,
+            test_failures: 0,
+            compile_failures: 0,
+            new_failures: 0,
+            identities: Vec::new(),
+            node_load_errors: None,
+        }
+    }
+}
+
+impl FailureSink for Collector<'_> {
+    fn failure(&mut self, mut failure: Failure) {
+        if let Some(load) = &self.node_load_errors {
+            load.enrich(&mut failure);
+        }
+        match failure.kind {
+            FailureKind::Test => self.test_failures += 1,
+            FailureKind::Compile => self.compile_failures += 1,
+        }
+        let identity = failure.identity();
+        if self.baseline.is_some_and(|b| b.contains(&identity)) {
+            failure.pre_existing = true;
+        } else {
+            self.new_failures += 1;
+        }
+        if self.identities.len() < MAX_BASELINE_IDENTITIES {
+            self.identities.push(identity);
+        }
+        self.sanitizer.push(failure);
+    }
+}
+
+/// Streams the outputs and report of one run through the adapter for its format.
+fn parse_run(
+    plan: &Plan,
+    output: &RunOutput,
+    src: &dyn FileSource,
+    collector: &mut Collector,
+) -> (Parsed, (Tail, Tail)) {
+    let locator = Locator::new(&output.visible_root);
+    let mut out_tail = Tail::new(TAIL_BYTES);
+    let mut err_tail = Tail::new(TAIL_BYTES);
+    let report_path = plan
+        .report
+        .as_ref()
+        .map(|rel| output.written_root.join(rel));
+    let mut parsed = match plan.format {
+        ReportFormat::Junit | ReportFormat::JestJson => {
+            let mut load = LoadErrors::default();
+            let is_node = plan.kind == RunnerKind::Node;
+            let _ = output.stdout.for_each_line(|l| {
+                out_tail.push(l);
+                if is_node {
+                    load.line(l, &locator);
+                }
+            });
+            let _ = output.stderr.for_each_line(|l| {
+                err_tail.push(l);
+                if is_node {
+                    load.line(l, &locator);
+                }
+            });
+            if is_node {
+                collector.node_load_errors = Some(load);
+            }
+            let path = report_path.unwrap_or_default();
+            if plan.format == ReportFormat::JestJson {
+                adapter::jest::parse(&path, &locator, collector)
+            } else {
+                let innermost_last = plan.kind == RunnerKind::Pytest;
+                adapter::junit::parse(&path, &locator, innermost_last, collector)
+            }
+        }
+        ReportFormat::CargoLibtest => {
+            let mut p = CargoParser::new(&locator);
+            let _ = output.stdout.for_each_line_max(1024 * 1024, |l| {
+                if !l.starts_with("{\"reason\":") {
+                    out_tail.push(l);
+                }
+                p.line(l, collector);
+            });
+            let _ = output.stderr.for_each_line(|l| {
+                err_tail.push(l);
+                p.line(l, collector);
+            });
+            p.finish(collector)
+        }
+        ReportFormat::GoJson => {
+            let go_mod = src
+                .read("go.mod")
+                .map(|b| String::from_utf8_lossy(&b).into_owned());
+            let mut p = GoParser::new(&locator, go_mod.as_deref());
+            let _ = output.stdout.for_each_line_max(1024 * 1024, |l| {
+                out_tail.push(l);
+                p.line(l, collector);
+            });
+            let _ = output.stderr.for_each_line(|l| {
+                err_tail.push(l);
+                p.build_line(l, collector);
+            });
+            p.finish()
+        }
+        ReportFormat::Generic => {
+            let mut p = GenericParser::new(&locator);
+            let _ = output.stdout.for_each_line(|l| {
+                out_tail.push(l);
+                p.line(l, collector);
+            });
+            let _ = output.stderr.for_each_line(|l| {
+                err_tail.push(l);
+                p.line(l, collector);
+            });
+            p.finish(collector)
+        }
+    };
+    if plan.kind == RunnerKind::Pytest && output.exit_code == Some(5) {
+        parsed.said_no_tests = true;
+    }
+    if parsed.counts_known {
+        parsed.report_problem = None;
+    }
+    (parsed, (out_tail, err_tail))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct BaselineRecord {
+    runner: RunnerKind,
+    verdict: Verdict,
+    failing: Vec<String>,
+}
+
+/// The failure identities of the unchanged base, from the cache or a fresh run (cached only
+/// when that run produced a verdict that says something: passed or failed).
+fn load_or_run_baseline(
+    runner: &dyn CommandRunner,
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    kind: RunnerKind,
+) -> Result<HashSet<String>, VerifyError> {
+    let cache_file = input.baseline_cache.as_ref().map(|(dir, key)| {
+        let safe: String = key
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .take(128)
+            .collect();
+        dir.join(format!("verify-baseline-{safe}-{}.json", kind.name()))
+    });
+    if let Some(path) = &cache_file
+        && let Ok(bytes) = std::fs::read(path)
+        && let Ok(record) = serde_json::from_slice::<BaselineRecord>(&bytes)
+        && record.runner == kind
+    {
+        return Ok(record.failing.into_iter().collect());
+    }
+    let src = DirSource::new(input.workspace);
+    let scratch = fresh_dir(input.scratch_dir, "baseline")?;
+    let attempt = run_once(
+        runner,
+        input.workspace,
+        &[],
+        scratch.path(),
+        opts,
+        kind,
+        &src,
+    )?;
+    let Attempt::Ran { plan, output } = attempt else {
+        return Ok(HashSet::new());
+    };
+    let mut collector = Collector::new(opts.budget_bytes, None);
+    let (parsed, _) = parse_run(&plan, &output, &src, &mut collector);
+    let facts = RunFacts {
+        exit_code: output.exit_code,
+        signal: output.signal,
+        timed_out: output.timed_out,
+        timeout_secs: opts.timeout.as_secs(),
+        cancelled: output.cancelled,
+        counts: parsed.counts,
+        counts_known: parsed.counts_known,
+        report_problem: parsed.report_problem,
+        said_no_tests: parsed.said_no_tests,
+        test_failures: collector.test_failures,
+        compile_failures: collector.compile_failures,
+        new_failures: collector.new_failures,
+        baseline_used: false,
+    };
+    let (verdict, _) = decide(&facts);
+    let failing = collector.identities;
+    if let Some(path) = &cache_file
+        && matches!(verdict, Verdict::Passed | Verdict::Failed)
+    {
+        let record = BaselineRecord {
+            runner: kind,
+            verdict,
+            failing: failing.clone(),
+        };
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        if let Ok(json) = serde_json::to_vec(&record) {
+            let tmp = path.with_extension("json.tmp");
+            if std::fs::write(&tmp, json).is_ok() {
+                let _ = std::fs::rename(&tmp, path);
+            }
+        }
+    }
+    Ok(failing.into_iter().collect())
+}

@@ -1,0 +1,286 @@
+//! The verdict report and its parts, serialised exactly as the verdict JSON of CLI.md
+//! (`verdict`, `changeset`, `runner`, `tests`, `failures`, `diagnostics`, `duration_ms`), plus a
+//! few optional extra fields that are omitted when they carry nothing.
+
+use serde::{Deserialize, Serialize};
+
+/// Which test runner (and so which adapter) a verification uses. Serialised with the lowercase
+/// names of CLI.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerKind {
+    /// Node's built-in runner, `node --test`, read through its JUnit reporter.
+    Node,
+    /// vitest, read through its JUnit reporter.
+    Vitest,
+    /// jest, read through its `--json` result file.
+    Jest,
+    /// `cargo test`: cargo's JSON messages for compile errors, libtest's human output for tests.
+    Cargo,
+    /// pytest, read through `--junitxml`.
+    Pytest,
+    /// `go test -json`.
+    Go,
+    /// Any command that writes a JUnit XML file to `$AIRLOCK_JUNIT_OUTPUT`.
+    Junit,
+    /// Any command: its exit code, recognised summary lines and the tail of its output.
+    Command,
+}
+
+impl RunnerKind {
+    /// The CLI name of the runner (`node`, `vitest`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            RunnerKind::Node => "node",
+            RunnerKind::Vitest => "vitest",
+            RunnerKind::Jest => "jest",
+            RunnerKind::Cargo => "cargo",
+            RunnerKind::Pytest => "pytest",
+            RunnerKind::Go => "go",
+            RunnerKind::Junit => "junit",
+            RunnerKind::Command => "command",
+        }
+    }
+
+    /// Parses a CLI name; `None` for anything else (the caller reports it as a usage error).
+    pub fn from_name(name: &str) -> Option<RunnerKind> {
+        let kind = match name {
+            "node" => RunnerKind::Node,
+            "vitest" => RunnerKind::Vitest,
+            "jest" => RunnerKind::Jest,
+            "cargo" => RunnerKind::Cargo,
+            "pytest" => RunnerKind::Pytest,
+            "go" => RunnerKind::Go,
+            "junit" => RunnerKind::Junit,
+            "command" => RunnerKind::Command,
+            _ => return None,
+        };
+        Some(kind)
+    }
+}
+
+impl std::fmt::Display for RunnerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The outcome of a verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The command exited 0, at least one test ran and none failed (failures that already
+    /// existed on the base, when a baseline was asked for, do not count).
+    Passed,
+    /// A test failed, or the code did not compile / parse.
+    Failed,
+    /// The run executed no test. Never a pass.
+    NoTests,
+    /// The run did not finish within its timeout; the whole process tree was killed.
+    Timeout,
+    /// The runner could not run or crashed (missing runner, signal, OOM, no report, cancelled).
+    Error,
+}
+
+impl Verdict {
+    /// The verdict's JSON name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "failed",
+            Verdict::NoTests => "no_tests",
+            Verdict::Timeout => "timeout",
+            Verdict::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Test counts as the runner reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Tests that passed.
+    pub passed: u64,
+    /// Tests that failed or errored.
+    pub failed: u64,
+    /// Tests skipped, ignored, pending or todo.
+    pub skipped: u64,
+}
+
+impl Counts {
+    /// Tests that actually ran (passed + failed).
+    pub fn ran(&self) -> u64 {
+        self.passed + self.failed
+    }
+
+    /// Adds another set of counts to this one.
+    pub fn add(&mut self, other: Counts) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.skipped += other.skipped;
+    }
+}
+
+/// What kind of problem a [`Failure`] describes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// A test's assertion failed or the test threw.
+    #[default]
+    Test,
+    /// The code did not compile, or a test file did not parse / load.
+    Compile,
+}
+
+/// One failing test (or one compile error), already sanitised: ANSI stripped, message bounded,
+/// location workspace-relative.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The test's name (for a compile error, the file or `"(compile)"`).
+    pub test: String,
+    /// The workspace-relative file of the failing assertion, when known.
+    pub file: Option<String>,
+    /// Its 1-based line, when known.
+    pub line: Option<u32>,
+    /// The assertion or error message (bounded).
+    pub message: String,
+    /// The column, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    /// The expected value, when the runner gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    /// The received (actual) value, when the runner gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<String>,
+    /// Stack frames inside the workspace, innermost first, as `file:line[:col]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
+    /// Test failure or compile error.
+    #[serde(default, skip_serializing_if = "is_test_kind")]
+    pub kind: FailureKind,
+    /// True when the same test also fails on the unchanged base (baseline runs only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pre_existing: bool,
+}
+
+fn is_test_kind(kind: &FailureKind) -> bool {
+    *kind == FailureKind::Test
+}
+
+impl Failure {
+    /// The identity used to recognise the same failure across runs (baseline) and to fold
+    /// duplicates: kind, test name and file.
+    pub fn identity(&self) -> String {
+        format!(
+            "{:?}\u{1f}{}\u{1f}{}",
+            self.kind,
+            self.test,
+            self.file.as_deref().unwrap_or("")
+        )
+    }
+}
+
+/// The result of [`crate::run_verification`]; serialises to the verdict JSON of CLI.md.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictReport {
+    /// passed | failed | no_tests | timeout | error.
+    pub verdict: Verdict,
+    /// The content hash of the verified changeset, as the caller gave it.
+    pub changeset: String,
+    /// The runner (adapter) that was used.
+    pub runner: RunnerKind,
+    /// Test counts as the runner reported them.
+    pub tests: Counts,
+    /// Failures and compile errors (bounded; see `failures_omitted`).
+    pub failures: Vec<Failure>,
+    /// Bounded, sanitised text for the model.
+    pub diagnostics: String,
+    /// Wall time of the verification, baseline run excluded.
+    pub duration_ms: u64,
+    /// True when the run had no kernel isolation (degraded backend, operator opt-in).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub degraded: bool,
+    /// Failures left out of `failures` to keep the report bounded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures_omitted: u64,
+    /// The process exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether failures were compared against a baseline run on the unchanged base.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub baseline: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl VerdictReport {
+    /// True only for [`Verdict::Passed`].
+    pub fn passed(&self) -> bool {
+        self.verdict == Verdict::Passed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialises_to_the_cli_shape() {
+        let report = VerdictReport {
+            verdict: Verdict::NoTests,
+            changeset: "abc".into(),
+            runner: RunnerKind::Pytest,
+            tests: Counts::default(),
+            failures: vec![Failure {
+                test: "t".into(),
+                file: Some("a.py".into()),
+                line: Some(3),
+                message: "boom".into(),
+                ..Failure::default()
+            }],
+            diagnostics: "d".into(),
+            duration_ms: 5,
+            degraded: false,
+            failures_omitted: 0,
+            exit_code: None,
+            baseline: false,
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "verdict": "no_tests", "changeset": "abc", "runner": "pytest",
+                "tests": {"passed": 0, "failed": 0, "skipped": 0},
+                "failures": [{"test": "t", "file": "a.py", "line": 3, "message": "boom"}],
+                "diagnostics": "d", "duration_ms": 5
+            })
+        );
+    }
+
+    #[test]
+    fn runner_names_round_trip() {
+        for kind in [
+            RunnerKind::Node,
+            RunnerKind::Vitest,
+            RunnerKind::Jest,
+            RunnerKind::Cargo,
+            RunnerKind::Pytest,
+            RunnerKind::Go,
+            RunnerKind::Junit,
+            RunnerKind::Command,
+        ] {
+            assert_eq!(RunnerKind::from_name(kind.name()), Some(kind));
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.name()));
+        }
+        assert_eq!(RunnerKind::from_name("mocha"), None);
+    }
+}
