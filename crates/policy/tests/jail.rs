@@ -138,6 +138,11 @@ fn a_root_given_through_a_symlink_accepts_both_spellings() {
         rel_of(&jail, via_alias.to_str().unwrap(), Access::Read),
         "README.md"
     );
+    symlink(alias.join("src"), f.ws.join("src_via_alias")).unwrap();
+    assert_eq!(
+        rel_of(&jail, "src_via_alias/lib.rs", Access::Write),
+        "src/lib.rs"
+    );
     let via_real = f.ws.join("README.md");
     assert_eq!(
         rel_of(&jail, via_real.to_str().unwrap(), Access::Read),

@@ -11,6 +11,13 @@
 //! hold under every profile, unrestricted included. Writes are also denied to files with more
 //! than one hard link (the other name may be outside) and through dangling symlinks.
 //!
+//! Rule ids (stage `jail`): `jail_absolute_outside`, `jail_parent_escape`,
+//! `jail_symlink_escape`, `jail_symlink_loop`, `jail_dangling_symlink` (writes),
+//! `jail_magic_link`, `jail_nul`, `jail_empty_path`, `jail_too_long`, `jail_sensitive_file`,
+//! `jail_airlock_state`, `jail_hardlink` (writes), `jail_not_a_directory`, `jail_special_file`
+//! (fifos, sockets, devices), `jail_root` (writing the root itself), `jail_unresolvable` (the
+//! disk refused a lookup, e.g. permission denied: fail closed).
+//!
 //! Only the jail builds a [`ConfinedPath`]. It proves the check happened at that moment; to stay
 //! race-free, open it through [`Jail::dir`] (cap-std), never through [`ConfinedPath::abs`]
 //! alone. Staged state is the kernel's business: the jail looks at the disk only, and a path
@@ -278,6 +285,7 @@ impl Jail {
             base_abs: &self.root,
             parent_of_base_is_base: false,
             confine_to: Some(&self.root),
+            confine_alias: Some(&self.given_root),
         };
         let walked = walker.walk(steps).map_err(|e| walk_denial(e, shown))?;
         self.finish(walked, shown, access, trailing_slash, true, &walker)
@@ -305,6 +313,7 @@ impl Jail {
             base_abs: Path::new("/"),
             parent_of_base_is_base: true,
             confine_to: None,
+            confine_alias: None,
         };
         let mut walked = walker.walk(steps).map_err(|e| walk_denial(e, shown))?;
         let resolved = walker.abs_of(&walked.names);
@@ -329,6 +338,7 @@ impl Jail {
                 base_abs: &self.root,
                 parent_of_base_is_base: false,
                 confine_to: Some(&self.root),
+                confine_alias: Some(&self.given_root),
             };
             return self.finish(walked, shown, access, trailing_slash, true, &inner);
         }

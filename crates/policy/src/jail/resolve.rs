@@ -102,6 +102,8 @@ pub(crate) struct Walker<'a> {
     pub parent_of_base_is_base: bool,
     /// Absolute symlink targets must lie under this path (confined) to be followed.
     pub confine_to: Option<&'a Path>,
+    /// Another spelling of `confine_to` (the root as the operator gave it, through symlinks).
+    pub confine_alias: Option<&'a Path>,
 }
 
 impl Walker<'_> {
@@ -171,7 +173,9 @@ impl Walker<'_> {
                             return Err(WalkError::MagicLink(target));
                         }
                         let rest = match self.confine_to {
-                            Some(root) => match tpath.strip_prefix(root) {
+                            Some(root) => match tpath.strip_prefix(root).or_else(|e| {
+                                self.confine_alias.map_or(Err(e), |a| tpath.strip_prefix(a))
+                            }) {
                                 Ok(rest) => rest,
                                 Err(_) => return Err(WalkError::AbsoluteLink(target)),
                             },
