@@ -1,9 +1,10 @@
 //! The Jail: every path a tool touches must resolve inside the workspace root, through no
 //! escaping symlink, and must not be a sensitive file or airlock's own state.
 //!
-//! The jail resolves a path on the real disk one component at a time, under directory handles
-//! opened `O_PATH | O_NOFOLLOW` from the root's cap-std [`Dir`] (the same beneath-the-root
-//! semantics as `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`): `..` past the root,
+//! The jail resolves a path on the real disk under the root's cap-std [`Dir`]: a path with no
+//! symlink in it is checked in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`; any other
+//! is walked one component at a time under directory handles opened `O_PATH | O_NOFOLLOW`,
+//! expanding symlinks by hand with the same beneath-the-root semantics: `..` past the root,
 //! absolute paths elsewhere, symlinks leading out (for existing paths and, through the deepest
 //! existing ancestor, for paths not created yet), procfs and `/dev/fd` links, NUL bytes and
 //! over-long paths are denied. The sensitive-name rules ([`sensitive_rule`]) are checked on the
@@ -287,7 +288,7 @@ impl Jail {
             confine_to: Some(&self.root),
             confine_alias: Some(&self.given_root),
         };
-        let walked = walker.walk(steps).map_err(|e| walk_denial(e, shown))?;
+        let walked = walker.resolve(steps).map_err(|e| walk_denial(e, shown))?;
         self.finish(walked, shown, access, trailing_slash, true, &walker)
     }
 
@@ -315,7 +316,7 @@ impl Jail {
             confine_to: None,
             confine_alias: None,
         };
-        let mut walked = walker.walk(steps).map_err(|e| walk_denial(e, shown))?;
+        let mut walked = walker.resolve(steps).map_err(|e| walk_denial(e, shown))?;
         let resolved = walker.abs_of(&walked.names);
         if let Ok(rest) = resolved.strip_prefix(&self.root) {
             // Back inside: report it relative to the root like any other path.

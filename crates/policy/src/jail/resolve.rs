@@ -10,7 +10,7 @@
 //! checked.
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -107,6 +107,99 @@ pub(crate) struct Walker<'a> {
 }
 
 impl Walker<'_> {
+    /// Resolve `steps`: the one-syscall fast path when it applies, else the full walk.
+    pub(crate) fn resolve(&self, steps: Vec<Step>) -> Result<Walked, WalkError> {
+        match self.fast(&steps) {
+            Some(w) => Ok(w),
+            None => self.walk(steps),
+        }
+    }
+
+    /// The common case in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (two when the
+    /// final name does not exist yet): with no symlink anywhere and nothing climbing above the
+    /// root, the lexical path *is* the resolved path. Anything else — a symlink, an escape, a
+    /// missing parent, an old kernel — returns `None` and the full walk decides (and explains).
+    fn fast(&self, steps: &[Step]) -> Option<Walked> {
+        self.confine_to?;
+        let mut names: Vec<OsString> = Vec::with_capacity(steps.len());
+        let mut path: Vec<u8> = Vec::new();
+        for s in steps {
+            if !path.is_empty() {
+                path.push(b'/');
+            }
+            match s {
+                Step::Parent { .. } => {
+                    names.pop()?;
+                    path.extend_from_slice(b"..");
+                }
+                Step::Name { name, .. } => {
+                    if name.len() > crate::path::MAX_NAME_BYTES {
+                        return None;
+                    }
+                    names.push(name.clone());
+                    path.extend_from_slice(name.as_bytes());
+                }
+            }
+        }
+        if names.is_empty() {
+            return None;
+        }
+        let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let found = |t: FileType, nlink: u64| Walked {
+            names: names.clone(),
+            nofollow: None,
+            final_type: Some(t),
+            final_nlink: nlink,
+            dangling: false,
+        };
+        match rustix::fs::openat2(
+            self.base,
+            OsStr::from_bytes(&path),
+            flags,
+            Mode::empty(),
+            how,
+        ) {
+            Ok(fd) => {
+                let st = rustix::fs::fstat(&fd).ok()?;
+                let t = FileType::from_raw_mode(st.st_mode);
+                (t != FileType::Symlink).then(|| found(t, nlink_of(&st)))
+            }
+            Err(Errno::NOENT) => {
+                let Some(Step::Name { name: last, .. }) = steps.last() else {
+                    return None;
+                };
+                let parent_len = path.len() - last.len();
+                let missing = if parent_len == 0 {
+                    rustix::fs::statat(self.base, last.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                } else {
+                    let parent = OsStr::from_bytes(&path[..parent_len - 1]);
+                    let dir = rustix::fs::openat2(
+                        self.base,
+                        parent,
+                        flags | OFlags::DIRECTORY,
+                        Mode::empty(),
+                        how,
+                    )
+                    .ok()?;
+                    rustix::fs::statat(&dir, last.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                };
+                match missing {
+                    Err(Errno::NOENT) => Some(Walked {
+                        names,
+                        nofollow: None,
+                        final_type: None,
+                        final_nlink: 0,
+                        dangling: false,
+                    }),
+                    _ => None,
+                }
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// The component-by-component walk.
     pub(crate) fn walk(&self, steps: Vec<Step>) -> Result<Walked, WalkError> {
         let mut pending: VecDeque<Step> = steps.into();
         let mut names: Vec<OsString> = Vec::new();
