@@ -47,10 +47,6 @@ const RESERVE: usize = 120;
 /// Most fingerprints of omitted failures remembered for folding (bounded memory).
 const MAX_OMITTED_FINGERPRINTS: usize = 65_536;
 
-static ANSI_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-        .expect("static regex")
-});
 static FRAME_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"(?:file://)?([^\s()'"<>,\[\]:]+\.[A-Za-z][A-Za-z0-9]{0,5}):(\d+)(?::(\d+))?"#)
         .expect("static regex")
@@ -65,12 +61,55 @@ static PAREN_POS_RE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("static regex")
 });
 
-/// Removes ANSI escape sequences (colours, cursor moves, OSC titles).
+/// Removes ANSI escape sequences (colours, cursor moves, OSC titles). A small state machine
+/// rather than a regex: it runs on every output line.
 pub fn strip_ansi(text: &str) -> Cow<'_, str> {
     if !text.contains('\x1b') {
         return Cow::Borrowed(text);
     }
-    ANSI_RE.replace_all(text, "")
+    let bytes = text.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != 0x1b {
+            out.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        match bytes.get(i) {
+            Some(b'[') => {
+                // CSI: parameters and intermediates, then one final byte in 0x40..=0x7e.
+                i += 1;
+                while i < bytes.len() && !(0x40..=0x7e).contains(&bytes[i]) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            Some(b']') => {
+                // OSC: up to BEL or ESC \.
+                i += 1;
+                while i < bytes.len() {
+                    if bytes[i] == 0x07 {
+                        i += 1;
+                        break;
+                    }
+                    if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'\\') {
+                        i += 2;
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            Some(_) => i += 1,
+            None => {}
+        }
+    }
+    // Only whole escape sequences (ASCII) were removed, so the rest is still UTF-8.
+    Cow::Owned(
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
 }
 
 /// A source location inside the workspace.
@@ -390,6 +429,7 @@ pub struct Sanitizer {
     omitted: u64,
     distinct_omitted: u64,
     used: usize,
+    full: bool,
     notes: Vec<String>,
 }
 
@@ -405,6 +445,7 @@ impl Sanitizer {
             omitted: 0,
             distinct_omitted: 0,
             used: 0,
+            full: false,
             notes: Vec::new(),
         }
     }
@@ -416,8 +457,7 @@ impl Sanitizer {
 
     /// Adds a failure; identical ones (same kind, message, file, line) are folded.
     pub fn push(&mut self, mut failure: Failure) {
-        failure.message = clean_message(&failure.message);
-        failure.test = truncate_marked(strip_ansi(&failure.test).trim(), 200);
+        // The fold key is taken on the raw failure so that repeats cost one hash, not a clean.
         let key = fold_key(&failure);
         if let Some(&i) = self.index.get(&key) {
             self.entries[i].count += 1;
@@ -427,16 +467,21 @@ impl Sanitizer {
             self.omitted += 1;
             return;
         }
-        let len = render_entry(&failure, 1).len() + 16;
         let limit = self
             .budget
             .saturating_sub(RESERVE + self.header.len() + self.notes_len());
+        if self.full {
+            self.omit(key);
+            return;
+        }
+        failure.message = clean_message(&failure.message);
+        failure.test = truncate_marked(strip_ansi(&failure.test).trim(), 200);
+        let len = render_entry(&failure, 1).len() + 16;
         if self.used + len > limit && !(self.entries.is_empty() && self.used == 0) {
-            self.omitted += 1;
-            self.distinct_omitted += 1;
-            if self.omitted_fingerprints.len() < MAX_OMITTED_FINGERPRINTS {
-                self.omitted_fingerprints.insert(key);
+            if limit.saturating_sub(self.used) < 48 {
+                self.full = true;
             }
+            self.omit(key);
             return;
         }
         self.used += len;
@@ -446,6 +491,14 @@ impl Sanitizer {
             count: 1,
             rendered_len: len,
         });
+    }
+
+    fn omit(&mut self, key: u64) {
+        self.omitted += 1;
+        self.distinct_omitted += 1;
+        if self.omitted_fingerprints.len() < MAX_OMITTED_FINGERPRINTS {
+            self.omitted_fingerprints.insert(key);
+        }
     }
 
     /// Adds a free-text note (e.g. the tail of the output for a crash). Notes are rendered after

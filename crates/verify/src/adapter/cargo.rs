@@ -98,7 +98,9 @@ impl<'a> CargoParser<'a> {
             self.json(line, sink);
             return;
         }
-        if let Some(caps) = RESULT_RE.captures(line) {
+        if line.starts_with("test result:")
+            && let Some(caps) = RESULT_RE.captures(line)
+        {
             self.close_section(sink);
             self.parsed.counts_known = true;
             self.parsed.counts.passed += caps[1].parse::<u64>().unwrap_or(0);
@@ -106,7 +108,9 @@ impl<'a> CargoParser<'a> {
             self.parsed.counts.skipped += caps[3].parse::<u64>().unwrap_or(0);
             return;
         }
-        if let Some(caps) = SECTION_RE.captures(line) {
+        if line.starts_with("---- ")
+            && let Some(caps) = SECTION_RE.captures(line)
+        {
             self.close_section(sink);
             self.section = Some((caps[1].to_string(), Vec::new()));
             return;
@@ -137,7 +141,9 @@ impl<'a> CargoParser<'a> {
             sink.failure(f);
             return;
         }
-        if let Some(caps) = RUSTC_ERROR_RE.captures(line) {
+        if line.starts_with("error")
+            && let Some(caps) = RUSTC_ERROR_RE.captures(line)
+        {
             let msg = caps[1].to_string();
             if !msg.starts_with("test failed")
                 && !msg.contains("target failed")

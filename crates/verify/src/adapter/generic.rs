@@ -80,7 +80,9 @@ impl<'a> GenericParser<'a> {
     pub fn line(&mut self, line: &str, sink: &mut dyn FailureSink) {
         self.cargo.line(line, sink);
         let trimmed = line.trim();
-        if let Some(caps) = TSC_RE.captures(trimmed) {
+        if trimmed.contains("): error TS")
+            && let Some(caps) = TSC_RE.captures(trimmed)
+        {
             let mut f = Failure {
                 test: "(compile)".into(),
                 message: format!("error {}: {}", &caps[4], &caps[5]),
@@ -95,7 +97,9 @@ impl<'a> GenericParser<'a> {
             sink.failure(f);
             return;
         }
-        if let Some(caps) = PYTEST_RE.captures(trimmed) {
+        if trimmed.contains(" in ")
+            && let Some(caps) = PYTEST_RE.captures(trimmed)
+        {
             let mut c = Counts::default();
             for w in COUNT_WORD_RE.captures_iter(&caps[1]) {
                 let n: u64 = w[1].parse().unwrap_or(0);
@@ -109,15 +113,21 @@ impl<'a> GenericParser<'a> {
             self.pytest.add(c);
             return;
         }
-        if let Some(caps) = JEST_RE.captures(trimmed) {
+        if trimmed.starts_with("Tests:")
+            && let Some(caps) = JEST_RE.captures(trimmed)
+        {
             self.jest.add(words(&caps[1]));
             return;
         }
-        if let Some(caps) = VITEST_RE.captures(line) {
+        if trimmed.starts_with("Tests ")
+            && let Some(caps) = VITEST_RE.captures(line)
+        {
             self.vitest.add(words(&caps[1]));
             return;
         }
-        if let Some(caps) = NODE_RE.captures(trimmed) {
+        if (trimmed.starts_with('ℹ') || trimmed.starts_with('#'))
+            && let Some(caps) = NODE_RE.captures(trimmed)
+        {
             let n: u64 = caps[2].parse().unwrap_or(0);
             let mut c = Counts::default();
             match &caps[1] {
@@ -128,7 +138,9 @@ impl<'a> GenericParser<'a> {
             self.node.add(c);
             return;
         }
-        if let Some(caps) = GO_RE.captures(line) {
+        if trimmed.starts_with("--- ")
+            && let Some(caps) = GO_RE.captures(line)
+        {
             let mut c = Counts::default();
             match &caps[1] {
                 "PASS" => c.passed = 1,
@@ -145,7 +157,9 @@ impl<'a> GenericParser<'a> {
             self.go.add(c);
             return;
         }
-        if let Some(caps) = PLAIN_RE.captures(trimmed) {
+        if trimmed.contains(" passed, ")
+            && let Some(caps) = PLAIN_RE.captures(trimmed)
+        {
             self.plain.add(Counts {
                 passed: caps[1].parse().unwrap_or(0),
                 failed: caps[2].parse().unwrap_or(0),

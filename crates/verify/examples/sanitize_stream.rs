@@ -1,0 +1,87 @@
+//! Streams a large synthetic runner output through the generic adapter and the sanitiser, and
+//! reports throughput and peak memory (VmHWM) — the numbers in docs/bench/verify.md.
+//!
+//! `cargo run --release -p airlock-verify --example sanitize_stream -- [MEGABYTES]`
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use airlock_verify::adapter::generic::GenericParser;
+use airlock_verify::sanitize::{Locator, Sanitizer};
+use airlock_verify::{Failure, OutputText};
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let mb: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("stdout.log");
+    {
+        // A realistic mix: passing lines, failures (many distinct, many repeated), ANSI colour,
+        // stack frames inside and outside the workspace.
+        let mut w = BufWriter::new(std::fs::File::create(&path).expect("spool"));
+        let mut written = 0u64;
+        let mut i = 0u64;
+        while written < mb * 1024 * 1024 {
+            let chunk = format!(
+                "test suite::case_{i} ... ok\n\
+                 \x1b[31m--- FAIL: TestDistinct{i} (0.00s)\x1b[0m\n\
+                 --- FAIL: TestRepeated (0.00s)\n\
+                 \x20   at Object.<anonymous> (/ws/src/thing_{}.test.js:{}:7)\n\
+                 \x20   at runTest (/ws/node_modules/jest-circus/build/run.js:316:40)\n",
+                i % 97,
+                i % 400 + 1
+            );
+            w.write_all(chunk.as_bytes()).expect("write");
+            written += chunk.len() as u64;
+            i += 1;
+        }
+        w.write_all(b"summary: 10 passed, 2 failed\n")
+            .expect("write");
+    }
+    let bytes = std::fs::metadata(&path).expect("size").len();
+    let before = peak_rss_kib();
+    let start = Instant::now();
+    let locator = Locator::new(Path::new("/ws"));
+    let mut sanitizer = Sanitizer::new(4096);
+    let mut failures = 0u64;
+    {
+        let mut sink = |f: Failure| {
+            failures += 1;
+            sanitizer.push(f);
+        };
+        let mut parser = GenericParser::new(&locator);
+        OutputText::Spool(path.clone())
+            .for_each_line(|l| parser.line(l, &mut sink))
+            .expect("read spool");
+        parser.finish(&mut sink);
+    }
+    let out = sanitizer.finish();
+    let elapsed = start.elapsed();
+    let after = peak_rss_kib();
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    println!(
+        "input {mib:.1} MiB, {failures} failures, {:.2} s, {:.1} MiB/s, diagnostics {} bytes, omitted {}",
+        elapsed.as_secs_f64(),
+        mib / elapsed.as_secs_f64(),
+        out.text.len(),
+        out.omitted
+    );
+    println!(
+        "peak RSS before parsing {before} KiB, after {after} KiB (+{:.2} MiB)",
+        (after.saturating_sub(before)) as f64 / 1024.0
+    );
+}
