@@ -115,14 +115,18 @@ impl Walker<'_> {
         }
     }
 
-    /// The common case in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (two when the
-    /// final name does not exist yet): with no symlink anywhere and nothing climbing above the
-    /// root, the lexical path *is* the resolved path. Anything else — a symlink, an escape, a
-    /// missing parent, an old kernel — returns `None` and the full walk decides (and explains).
+    /// The common case in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: with no symlink
+    /// anywhere and nothing climbing above the root, the lexical path *is* the resolved path.
+    /// For a path that does not exist yet, the deepest existing ancestor is found the same way,
+    /// one syscall per missing name, and the missing name itself is confirmed absent. Anything
+    /// else — a symlink, an escape, `..` below a missing name, an old kernel — returns `None` and
+    /// the full walk decides (and explains).
     fn fast(&self, steps: &[Step]) -> Option<Walked> {
         self.confine_to?;
         let mut names: Vec<OsString> = Vec::with_capacity(steps.len());
         let mut path: Vec<u8> = Vec::new();
+        // ends[i]: length of `path` once step i is appended.
+        let mut ends: Vec<usize> = Vec::with_capacity(steps.len());
         for s in steps {
             if !path.is_empty() {
                 path.push(b'/');
@@ -140,19 +144,13 @@ impl Walker<'_> {
                     path.extend_from_slice(name.as_bytes());
                 }
             }
+            ends.push(path.len());
         }
         if names.is_empty() {
             return None;
         }
         let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
         let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let found = |t: FileType, nlink: u64| Walked {
-            names: names.clone(),
-            nofollow: None,
-            final_type: Some(t),
-            final_nlink: nlink,
-            dangling: false,
-        };
         match rustix::fs::openat2(
             self.base,
             OsStr::from_bytes(&path),
@@ -163,40 +161,50 @@ impl Walker<'_> {
             Ok(fd) => {
                 let st = rustix::fs::fstat(&fd).ok()?;
                 let t = FileType::from_raw_mode(st.st_mode);
-                (t != FileType::Symlink).then(|| found(t, nlink_of(&st)))
+                return (t != FileType::Symlink).then(|| Walked {
+                    names,
+                    nofollow: None,
+                    final_type: Some(t),
+                    final_nlink: nlink_of(&st),
+                    dangling: false,
+                });
             }
-            Err(Errno::NOENT) => {
-                let Some(Step::Name { name: last, .. }) = steps.last() else {
-                    return None;
-                };
-                let parent_len = path.len() - last.len();
-                let missing = if parent_len == 0 {
-                    rustix::fs::statat(self.base, last.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
-                } else {
-                    let parent = OsStr::from_bytes(&path[..parent_len - 1]);
-                    let dir = rustix::fs::openat2(
-                        self.base,
-                        parent,
-                        flags | OFlags::DIRECTORY,
-                        Mode::empty(),
-                        how,
-                    )
-                    .ok()?;
-                    rustix::fs::statat(&dir, last.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
-                };
-                match missing {
-                    Err(Errno::NOENT) => Some(Walked {
-                        names,
-                        nofollow: None,
-                        final_type: None,
-                        final_nlink: 0,
-                        dangling: false,
-                    }),
-                    _ => None,
-                }
-            }
-            Err(_) => None,
+            Err(Errno::NOENT) => {}
+            Err(_) => return None,
         }
+        // Find the deepest existing directory: steps[..k] exists, steps[k] does not.
+        for k in (0..steps.len()).rev() {
+            let Step::Name { name: missing, .. } = &steps[k] else {
+                return None;
+            };
+            let absent = |r: rustix::io::Result<rustix::fs::Stat>| matches!(r, Err(Errno::NOENT));
+            let stat_missing = if k == 0 {
+                rustix::fs::statat(self.base, missing.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+            } else {
+                let parent = OsStr::from_bytes(&path[..ends[k - 1]]);
+                match rustix::fs::openat2(
+                    self.base,
+                    parent,
+                    flags | OFlags::DIRECTORY,
+                    Mode::empty(),
+                    how,
+                ) {
+                    Ok(dir) => {
+                        rustix::fs::statat(&dir, missing.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                    }
+                    Err(Errno::NOENT) => continue,
+                    Err(_) => return None,
+                }
+            };
+            return absent(stat_missing).then_some(Walked {
+                names,
+                nofollow: None,
+                final_type: None,
+                final_nlink: 0,
+                dangling: false,
+            });
+        }
+        None
     }
 
     /// The component-by-component walk.
