@@ -1,0 +1,478 @@
+//! Command lines as the programs read them: options (clusters, attached and detached values,
+//! `--long=value`, `--`) and operands; and the wrappers (`env`, `sudo`, `timeout`, …) that run
+//! another command given after their own options.
+
+use super::normalize::Arg;
+
+/// How a program reads its options.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spec {
+    /// Short options that take a value (attached `-ofile` or the next word).
+    pub(crate) short_val: &'static str,
+    /// Long options (without `--`) that take the next word as value when not given `=value`.
+    pub(crate) long_val: &'static [&'static str],
+    /// GNU style: options may follow operands. Otherwise the first operand ends the options.
+    pub(crate) permute: bool,
+}
+
+impl Spec {
+    pub(crate) const fn gnu(short_val: &'static str, long_val: &'static [&'static str]) -> Spec {
+        Spec {
+            short_val,
+            long_val,
+            permute: true,
+        }
+    }
+    pub(crate) const fn posix(short_val: &'static str, long_val: &'static [&'static str]) -> Spec {
+        Spec {
+            short_val,
+            long_val,
+            permute: false,
+        }
+    }
+}
+
+/// One option as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Opt {
+    pub(crate) short: Option<char>,
+    pub(crate) long: Option<String>,
+    pub(crate) value: Option<String>,
+}
+
+/// A command line split into options and operands.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed<'a> {
+    pub(crate) opts: Vec<Opt>,
+    pub(crate) operands: Vec<&'a Arg>,
+    /// Index (in the parsed slice) of the first operand; with a non-permuting spec everything
+    /// from here on is an operand.
+    pub(crate) rest: usize,
+}
+
+impl Parsed<'_> {
+    pub(crate) fn has_short(&self, c: char) -> bool {
+        self.opts.iter().any(|o| o.short == Some(c))
+    }
+    pub(crate) fn has_long(&self, name: &str) -> bool {
+        self.opts.iter().any(|o| o.long.as_deref() == Some(name))
+    }
+    pub(crate) fn has(&self, c: char, long: &str) -> bool {
+        self.has_short(c) || self.has_long(long)
+    }
+    /// Every value given to the option, short or long.
+    pub(crate) fn values<'s>(
+        &'s self,
+        c: Option<char>,
+        longs: &'s [&'s str],
+    ) -> impl Iterator<Item = &'s str> + 's {
+        self.opts
+            .iter()
+            .filter(move |o| {
+                (c.is_some() && o.short == c)
+                    || o.long.as_deref().is_some_and(|l| longs.contains(&l))
+            })
+            .filter_map(|o| o.value.as_deref())
+    }
+}
+
+/// Split `args` (the words after the command name) per `spec`.
+pub(crate) fn parse_args<'a>(args: &'a [Arg], spec: &Spec) -> Parsed<'a> {
+    let mut opts = Vec::new();
+    let mut operands = Vec::new();
+    let mut rest = args.len();
+    let mut i = 0;
+    while i < args.len() {
+        let text = args[i].text.as_str();
+        if text == "--" {
+            if rest == args.len() {
+                rest = i + 1;
+            }
+            operands.extend(args[i + 1..].iter());
+            break;
+        }
+        if let Some(long) = text.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_owned())),
+                None => (long, None),
+            };
+            let value = if value.is_none() && spec.long_val.contains(&name) {
+                i += 1;
+                args.get(i).map(|a| a.text.clone())
+            } else {
+                value
+            };
+            opts.push(Opt {
+                short: None,
+                long: Some(name.to_owned()),
+                value,
+            });
+            i += 1;
+            continue;
+        }
+        if text.len() > 1 && text.starts_with('-') {
+            let cluster: Vec<char> = text[1..].chars().collect();
+            let mut j = 0;
+            while j < cluster.len() {
+                let c = cluster[j];
+                if spec.short_val.contains(c) {
+                    let attached: String = cluster[j + 1..].iter().collect();
+                    let value = if attached.is_empty() {
+                        i += 1;
+                        args.get(i).map(|a| a.text.clone())
+                    } else {
+                        Some(attached)
+                    };
+                    opts.push(Opt {
+                        short: Some(c),
+                        long: None,
+                        value,
+                    });
+                    break;
+                }
+                opts.push(Opt {
+                    short: Some(c),
+                    long: None,
+                    value: None,
+                });
+                j += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if !spec.permute {
+            rest = i;
+            operands.extend(args[i..].iter());
+            break;
+        }
+        if rest == args.len() {
+            rest = i;
+        }
+        operands.push(&args[i]);
+        i += 1;
+    }
+    Parsed {
+        opts,
+        operands,
+        rest,
+    }
+}
+
+/// What a wrapper does with the words after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wrap {
+    /// Not a wrapper.
+    No,
+    /// Runs the command starting at this index of its arguments, after `prepend`.
+    Run { start: usize, prepend: Vec<Arg> },
+    /// Given no command.
+    NoCommand,
+    /// Names a command without running it (`command -v rm`).
+    Inspect,
+}
+
+/// Commands that raise privileges.
+pub(crate) fn is_privilege(name: &str) -> bool {
+    matches!(
+        name,
+        "sudo" | "doas" | "pkexec" | "su" | "run0" | "sudoedit" | "sg"
+    )
+}
+
+fn run_at(parsed: &Parsed<'_>, args_len: usize) -> Wrap {
+    if parsed.rest < args_len {
+        Wrap::Run {
+            start: parsed.rest,
+            prepend: Vec::new(),
+        }
+    } else {
+        Wrap::NoCommand
+    }
+}
+
+/// Unwrap one wrapper level: `name` with its arguments `args`.
+pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
+    match name {
+        "env" => {
+            let spec = Spec::posix("uCSP", &["unset", "chdir", "split-string"]);
+            let parsed = parse_args(args, &spec);
+            // Assignments after the options belong to env, not to the command.
+            let mut start = parsed.rest;
+            while start < args.len() && is_assignment(&args[start].text) {
+                start += 1;
+            }
+            let prepend: Vec<Arg> = parsed
+                .values(Some('S'), &["split-string"])
+                .flat_map(|s| s.split_whitespace().map(Arg::literal).collect::<Vec<_>>())
+                .collect();
+            if parsed.has_long("help") || parsed.has_long("version") {
+                Wrap::Inspect
+            } else if start < args.len() || !prepend.is_empty() {
+                Wrap::Run { start, prepend }
+            } else {
+                Wrap::NoCommand
+            }
+        }
+        "sudo" | "sudoedit" => {
+            let spec = Spec::posix(
+                "ugpCDhrtTURc",
+                &[
+                    "user",
+                    "group",
+                    "prompt",
+                    "close-from",
+                    "chdir",
+                    "host",
+                    "role",
+                    "type",
+                    "command-timeout",
+                    "other-user",
+                    "chroot",
+                ],
+            );
+            let parsed = parse_args(args, &spec);
+            if parsed.has('V', "version") || parsed.has('h', "help") && parsed.rest >= args.len() {
+                return Wrap::Inspect;
+            }
+            let mut start = parsed.rest;
+            while start < args.len() && is_assignment(&args[start].text) {
+                start += 1;
+            }
+            if start < args.len() {
+                Wrap::Run {
+                    start,
+                    prepend: Vec::new(),
+                }
+            } else {
+                Wrap::NoCommand
+            }
+        }
+        "doas" => run_at(&parse_args(args, &Spec::posix("uC", &[])), args.len()),
+        "pkexec" => run_at(&parse_args(args, &Spec::posix("", &["user"])), args.len()),
+        "run0" => run_at(
+            &parse_args(
+                args,
+                &Spec::posix(
+                    "uDg",
+                    &[
+                        "user",
+                        "chdir",
+                        "group",
+                        "setenv",
+                        "unit",
+                        "property",
+                        "slice",
+                        "nice",
+                        "description",
+                    ],
+                ),
+            ),
+            args.len(),
+        ),
+        "nice" => run_at(
+            &parse_args(args, &Spec::posix("n", &["adjustment"])),
+            args.len(),
+        ),
+        "nohup" | "builtin" | "setsid" | "unbuffer" | "fakeroot" | "torsocks" | "eatmydata"
+        | "catchsegv" | "proxychains" | "proxychains4" | "firejail" | "systemd-run" => {
+            run_at(&parse_args(args, &Spec::posix("", &[])), args.len())
+        }
+        "exec" => run_at(&parse_args(args, &Spec::posix("a", &[])), args.len()),
+        "command" => {
+            let parsed = parse_args(args, &Spec::posix("", &[]));
+            if parsed.has_short('v') || parsed.has_short('V') {
+                Wrap::Inspect
+            } else {
+                run_at(&parsed, args.len())
+            }
+        }
+        "time" => run_at(
+            &parse_args(args, &Spec::posix("fo", &["format", "output"])),
+            args.len(),
+        ),
+        "timeout" => {
+            let parsed = parse_args(args, &Spec::posix("sk", &["signal", "kill-after"]));
+            // The first operand is the duration.
+            if parsed.rest + 1 < args.len() {
+                Wrap::Run {
+                    start: parsed.rest + 1,
+                    prepend: Vec::new(),
+                }
+            } else {
+                Wrap::NoCommand
+            }
+        }
+        "stdbuf" => run_at(
+            &parse_args(args, &Spec::posix("ioe", &["input", "output", "error"])),
+            args.len(),
+        ),
+        "ionice" => {
+            let parsed = parse_args(
+                args,
+                &Spec::posix("cnp", &["class", "classdata", "pid", "pgid", "uid"]),
+            );
+            if parsed.has('p', "pid") || parsed.has_short('P') || parsed.has_short('u') {
+                Wrap::Inspect
+            } else {
+                run_at(&parsed, args.len())
+            }
+        }
+        "chrt" => {
+            let parsed = parse_args(
+                args,
+                &Spec::posix("T", &["sched-runtime", "sched-period", "sched-deadline"]),
+            );
+            if parsed.has('p', "pid") {
+                return Wrap::Inspect;
+            }
+            // The first operand is the priority.
+            if parsed.rest + 1 < args.len() {
+                Wrap::Run {
+                    start: parsed.rest + 1,
+                    prepend: Vec::new(),
+                }
+            } else {
+                Wrap::NoCommand
+            }
+        }
+        "taskset" => {
+            let parsed = parse_args(args, &Spec::posix("", &[]));
+            if parsed.has('p', "pid") {
+                return Wrap::Inspect;
+            }
+            // `taskset MASK cmd` or `taskset -c LIST cmd`: the first operand is the mask.
+            if parsed.rest + 1 < args.len() {
+                Wrap::Run {
+                    start: parsed.rest + 1,
+                    prepend: Vec::new(),
+                }
+            } else {
+                Wrap::NoCommand
+            }
+        }
+        "flock" => {
+            let parsed = parse_args(
+                args,
+                &Spec::posix("wEc", &["timeout", "conflict-exit-code", "command"]),
+            );
+            if parsed.has('c', "command") {
+                return Wrap::No;
+            }
+            // `flock LOCKFILE cmd …`
+            if parsed.rest + 1 < args.len() {
+                Wrap::Run {
+                    start: parsed.rest + 1,
+                    prepend: Vec::new(),
+                }
+            } else {
+                Wrap::NoCommand
+            }
+        }
+        "strace" | "ltrace" => {
+            let parsed = parse_args(
+                args,
+                &Spec::posix(
+                    "oeEpsSuIXabPn",
+                    &["output", "signal", "trace", "attach", "user"],
+                ),
+            );
+            run_at(&parsed, args.len())
+        }
+        "busybox" => {
+            if args.is_empty() || args[0].text.starts_with('-') {
+                Wrap::Inspect
+            } else {
+                Wrap::Run {
+                    start: 0,
+                    prepend: Vec::new(),
+                }
+            }
+        }
+        _ => Wrap::No,
+    }
+}
+
+/// `NAME=value` as bash reads an assignment word.
+pub(crate) fn is_assignment(text: &str) -> bool {
+    match text.split_once('=') {
+        Some((name, _)) => {
+            let name = name.strip_suffix('+').unwrap_or(name);
+            !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// The program a command word names: `/bin/rm` and `./rm` are `rm`.
+pub(crate) fn program_name(word: &str) -> &str {
+    let trimmed = word.trim_end_matches('/');
+    trimmed.rsplit('/').next().unwrap_or(trimmed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<Arg> {
+        words.iter().map(|w| Arg::literal(*w)).collect()
+    }
+
+    #[test]
+    fn clusters_and_long_options_parse_alike() {
+        let spec = Spec::gnu("", &[]);
+        for words in [
+            &["-rf", "/"][..],
+            &["-fr", "/"],
+            &["-r", "-f", "/"],
+            &["--recursive", "--force", "/"],
+            &["/", "-r", "-f"],
+        ] {
+            let a = args(words);
+            let p = parse_args(&a, &spec);
+            assert!(p.has('r', "recursive") && p.has('f', "force"), "{words:?}");
+            assert_eq!(p.operands.len(), 1);
+            assert_eq!(p.operands[0].text, "/");
+        }
+    }
+
+    #[test]
+    fn values_attach_or_follow() {
+        let a = args(&["-uroot", "-g", "wheel", "--user=x", "ls"]);
+        let p = parse_args(&a, &Spec::posix("ug", &["user"]));
+        assert_eq!(
+            p.values(Some('u'), &["user"]).collect::<Vec<_>>(),
+            ["root", "x"]
+        );
+        assert_eq!(p.rest, 4);
+    }
+
+    #[test]
+    fn wrappers_find_their_command() {
+        assert_eq!(
+            unwrap("timeout", &args(&["-s", "KILL", "30", "rm", "-rf", "/"])),
+            Wrap::Run {
+                start: 3,
+                prepend: vec![]
+            }
+        );
+        assert_eq!(
+            unwrap("env", &args(&["-u", "DEBUG", "A=1", "cargo", "test"])),
+            Wrap::Run {
+                start: 3,
+                prepend: vec![]
+            }
+        );
+        assert_eq!(unwrap("env", &args(&["-0"])), Wrap::NoCommand);
+        assert_eq!(unwrap("command", &args(&["-v", "rm"])), Wrap::Inspect);
+        assert_eq!(unwrap("ls", &args(&[])), Wrap::No);
+    }
+
+    #[test]
+    fn program_names_drop_directories() {
+        assert_eq!(program_name("/bin/rm"), "rm");
+        assert_eq!(program_name("rm"), "rm");
+        assert_eq!(program_name("./x/python3"), "python3");
+    }
+}

@@ -1,0 +1,270 @@
+//! The normalised forms the rules reason on: a word after quote removal and static expansion
+//! ([`Arg`]), what a command writes to its output ([`Output`]) and what it reads on its input
+//! ([`Input`]); plus the pure decoders (`$'…'`, base64) and quoting for display.
+
+/// What flowed into a word or a stream from elsewhere.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Taint {
+    /// Content fetched from the network.
+    pub(crate) download: bool,
+    /// File contents or environment values.
+    pub(crate) secret: bool,
+}
+
+impl Taint {
+    pub(crate) fn merge(&mut self, other: Taint) {
+        self.download |= other.download;
+        self.secret |= other.secret;
+    }
+}
+
+/// One argument after normalisation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Arg {
+    /// The text after quote removal and static expansion; unresolved parts stay as `$name`
+    /// or `$(…)`.
+    pub(crate) text: String,
+    /// Some part is only known at run time.
+    pub(crate) dynamic: bool,
+    /// What command substitutions inside the word brought in.
+    pub(crate) taint: Taint,
+    /// The word is a process substitution `<(…)`; this is what it produces.
+    pub(crate) proc_sub: Option<Box<Output>>,
+}
+
+impl Arg {
+    pub(crate) fn literal(text: impl Into<String>) -> Self {
+        Arg {
+            text: text.into(),
+            ..Arg::default()
+        }
+    }
+}
+
+/// What a command (or a list of commands) writes on its standard output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Output {
+    pub(crate) taint: Taint,
+    /// The exact text, when it is known statically (`echo`, `printf`, `base64 -d` of those).
+    pub(crate) text: Option<String>,
+    /// Only the contents of files named in the script (`cat a b`).
+    pub(crate) files_only: bool,
+}
+
+impl Output {
+    pub(crate) fn text(text: String) -> Self {
+        Output {
+            text: Some(text),
+            ..Output::default()
+        }
+    }
+    pub(crate) fn unknown() -> Self {
+        Output::default()
+    }
+    /// The output of two commands run one after the other.
+    pub(crate) fn then(mut self, next: &Output) -> Output {
+        self.taint.merge(next.taint);
+        self.text = match (self.text, &next.text) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.files_only &= next.files_only;
+        self
+    }
+}
+
+/// Where a command's standard input comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Input {
+    /// Nothing the script supplies.
+    Inherited,
+    /// Text known statically (heredoc, here-string, `echo … |`).
+    Static(String),
+    /// A file redirect `< path`.
+    File(String),
+    /// The output of another command.
+    Stream(Output),
+}
+
+impl Input {
+    pub(crate) fn taint(&self) -> Taint {
+        match self {
+            Input::Stream(o) => o.taint,
+            Input::File(_) => Taint {
+                download: false,
+                secret: true,
+            },
+            _ => Taint::default(),
+        }
+    }
+}
+
+/// Decode the body of an ANSI-C quoted string `$'…'`.
+pub(crate) fn decode_ansi_c(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(e) = chars.next() else {
+            out.push('\\');
+            break;
+        };
+        let simple = match e {
+            'n' => Some('\n'),
+            't' => Some('\t'),
+            'r' => Some('\r'),
+            'a' => Some('\x07'),
+            'b' => Some('\x08'),
+            'e' | 'E' => Some('\x1b'),
+            'f' => Some('\x0c'),
+            'v' => Some('\x0b'),
+            '\\' => Some('\\'),
+            '\'' => Some('\''),
+            '"' => Some('"'),
+            '?' => Some('?'),
+            _ => None,
+        };
+        if let Some(s) = simple {
+            out.push(s);
+            continue;
+        }
+        let (radix, max) = match e {
+            'x' => (16, 2),
+            'u' => (16, 4),
+            'U' => (16, 8),
+            '0'..='7' => (8, 3),
+            'c' => {
+                if let Some(n) = chars.next() {
+                    out.push(char::from((n as u32 & 0x1f) as u8));
+                }
+                continue;
+            }
+            other => {
+                out.push('\\');
+                out.push(other);
+                continue;
+            }
+        };
+        let mut digits = String::new();
+        if radix == 8 {
+            digits.push(e);
+        }
+        while digits.len() < max {
+            match chars.peek() {
+                Some(d) if d.is_digit(radix) => {
+                    digits.push(*d);
+                    chars.next();
+                }
+                _ => break,
+            }
+        }
+        match u32::from_str_radix(&digits, radix)
+            .ok()
+            .and_then(char::from_u32)
+        {
+            Some(ch) => out.push(ch),
+            None => {
+                out.push('\\');
+                out.push(e);
+                out.push_str(if radix == 8 { &digits[1..] } else { &digits });
+            }
+        }
+    }
+    out
+}
+
+/// Decode standard or URL-safe base64, ignoring whitespace; `None` when it is not base64.
+pub(crate) fn decode_base64(text: &str) -> Option<String> {
+    let mut bits: u32 = 0;
+    let mut nbits = 0;
+    let mut out = Vec::new();
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            b'=' => break,
+            c if c.is_ascii_whitespace() => continue,
+            _ => return None,
+        };
+        bits = (bits << 6) | u32::from(v);
+        nbits += 6;
+        if nbits >= 8 {
+            nbits -= 8;
+            out.push((bits >> nbits) as u8);
+            bits &= (1 << nbits) - 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Quote a word for display when it would not read back as itself.
+pub(crate) fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric() || "-_./=:@%+,~*?[]{}$^#!".contains(c) || !c.is_ascii()
+        });
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// An argv as one display string, shortened for a sentence.
+pub(crate) fn display_argv(argv: &[Arg]) -> String {
+    let joined = argv
+        .iter()
+        .map(|a| shell_quote(&a.text))
+        .collect::<Vec<_>>()
+        .join(" ");
+    shorten(&joined)
+}
+
+/// Cut a display string to a readable length on a character boundary.
+pub(crate) fn shorten(text: &str) -> String {
+    const MAX: usize = 120;
+    let one_line: String = text
+        .chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= MAX {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(MAX).collect();
+        format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ansi_c_escapes_decode() {
+        assert_eq!(decode_ansi_c(r"\x72m"), "rm");
+        assert_eq!(decode_ansi_c(r"\162\155"), "rm");
+        assert_eq!(decode_ansi_c(r"\u0072m"), "rm");
+        assert_eq!(decode_ansi_c(r"a\tb\n"), "a\tb\n");
+        assert_eq!(decode_ansi_c(r"\q"), r"\q");
+    }
+
+    #[test]
+    fn base64_decodes_and_rejects() {
+        assert_eq!(decode_base64("cm0gLXJmIC8K").as_deref(), Some("rm -rf /\n"));
+        assert_eq!(decode_base64("not base64!"), None);
+    }
+
+    #[test]
+    fn quoting_round_trips_for_display() {
+        assert_eq!(shell_quote("rm"), "rm");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+}

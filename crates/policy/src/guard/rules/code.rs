@@ -1,0 +1,882 @@
+//! Commands that run other code: shells (`bash -c`, a script on stdin, `<(…)`), `eval`,
+//! `source`, traps and aliases, `xargs`, `find -exec`, `parallel`, `watch`, `su -c`; and the
+//! interpreters, whose inline programs are `inline_interpreter` (or `env_dump` when they print
+//! the whole environment) and whose downloaded programs are `remote_exec`.
+
+use super::super::command::{parse_args, program_name, Spec};
+use super::super::normalize::{Arg, Input, Output, Taint};
+use super::super::walk::{stream_input, Walker};
+use super::super::Family;
+use super::destruction::FindParts;
+use super::env_dump::code_dumps_env;
+use super::target::plain_path;
+
+fn is_shell(name: &str) -> bool {
+    matches!(
+        name,
+        "bash"
+            | "sh"
+            | "dash"
+            | "zsh"
+            | "ksh"
+            | "mksh"
+            | "ash"
+            | "yash"
+            | "fish"
+            | "pdksh"
+            | "posh"
+            | "rbash"
+            | "lksh"
+            | "csh"
+            | "tcsh"
+    )
+}
+
+/// How an interpreter reads its command line.
+struct Lang {
+    /// Short options whose value is a program.
+    inline: &'static str,
+    /// Long options whose value is a program.
+    long_inline: &'static [&'static str],
+    /// Short options taking a value (attached or next word).
+    val: &'static str,
+    /// Short options taking only an attached value (the rest of the cluster).
+    attached: &'static str,
+    /// Long options taking the next word as value.
+    long_val: &'static [&'static str],
+    /// Runs a module or a named file instead of a script operand (`python -m`).
+    module: &'static str,
+}
+
+fn lang(name: &str) -> Option<Lang> {
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let l = match base {
+        "python" | "pypy" => Lang {
+            inline: "c",
+            long_inline: &[],
+            val: "WXQ",
+            attached: "",
+            long_val: &["check-hash-based-pycs"],
+            module: "m",
+        },
+        "node" | "nodejs" | "bun" => Lang {
+            inline: "ep",
+            long_inline: &["eval", "print"],
+            val: "rC",
+            attached: "",
+            long_val: &[
+                "require",
+                "import",
+                "loader",
+                "experimental-loader",
+                "conditions",
+                "input-type",
+            ],
+            module: "",
+        },
+        "perl" => Lang {
+            inline: "eE",
+            long_inline: &[],
+            val: "IMm",
+            attached: "l0Cixd",
+            long_val: &[],
+            module: "",
+        },
+        "ruby" => Lang {
+            inline: "e",
+            long_inline: &[],
+            val: "rICEF",
+            attached: "0WTxiK",
+            long_val: &[
+                "encoding",
+                "external-encoding",
+                "internal-encoding",
+                "enable",
+                "disable",
+            ],
+            module: "",
+        },
+        "php" => Lang {
+            inline: "rBRE",
+            long_inline: &[],
+            val: "cdzt",
+            attached: "",
+            long_val: &[],
+            module: "fF",
+        },
+        "lua" | "luajit" => Lang {
+            inline: "e",
+            long_inline: &[],
+            val: "l",
+            attached: "",
+            long_val: &[],
+            module: "",
+        },
+        "osascript" => Lang {
+            inline: "e",
+            long_inline: &[],
+            val: "ls",
+            attached: "",
+            long_val: &[],
+            module: "",
+        },
+        "Rscript" | "julia" | "elixir" | "deno" => Lang {
+            inline: "eE",
+            long_inline: &["eval", "print"],
+            val: "",
+            attached: "",
+            long_val: &[],
+            module: "",
+        },
+        _ => return None,
+    };
+    Some(l)
+}
+
+enum Program<'a> {
+    Inline(Arg),
+    Module,
+    Script(&'a Arg),
+    Stdin,
+    Info,
+}
+
+fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
+    let mut i = 0;
+    let mut info = false;
+    while i < args.len() {
+        let t = args[i].text.as_str();
+        if t == "--" {
+            return args.get(i + 1).map_or(Program::Stdin, Program::Script);
+        }
+        if t == "-" {
+            return Program::Stdin;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            if l.long_inline.contains(&name) {
+                return Program::Inline(match value {
+                    Some(v) => Arg::literal(v),
+                    None => args.get(i + 1).cloned().unwrap_or_default(),
+                });
+            }
+            if matches!(name, "version" | "help") {
+                info = true;
+            }
+            if value.is_none() && l.long_val.contains(&name) {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if let Some(cluster) = t.strip_prefix('-') {
+            let chars: Vec<char> = cluster.chars().collect();
+            let mut j = 0;
+            let mut skip_next = false;
+            while j < chars.len() {
+                let c = chars[j];
+                let rest: String = chars[j + 1..].iter().collect();
+                if l.inline.contains(c) {
+                    let only_flags = rest.chars().all(|r| l.inline.contains(r));
+                    let code = if !rest.is_empty() && !only_flags {
+                        Arg {
+                            text: rest,
+                            ..args[i].clone()
+                        }
+                    } else {
+                        args.get(i + 1).cloned().unwrap_or_default()
+                    };
+                    return Program::Inline(code);
+                }
+                if l.module.contains(c) {
+                    return Program::Module;
+                }
+                if l.val.contains(c) {
+                    skip_next = rest.is_empty();
+                    break;
+                }
+                if l.attached.contains(c) {
+                    if matches!(c, 'l' | '0' | 'C' | 'W' | 'T') {
+                        // Optional digits, then more flags.
+                        j += 1;
+                        while j < chars.len()
+                            && chars[j].is_ascii_hexdigit()
+                            && !l.inline.contains(chars[j])
+                        {
+                            j += 1;
+                        }
+                        continue;
+                    }
+                    break;
+                }
+                if matches!(c, 'V' | 'v' | 'h') {
+                    info = true;
+                }
+                j += 1;
+            }
+            i += if skip_next { 2 } else { 1 };
+            continue;
+        }
+        return Program::Script(&args[i]);
+    }
+    if info {
+        Program::Info
+    } else {
+        Program::Stdin
+    }
+}
+
+/// Handle a command that runs other code. `Some(output)` when the command was fully handled.
+pub(super) fn check(
+    w: &mut Walker,
+    name: &str,
+    argv: &[Arg],
+    stdin: &Input,
+    shown: &str,
+) -> Option<Output> {
+    let args = &argv[1..];
+    if is_shell(name) {
+        return Some(shell(w, args, stdin, shown));
+    }
+    if let Some(l) = lang(name) {
+        if name.starts_with("deno") {
+            return Some(deno(w, args, stdin, shown));
+        }
+        return Some(interpreter(w, &l, args, stdin, shown));
+    }
+    if matches!(name, "pwsh" | "powershell" | "powershell.exe") {
+        let inline = args.iter().position(|a| {
+            matches!(
+                a.text.to_ascii_lowercase().as_str(),
+                "-c" | "-command" | "-e" | "-ec" | "-encodedcommand" | "-commandwithargs" | "-cwa"
+            )
+        });
+        if let Some(i) = inline {
+            let code = args.get(i + 1).cloned().unwrap_or_default();
+            inline_program(w, &code, shown);
+        } else {
+            run_stdin(w, stdin, shown, false);
+        }
+        return Some(Output::unknown());
+    }
+    match name {
+        "eval" => {
+            let code = join(args);
+            Some(w.run_code(&code, stdin, shown))
+        }
+        "source" | "." => {
+            let p = parse_args(args, &Spec::posix("", &[]));
+            match p.operands.first() {
+                Some(file) => Some(run_file(w, file, stdin, shown, true)),
+                None => Some(Output::unknown()),
+            }
+        }
+        "trap" => {
+            if args.len() >= 2 && !args[0].text.starts_with('-') {
+                w.run_code(&args[0], &Input::Inherited, shown);
+            }
+            Some(Output::text(String::new()))
+        }
+        "alias" => {
+            for a in args {
+                if let Some((_, value)) = a.text.split_once('=') {
+                    let code = Arg {
+                        text: value.to_owned(),
+                        ..a.clone()
+                    };
+                    w.run_code(&code, &Input::Inherited, shown);
+                }
+            }
+            Some(Output::text(String::new()))
+        }
+        "su" | "sg" | "script" | "flock" => {
+            let inspect = args
+                .iter()
+                .all(|a| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V"));
+            if (name == "su" || name == "sg") && !(inspect && !args.is_empty()) {
+                w.deny(
+                    Family::Privilege,
+                    format!("`{shown}` runs commands as another user or group."),
+                );
+            }
+            let p = parse_args(
+                args,
+                &Spec::gnu(
+                    "cswgGEOqt",
+                    &[
+                        "command",
+                        "shell",
+                        "group",
+                        "supp-group",
+                        "whitelist-environment",
+                    ],
+                ),
+            );
+            let codes: Vec<String> = p
+                .values(Some('c'), &["command"])
+                .map(str::to_owned)
+                .collect();
+            let dynamic = args.iter().any(|a| a.dynamic);
+            let taint = taint_of(args);
+            for c in codes {
+                let code = Arg {
+                    text: c,
+                    dynamic,
+                    taint,
+                    proc_sub: None,
+                };
+                w.run_code(&code, stdin, shown);
+            }
+            if name == "sg" && !p.has('c', "command") && p.operands.len() >= 2 {
+                let code = join(
+                    &p.operands[1..]
+                        .iter()
+                        .map(|a| (*a).clone())
+                        .collect::<Vec<_>>(),
+                );
+                w.run_code(&code, stdin, shown);
+            }
+            Some(Output::unknown())
+        }
+        "watch" => {
+            let p = parse_args(args, &Spec::posix("nq", &["interval"]));
+            let rest = &args[p.rest.min(args.len())..];
+            if rest.is_empty() {
+                return Some(Output::unknown());
+            }
+            if p.has('x', "exec") {
+                Some(w.run_argv(rest.to_vec(), &Input::Inherited))
+            } else {
+                Some(w.run_code(&join(rest), &Input::Inherited, shown))
+            }
+        }
+        "xargs" => Some(xargs(w, args, stdin)),
+        "find" => {
+            find(w, args);
+            None
+        }
+        "parallel" => Some(parallel(w, args, stdin, shown)),
+        _ => None,
+    }
+}
+
+fn taint_of(args: &[Arg]) -> Taint {
+    let mut t = Taint::default();
+    for a in args {
+        t.merge(a.taint);
+    }
+    t
+}
+
+/// Words joined with spaces, as `eval` and `sh -c "$*"` see them.
+fn join(args: &[Arg]) -> Arg {
+    Arg {
+        text: args
+            .iter()
+            .map(|a| a.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        dynamic: args.iter().any(|a| a.dynamic),
+        taint: taint_of(args),
+        proc_sub: None,
+    }
+}
+
+fn shell(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+    let p = parse_args(args, &Spec::posix("oO", &["rcfile", "init-file"]));
+    let has_c = p.has_short('c') || p.has_long("command");
+    if has_c {
+        return match p.operands.first() {
+            Some(code) => w.run_code(code, stdin, shown),
+            None => Output::unknown(),
+        };
+    }
+    match p.operands.first() {
+        Some(script) if script.text != "-" && !p.has_short('s') => {
+            run_file(w, script, stdin, shown, true)
+        }
+        _ => run_stdin(w, stdin, shown, true),
+    }
+}
+
+/// A shell or `source` running the file `script`.
+fn run_file(w: &mut Walker, script: &Arg, stdin: &Input, shown: &str, is_shell: bool) -> Output {
+    if let Some(out) = &script.proc_sub {
+        let as_input = stream_input(out);
+        return run_stdin(w, &as_input, shown, is_shell);
+    }
+    if w.downloaded.contains(&plain_path(&script.text)) {
+        w.deny(
+            Family::RemoteExec,
+            format!("`{shown}` runs a file that was just downloaded."),
+        );
+        return Output::unknown();
+    }
+    if matches!(
+        script.text.as_str(),
+        "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0"
+    ) {
+        return run_stdin(w, stdin, shown, is_shell);
+    }
+    if script.dynamic {
+        if script.taint.download {
+            w.deny(
+                Family::RemoteExec,
+                format!("`{shown}` runs code downloaded at run time."),
+            );
+        } else if !is_shell {
+            w.deny(
+                Family::InlineInterpreter,
+                format!("`{shown}` runs a program whose path is only known at run time."),
+            );
+        }
+    }
+    Output::unknown()
+}
+
+/// A shell (`is_shell`) or interpreter reading its program from standard input.
+fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bool) -> Output {
+    match stdin {
+        Input::Inherited => Output::unknown(),
+        Input::Static(text) => {
+            if is_shell {
+                w.run_script(text, &Input::Inherited)
+            } else {
+                inline_program(w, &Arg::literal(text.clone()), shown);
+                Output::unknown()
+            }
+        }
+        Input::File(path) => {
+            if w.downloaded.contains(&plain_path(path)) {
+                w.deny(
+                    Family::RemoteExec,
+                    format!("`{shown}` runs a file that was just downloaded."),
+                );
+            } else if !is_shell {
+                w.deny(
+                    Family::InlineInterpreter,
+                    format!("`{shown}` feeds the interpreter a program on standard input."),
+                );
+            }
+            Output::unknown()
+        }
+        Input::Stream(o) => {
+            if o.taint.download {
+                w.deny(
+                    Family::RemoteExec,
+                    format!("`{shown}` runs code downloaded from the network."),
+                );
+            } else if let Some(text) = &o.text {
+                if is_shell {
+                    return w.run_script(text, &Input::Inherited);
+                }
+                inline_program(w, &Arg::literal(text.clone()), shown);
+            } else if !is_shell {
+                w.deny(
+                    Family::InlineInterpreter,
+                    format!("`{shown}` feeds the interpreter a program on standard input."),
+                );
+            } else if !o.files_only {
+                w.deny(
+                    Family::DynamicCommand,
+                    format!("`{shown}` runs commands produced by another command at run time."),
+                );
+            }
+            Output::unknown()
+        }
+    }
+}
+
+fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
+    if code.taint.download {
+        w.deny(
+            Family::RemoteExec,
+            format!("`{shown}` runs code downloaded from the network."),
+        );
+    } else if code_dumps_env(&code.text) {
+        w.deny(
+            Family::EnvDump,
+            format!("`{shown}` prints the whole environment, secrets included."),
+        );
+    } else {
+        w.deny(
+            Family::InlineInterpreter,
+            format!("`{shown}` runs a program given inline; put it in a file in the workspace and run that."),
+        );
+    }
+}
+
+fn interpreter(w: &mut Walker, l: &Lang, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+    match scan(l, args) {
+        Program::Inline(code) => inline_program(w, &code, shown),
+        Program::Module | Program::Info => {}
+        Program::Script(script) => {
+            if script.proc_sub.is_some() {
+                let out = script.proc_sub.as_deref().cloned().unwrap_or_default();
+                if out.taint.download {
+                    w.deny(
+                        Family::RemoteExec,
+                        format!("`{shown}` runs code downloaded from the network."),
+                    );
+                } else {
+                    let code = Arg {
+                        text: out.text.unwrap_or_default(),
+                        ..Arg::default()
+                    };
+                    inline_program(w, &code, shown);
+                }
+            } else {
+                run_file(w, script, stdin, shown, false);
+            }
+        }
+        Program::Stdin => {
+            run_stdin(w, stdin, shown, false);
+        }
+    }
+    Output::unknown()
+}
+
+fn deno(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+    let p = parse_args(args, &Spec::posix("", &[]));
+    if p.has('e', "eval") || p.has_short('p') {
+        inline_program(w, &Arg::default(), shown);
+        return Output::unknown();
+    }
+    match p.operands.first().map(|a| a.text.as_str()) {
+        Some("eval") => {
+            let code = p.operands.get(1).map(|a| (*a).clone()).unwrap_or_default();
+            inline_program(w, &code, shown);
+        }
+        Some("run") if p.operands.get(1).is_some_and(|a| a.text == "-") => {
+            run_stdin(w, stdin, shown, false);
+        }
+        _ => {}
+    }
+    Output::unknown()
+}
+
+fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
+    let mut i = 0;
+    let mut replace: Option<String> = None;
+    while i < args.len() {
+        let t = args[i].text.as_str();
+        if t == "--" {
+            i += 1;
+            break;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            if name == "replace" {
+                replace = Some(value.unwrap_or("{}").to_owned());
+            }
+            let takes = matches!(
+                name,
+                "arg-file"
+                    | "delimiter"
+                    | "max-args"
+                    | "max-procs"
+                    | "max-chars"
+                    | "process-slot-var"
+            );
+            i += if takes && value.is_none() { 2 } else { 1 };
+            continue;
+        }
+        if t.len() > 1 && t.starts_with('-') {
+            let chars: Vec<char> = t[1..].chars().collect();
+            let mut skip = 1;
+            for (j, c) in chars.iter().enumerate() {
+                let rest: String = chars[j + 1..].iter().collect();
+                if "aEdILnPs".contains(*c) {
+                    if *c == 'I' {
+                        replace = Some(if rest.is_empty() {
+                            args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
+                        } else {
+                            rest.clone()
+                        });
+                    }
+                    if rest.is_empty() {
+                        skip = 2;
+                    }
+                    break;
+                }
+                if "eil".contains(*c) {
+                    if *c == 'i' {
+                        replace = Some(if rest.is_empty() {
+                            "{}".to_owned()
+                        } else {
+                            rest
+                        });
+                    }
+                    break;
+                }
+            }
+            i += skip;
+            continue;
+        }
+        break;
+    }
+    let mut cmd: Vec<Arg> = args.get(i..).map(<[Arg]>::to_vec).unwrap_or_default();
+    if cmd.is_empty() {
+        cmd.push(Arg::literal("echo"));
+    }
+    let items: Vec<String> = match stdin {
+        Input::Static(t) => t.split_whitespace().map(str::to_owned).take(16).collect(),
+        _ => Vec::new(),
+    };
+    match replace {
+        Some(r) if !items.is_empty() => {
+            let mut out = Output::unknown();
+            for item in items {
+                let line: Vec<Arg> = cmd
+                    .iter()
+                    .map(|a| Arg {
+                        text: a.text.replace(&r, &item),
+                        ..a.clone()
+                    })
+                    .collect();
+                out = w.run_argv(line, &Input::Inherited);
+            }
+            out
+        }
+        _ => {
+            cmd.extend(items.into_iter().map(Arg::literal));
+            w.run_argv(cmd, &Input::Inherited)
+        }
+    }
+}
+
+fn find(w: &mut Walker, args: &[Arg]) {
+    let parts = FindParts::parse(args);
+    for exec in &parts.execs {
+        if exec.is_empty() {
+            continue;
+        }
+        for root in parts.roots.iter().take(4) {
+            let found = if parts.has_filter {
+                format!("{}/{{}}", root.text.trim_end_matches('/'))
+            } else {
+                root.text.clone()
+            };
+            let line: Vec<Arg> = exec
+                .iter()
+                .map(|a| Arg {
+                    text: a.text.replace("{}", &found),
+                    ..a.clone()
+                })
+                .collect();
+            w.run_argv(line, &Input::Inherited);
+        }
+    }
+}
+
+fn parallel(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+    let p = parse_args(
+        args,
+        &Spec::posix(
+            "jNnSaPIdEL",
+            &[
+                "jobs",
+                "arg-file",
+                "delimiter",
+                "sshlogin",
+                "joblog",
+                "results",
+                "tmpdir",
+                "workdir",
+                "timeout",
+                "halt",
+                "retries",
+                "memfree",
+                "load",
+                "colsep",
+            ],
+        ),
+    );
+    let rest = &args[p.rest.min(args.len())..];
+    let sep = rest.iter().position(|a| a.text.starts_with(":::"));
+    let (cmd, values): (&[Arg], Vec<Arg>) = match sep {
+        Some(k) => (
+            &rest[..k],
+            rest[k + 1..]
+                .iter()
+                .filter(|a| !a.text.starts_with(":::"))
+                .cloned()
+                .collect(),
+        ),
+        None => (
+            rest,
+            match stdin {
+                Input::Static(t) => t.lines().map(Arg::literal).take(16).collect(),
+                _ => Vec::new(),
+            },
+        ),
+    };
+    if cmd.is_empty() {
+        for v in values.iter().take(16) {
+            w.run_code(v, &Input::Inherited, shown);
+        }
+        if values.is_empty() && !matches!(stdin, Input::Inherited | Input::Static(_)) {
+            w.deny(
+                Family::DynamicCommand,
+                format!("`{shown}` runs commands read at run time."),
+            );
+        }
+        return Output::unknown();
+    }
+    let joined_cmd = join(cmd);
+    if values.is_empty() {
+        return w.run_code(&joined_cmd, &Input::Inherited, shown);
+    }
+    for v in values.iter().take(16) {
+        let has_placeholder = cmd.iter().any(|a| a.text.contains("{}"));
+        let code = if has_placeholder {
+            Arg {
+                text: joined_cmd.text.replace("{}", &v.text),
+                ..joined_cmd.clone()
+            }
+        } else {
+            Arg {
+                text: format!("{} {}", joined_cmd.text, v.text),
+                ..joined_cmd.clone()
+            }
+        };
+        w.run_code(&code, &Input::Inherited, shown);
+    }
+    Output::unknown()
+}
+
+/// Remember the files a download writes, so running them later is `remote_exec`.
+pub(super) fn note_download_files(w: &mut Walker, name: &str, args: &[Arg]) {
+    let spec = if name == "wget" {
+        Spec::gnu(
+            "oOPdaeiTtwUYB",
+            &[
+                "output-document",
+                "directory-prefix",
+                "output-file",
+                "header",
+                "user-agent",
+            ],
+        )
+    } else {
+        Spec::gnu(
+            "AbcCdDeEFHKmoPQrtTuUwxXYyz",
+            &[
+                "output",
+                "data",
+                "header",
+                "request",
+                "user",
+                "user-agent",
+                "url",
+                "config",
+                "cookie",
+            ],
+        )
+    };
+    let p = parse_args(args, &spec);
+    let urls: Vec<&str> = p
+        .operands
+        .iter()
+        .map(|a| a.text.as_str())
+        .filter(|t| t.contains('/') || t.contains('.'))
+        .collect();
+    let basename = |u: &str| program_name(u.split(['?', '#']).next().unwrap_or(u)).to_owned();
+    match name {
+        "curl" => {
+            for v in p.values(Some('o'), &["output"]) {
+                w.downloaded.insert(plain_path(v));
+            }
+            if p.has('O', "remote-name") || p.has_long("remote-name-all") {
+                for u in &urls {
+                    w.downloaded.insert(basename(u));
+                }
+            }
+        }
+        "wget" => {
+            let outs: Vec<String> = p
+                .opts
+                .iter()
+                .filter(|o| o.short == Some('O') || o.long.as_deref() == Some("output-document"))
+                .filter_map(|o| o.value.clone())
+                .collect();
+            if outs.is_empty() {
+                for u in &urls {
+                    w.downloaded.insert(basename(u));
+                }
+            }
+            for o in outs {
+                if o != "-" {
+                    w.downloaded.insert(plain_path(&o));
+                }
+            }
+        }
+        _ => {
+            for v in p.values(Some('o'), &["output"]) {
+                w.downloaded.insert(plain_path(v));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(ws: &[&str]) -> Vec<Arg> {
+        ws.iter().map(|w| Arg::literal(*w)).collect()
+    }
+
+    #[test]
+    fn interpreter_command_lines() {
+        let py = lang("python3").unwrap_or_else(|| panic!("python3 is an interpreter"));
+        assert!(matches!(
+            scan(&py, &words(&["-c", "print(1)"])),
+            Program::Inline(_)
+        ));
+        assert!(matches!(
+            scan(&py, &words(&["-Bc", "print(1)"])),
+            Program::Inline(_)
+        ));
+        assert!(matches!(
+            scan(&py, &words(&["-m", "pip", "install"])),
+            Program::Module
+        ));
+        assert!(matches!(
+            scan(&py, &words(&["tools/gen.py", "-c"])),
+            Program::Script(_)
+        ));
+        assert!(matches!(scan(&py, &words(&["--version"])), Program::Info));
+        let perl = lang("perl").unwrap_or_else(|| panic!("perl is an interpreter"));
+        assert!(matches!(
+            scan(&perl, &words(&["-ne", "print", "f"])),
+            Program::Inline(_)
+        ));
+        assert!(matches!(
+            scan(&perl, &words(&["-lne", "print"])),
+            Program::Inline(_)
+        ));
+        let ruby = lang("ruby").unwrap_or_else(|| panic!("ruby is an interpreter"));
+        assert!(matches!(
+            scan(&ruby, &words(&["-rjson", "-e", "p 1"])),
+            Program::Inline(_)
+        ));
+        assert!(matches!(
+            scan(&ruby, &words(&["-rjson", "x.rb"])),
+            Program::Script(_)
+        ));
+        let node = lang("node").unwrap_or_else(|| panic!("node is an interpreter"));
+        assert!(matches!(
+            scan(&node, &words(&["-pe", "1"])),
+            Program::Inline(_)
+        ));
+        assert!(matches!(
+            scan(&node, &words(&["--test", "test/"])),
+            Program::Script(_)
+        ));
+    }
+}

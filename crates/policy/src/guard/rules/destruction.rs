@@ -1,0 +1,287 @@
+//! `destruction`: recursive or forced removal of the root, home, workspace, parent or `.git`;
+//! `find -delete`/`-exec rm` on such roots; filesystem creation and raw writes to disks;
+//! shredding; recursive permission changes on system or home directories; `git clean -fdx`.
+
+use super::super::command::{parse_args, Spec};
+use super::super::normalize::{Arg, Input};
+use super::super::walk::Walker;
+use super::super::Family;
+use super::target::{classify, is_device, Target};
+
+pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, shown: &str) {
+    match name {
+        "rm" => {
+            let p = parse_args(args, &Spec::gnu("", &[]));
+            let recursive = p.has('r', "recursive") || p.has_short('R');
+            let force = p.has('f', "force");
+            if !(recursive || force) {
+                return;
+            }
+            let how = if recursive {
+                "recursively removes"
+            } else {
+                "forcibly removes"
+            };
+            for op in &p.operands {
+                if let Some(t) = classify(&op.text, &w.cwd) {
+                    w.deny(
+                        Family::Destruction,
+                        format!("`{shown}` {how} {}.", t.describe()),
+                    );
+                    return;
+                }
+            }
+        }
+        "git" => git(w, args, shown),
+        "find" => {
+            let parts = FindParts::parse(args);
+            let deletes = parts.delete
+                || parts.execs.iter().any(|e| {
+                    e.first().is_some_and(|c| {
+                        matches!(
+                            super::program_name(&c.text),
+                            "rm" | "shred" | "unlink" | "rmdir"
+                        )
+                    })
+                });
+            if !deletes {
+                return;
+            }
+            for root in &parts.roots {
+                if let Some(t) = classify(&root.text, &w.cwd) {
+                    let targeted_in_workspace =
+                        parts.has_filter && matches!(t, Target::Workspace | Target::WorkspaceGlob);
+                    if !targeted_in_workspace {
+                        w.deny(
+                            Family::Destruction,
+                            format!("`{shown}` deletes files throughout {}.", t.describe()),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+        "mkfs" | "mke2fs" | "mkswap" | "newfs" => {
+            w.deny(
+                Family::Destruction,
+                format!("`{shown}` creates a filesystem, erasing the device."),
+            );
+        }
+        _ if name.starts_with("mkfs.") => {
+            w.deny(
+                Family::Destruction,
+                format!("`{shown}` creates a filesystem, erasing the device."),
+            );
+        }
+        "wipefs" | "blkdiscard" | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "sgdisk" | "gdisk"
+        | "hdparm" => {
+            let listing = args.iter().any(|a| {
+                matches!(
+                    a.text.as_str(),
+                    "-l" | "--list" | "print" | "-p" | "--print" | "-n" | "--no-act"
+                )
+            });
+            if !listing && args.iter().any(|a| is_device(&a.text)) {
+                w.deny(
+                    Family::Destruction,
+                    format!("`{shown}` rewrites a disk device."),
+                );
+            }
+        }
+        "dd" => {
+            for a in args {
+                if let Some(dest) = a.text.strip_prefix("of=") {
+                    if is_device(dest) {
+                        w.deny(
+                            Family::Destruction,
+                            format!("`{shown}` overwrites the disk device `{dest}`."),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+        "shred" => {
+            let p = parse_args(
+                args,
+                &Spec::gnu("nsx", &["iterations", "size", "random-source"]),
+            );
+            for op in &p.operands {
+                let t = op.text.as_str();
+                if is_device(t)
+                    || classify(t, &w.cwd).is_some()
+                    || t.starts_with('/')
+                    || t.starts_with('~')
+                {
+                    w.deny(
+                        Family::Destruction,
+                        format!("`{shown}` irrecoverably overwrites `{t}`."),
+                    );
+                    return;
+                }
+            }
+        }
+        "chmod" | "chown" | "chgrp" | "setfacl" => {
+            let p = parse_args(args, &Spec::gnu("", &["reference", "from"]));
+            if !(p.has('R', "recursive") || (name == "setfacl" && p.has_short('R'))) {
+                return;
+            }
+            for op in &p.operands {
+                if let Some(t) = classify(&op.text, &w.cwd) {
+                    if t.is_system_or_home() {
+                        w.deny(
+                            Family::Destruction,
+                            format!(
+                                "`{shown}` recursively changes permissions or ownership of {}.",
+                                t.describe()
+                            ),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+        "mv" => {
+            let p = parse_args(args, &Spec::gnu("St", &["suffix", "target-directory"]));
+            let n = p.operands.len();
+            let sources = if p.has('t', "target-directory") {
+                n
+            } else {
+                n.saturating_sub(1)
+            };
+            for op in p.operands.iter().take(sources) {
+                if let Some(t) = classify(&op.text, &w.cwd) {
+                    if t.is_system_or_home() || t == Target::GitDir {
+                        w.deny(
+                            Family::Destruction,
+                            format!("`{shown}` moves away {}.", t.describe()),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// git's global options before the subcommand.
+pub(super) fn git_subcommand(args: &[Arg]) -> Option<(usize, &str)> {
+    let mut i = 0;
+    while i < args.len() {
+        let t = args[i].text.as_str();
+        match t {
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path"
+            | "--config-env" => i += 2,
+            _ if t.starts_with('-') => i += 1,
+            _ => return Some((i, t)),
+        }
+    }
+    None
+}
+
+fn git(w: &mut Walker, args: &[Arg], shown: &str) {
+    let Some((i, sub)) = git_subcommand(args) else {
+        return;
+    };
+    let rest = &args[i + 1..];
+    match sub {
+        "clean" => {
+            let p = parse_args(rest, &Spec::gnu("eq", &["exclude"]));
+            let force = p.has('f', "force");
+            let dry = p.has('n', "dry-run");
+            let wide = p.has_short('x') || p.has_short('d') || p.has_short('X');
+            if force && wide && !dry {
+                w.deny(
+                    Family::Destruction,
+                    format!("`{shown}` deletes untracked and ignored files, which no history can restore."),
+                );
+            }
+        }
+        "rm" => {
+            let p = parse_args(rest, &Spec::gnu("", &["pathspec-from-file"]));
+            if !p.has_short('r') || p.has('n', "dry-run") || p.has_long("cached") {
+                return;
+            }
+            for op in &p.operands {
+                if let Some(t) = classify(&op.text, &w.cwd) {
+                    w.deny(
+                        Family::Destruction,
+                        format!("`{shown}` deletes {}.", t.describe()),
+                    );
+                    return;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A `find` command line: start points, whether tests narrow the match, and its actions.
+pub(crate) struct FindParts {
+    pub(crate) roots: Vec<Arg>,
+    pub(crate) has_filter: bool,
+    pub(crate) delete: bool,
+    /// The command lines of `-exec`, `-execdir`, `-ok`, `-okdir` (without the terminator).
+    pub(crate) execs: Vec<Vec<Arg>>,
+}
+
+impl FindParts {
+    pub(crate) fn parse(args: &[Arg]) -> FindParts {
+        let mut i = 0;
+        // Leading options -H -L -P -D x -Ox.
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t == "-D" {
+                i += 2;
+            } else if matches!(t, "-H" | "-L" | "-P") || t.starts_with("-O") {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        let mut roots = Vec::new();
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t.starts_with('-') || t == "(" || t == "!" || t == "\\(" {
+                break;
+            }
+            roots.push(args[i].clone());
+            i += 1;
+        }
+        if roots.is_empty() {
+            roots.push(Arg::literal("."));
+        }
+        let mut parts = FindParts {
+            roots,
+            has_filter: false,
+            delete: false,
+            execs: Vec::new(),
+        };
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            match t {
+                "-delete" => parts.delete = true,
+                "-exec" | "-execdir" | "-ok" | "-okdir" => {
+                    let mut cmd = Vec::new();
+                    i += 1;
+                    while i < args.len() && args[i].text != ";" && args[i].text != "+" {
+                        cmd.push(args[i].clone());
+                        i += 1;
+                    }
+                    parts.execs.push(cmd);
+                }
+                "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-iwholename"
+                | "-regex" | "-iregex" | "-newer" | "-mtime" | "-mmin" | "-atime" | "-amin"
+                | "-ctime" | "-cmin" | "-size" | "-user" | "-group" | "-perm" | "-empty"
+                | "-links" | "-inum" | "-samefile" | "-uid" | "-gid" | "-lname" | "-ilname"
+                | "-nouser" | "-nogroup" | "-newermt" | "-used" | "-fstype" => {
+                    parts.has_filter = true
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        parts
+    }
+}

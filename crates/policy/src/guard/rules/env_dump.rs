@@ -1,0 +1,92 @@
+//! `env_dump`: commands that print the whole environment (where the secrets live): `env`,
+//! `printenv`, `export -p`, `declare -x`, `set` without arguments, `ps e`, and interpreter
+//! code that prints its whole environment. `printenv HOME` and `echo $USER` print one value.
+
+use super::super::command::{parse_args, Spec};
+use super::super::normalize::Arg;
+use super::super::walk::Walker;
+use super::super::Family;
+
+pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+    let dumps = match name {
+        "printenv" => {
+            parse_args(args, &Spec::gnu("", &[])).operands.is_empty()
+                && !args
+                    .iter()
+                    .any(|a| a.text == "--help" || a.text == "--version")
+        }
+        "export" => args.iter().all(|a| a.text == "-p"),
+        "declare" | "typeset" => {
+            let p = parse_args(args, &Spec::gnu("", &[]));
+            p.operands.is_empty()
+                && p.opts
+                    .iter()
+                    .all(|o| matches!(o.short, Some('x') | Some('p')))
+        }
+        "set" => args.is_empty(),
+        "ps" => args.iter().any(|a| {
+            !a.text.starts_with('-')
+                && a.text.contains('e')
+                && a.text.chars().all(|c| c.is_ascii_alphabetic())
+        }),
+        _ => false,
+    };
+    if dumps {
+        w.deny(
+            Family::EnvDump,
+            format!("`{shown}` prints the whole environment, secrets included."),
+        );
+    }
+}
+
+/// Interpreter code that prints its whole environment (`print(os.environ)`, `process.env`,
+/// `%ENV`, `ENV.to_h`, `getenv()`), as opposed to reading one variable.
+pub(crate) fn code_dumps_env(code: &str) -> bool {
+    let whole = |pattern: &str, allowed_next: &[&str]| {
+        code.match_indices(pattern).any(|(i, m)| {
+            let after = &code[i + m.len()..];
+            !allowed_next.iter().any(|n| after.starts_with(n))
+        })
+    };
+    whole("os.environ", &["[", ".get(", ".setdefault(", ".pop("])
+        || whole("process.env", &[".", "[", "?.["])
+        || code.contains("%ENV")
+        || ruby_env_dump(code)
+        || code.contains("getenv()")
+        || code.contains("$_ENV")
+        || code.contains("$_SERVER")
+        || code.contains("os.getenv()")
+        || code.contains("Sys.getenv()")
+}
+
+fn ruby_env_dump(code: &str) -> bool {
+    code.match_indices("ENV").any(|(i, m)| {
+        let before = code[..i].chars().last();
+        let after = &code[i + m.len()..];
+        let boundary_before =
+            before.is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_' && c != '%' && c != '$');
+        let next_ok = after
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_' && c != '[');
+        boundary_before && next_ok && !after.starts_with(".fetch") && !after.starts_with(".key?")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_dumps_env;
+
+    #[test]
+    fn whole_environment_versus_one_value() {
+        assert!(code_dumps_env("import os; print(dict(os.environ))"));
+        assert!(code_dumps_env("console.log(process.env)"));
+        assert!(code_dumps_env("print %ENV"));
+        assert!(code_dumps_env("p ENV.to_h"));
+        assert!(code_dumps_env("var_dump(getenv());"));
+        assert!(!code_dumps_env("import os; print(os.environ['HOME'])"));
+        assert!(!code_dumps_env("console.log(process.env.HOME)"));
+        assert!(!code_dumps_env("puts ENV['HOME']"));
+        assert!(!code_dumps_env("print(1)"));
+    }
+}

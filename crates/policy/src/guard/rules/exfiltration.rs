@@ -1,0 +1,340 @@
+//! `exfiltration`: sending files or secrets off the machine — curl/wget uploads and
+//! POST-a-file flags, nc/socat/telnet/ssh fed a file, scp/rsync/sftp to a remote host, file
+//! contents interpolated into a URL or a DNS name. Uploads to the loopback host stay local.
+//! Reverse shells (`nc -e`, `socat EXEC:`) are `remote_exec`.
+
+use super::super::command::{parse_args, Spec};
+use super::super::normalize::{Arg, Input};
+use super::super::walk::Walker;
+use super::super::Family;
+
+fn is_network(name: &str) -> bool {
+    matches!(
+        name,
+        "curl"
+            | "wget"
+            | "fetch"
+            | "aria2c"
+            | "http"
+            | "https"
+            | "xh"
+            | "xhs"
+            | "host"
+            | "dig"
+            | "nslookup"
+            | "drill"
+            | "ping"
+            | "ping6"
+            | "nc"
+            | "ncat"
+            | "netcat"
+            | "socat"
+            | "telnet"
+            | "ssh"
+            | "scp"
+            | "sftp"
+            | "rsync"
+            | "ftp"
+            | "tftp"
+            | "whois"
+            | "traceroute"
+            | "openssl"
+            | "mail"
+            | "mailx"
+            | "sendmail"
+            | "mutt"
+            | "git"
+            | "lwp-request"
+            | "GET"
+            | "POST"
+    )
+}
+
+const CURL: Spec = Spec::gnu(
+    "AbcCdDeEFHKmoPQrtTuUwxXYyz",
+    &[
+        "data",
+        "data-ascii",
+        "data-binary",
+        "data-raw",
+        "data-urlencode",
+        "json",
+        "form",
+        "form-string",
+        "upload-file",
+        "header",
+        "request",
+        "output",
+        "user",
+        "user-agent",
+        "referer",
+        "cookie",
+        "cookie-jar",
+        "config",
+        "cert",
+        "max-time",
+        "proxy",
+        "write-out",
+        "range",
+        "connect-timeout",
+        "retry",
+        "url",
+        "resolve",
+        "connect-to",
+        "cacert",
+        "key",
+        "dump-header",
+        "interface",
+        "limit-rate",
+        "max-filesize",
+        "oauth2-bearer",
+        "variable",
+        "aws-sigv4",
+        "trace",
+        "trace-ascii",
+        "stderr",
+        "output-dir",
+        "unix-socket",
+        "expect100-timeout",
+    ],
+);
+
+pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
+    if !is_network(name) {
+        return;
+    }
+    if name != "git" && args.iter().any(|a| a.taint.secret) {
+        w.deny(
+            Family::Exfiltration,
+            format!("`{shown}` puts file contents or environment values into a network request."),
+        );
+        return;
+    }
+    let stdin_secret = match stdin {
+        Input::File(p) => p != "/dev/null" && p != "/dev/zero",
+        Input::Stream(o) => o.taint.secret || o.files_only,
+        _ => false,
+    };
+    let found = match name {
+        "curl" => curl(args, stdin_secret),
+        "wget" => {
+            let p = parse_args(
+                args,
+                &Spec::gnu(
+                    "OoaeiPTtwUYBdD",
+                    &[
+                        "post-file",
+                        "body-file",
+                        "output-document",
+                        "header",
+                        "user-agent",
+                    ],
+                ),
+            );
+            let local = all_loopback(&p.operands);
+            !local && (p.has_long("post-file") || p.has_long("body-file"))
+        }
+        "http" | "https" | "xh" | "xhs" => {
+            args.iter()
+                .any(|a| a.text.contains("=@") || a.text.contains(":=@"))
+                || stdin_secret
+        }
+        "nc" | "ncat" | "netcat" | "telnet" | "openssl" | "mail" | "mailx" | "sendmail"
+        | "mutt" => {
+            if matches!(name, "nc" | "ncat" | "netcat") && reverse_shell_nc(args) {
+                w.deny(
+                    Family::RemoteExec,
+                    format!("`{shown}` hands a shell to a remote host."),
+                );
+                return;
+            }
+            let attaches = matches!(name, "mail" | "mailx" | "mutt")
+                && args
+                    .iter()
+                    .any(|a| a.text == "-A" || a.text == "-a" || a.text.starts_with("--attach"));
+            stdin_secret || attaches
+        }
+        "socat" => {
+            let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
+            if lower
+                .iter()
+                .any(|t| t.starts_with("exec:") || t.starts_with("system:"))
+            {
+                w.deny(
+                    Family::RemoteExec,
+                    format!("`{shown}` connects a program to a remote host."),
+                );
+                return;
+            }
+            let reads_file = lower.iter().any(|t| {
+                t.starts_with("file:")
+                    || t.starts_with("open:")
+                    || t.starts_with("gopen:")
+                    || t.starts_with("create:")
+            });
+            reads_file
+                || (stdin_secret
+                    && lower
+                        .iter()
+                        .any(|t| t == "-" || t.starts_with("stdin") || t.starts_with("stdio")))
+        }
+        "ssh" => {
+            let p = parse_args(args, &Spec::posix("bcDEeFIiJLlmOoPpQRSWw", &[]));
+            stdin_secret && !p.operands.is_empty()
+        }
+        "scp" => {
+            let p = parse_args(args, &Spec::gnu("cFiJloPS", &[]));
+            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| is_remote(&a.text))
+        }
+        "rsync" => {
+            let p = parse_args(
+                args,
+                &Spec::gnu(
+                    "eBfMT",
+                    &[
+                        "rsh",
+                        "filter",
+                        "exclude",
+                        "include",
+                        "exclude-from",
+                        "include-from",
+                        "files-from",
+                        "password-file",
+                        "port",
+                        "rsync-path",
+                        "temp-dir",
+                        "compare-dest",
+                        "link-dest",
+                        "backup-dir",
+                        "suffix",
+                        "chmod",
+                        "out-format",
+                        "log-file",
+                        "bwlimit",
+                        "timeout",
+                        "contimeout",
+                    ],
+                ),
+            );
+            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| is_remote(&a.text))
+        }
+        "sftp" => {
+            let p = parse_args(args, &Spec::posix("BbcDFiJloPRS", &[]));
+            !p.operands.is_empty()
+        }
+        _ => false,
+    };
+    if found {
+        w.deny(
+            Family::Exfiltration,
+            format!("`{shown}` sends local files off the machine."),
+        );
+    }
+}
+
+fn curl(args: &[Arg], stdin_secret: bool) -> bool {
+    let p = parse_args(args, &CURL);
+    if all_loopback(&p.operands) {
+        return false;
+    }
+    let data_longs = [
+        "data",
+        "data-ascii",
+        "data-binary",
+        "data-urlencode",
+        "json",
+    ];
+    let data_file = p.values(Some('d'), &data_longs).any(|v| {
+        let file = if let Some(f) = v.strip_prefix('@') {
+            Some(f)
+        } else {
+            v.split_once('@')
+                .filter(|(n, _)| !n.contains('='))
+                .map(|(_, f)| f)
+        };
+        match file {
+            Some("-") => stdin_secret,
+            Some(_) => true,
+            None => false,
+        }
+    });
+    let form_file = p
+        .values(Some('F'), &["form"])
+        .any(|v| v.contains("=@") || v.contains("=<"));
+    let upload = p.values(Some('T'), &["upload-file"]).any(|v| {
+        if v == "-" || v == "." {
+            stdin_secret
+        } else {
+            true
+        }
+    });
+    data_file || form_file || upload
+}
+
+fn reverse_shell_nc(args: &[Arg]) -> bool {
+    args.iter().any(|a| {
+        let t = a.text.as_str();
+        matches!(t, "-e" | "-c" | "--exec" | "--sh-exec" | "--lua-exec")
+            || t.starts_with("--exec=")
+            || t.starts_with("--sh-exec=")
+            || (t.starts_with('-')
+                && !t.starts_with("--")
+                && t.len() > 2
+                && (t.ends_with('e') || t.ends_with('c'))
+                && t[1..].chars().all(|c| c.is_ascii_alphabetic()))
+    })
+}
+
+/// `host:path`, `user@host:path`, `rsync://host/…`: a remote operand of scp/rsync.
+pub(crate) fn is_remote(text: &str) -> bool {
+    if text.contains("://") {
+        return !text.starts_with("file://");
+    }
+    if text.starts_with(['/', '.', '~']) {
+        return false;
+    }
+    match text.split_once(':') {
+        Some((host, _)) => !host.is_empty() && !host.contains('/'),
+        None => false,
+    }
+}
+
+fn all_loopback(operands: &[&Arg]) -> bool {
+    let urls: Vec<&&Arg> = operands.iter().filter(|a| !a.text.is_empty()).collect();
+    !urls.is_empty() && urls.iter().all(|a| is_loopback_url(&a.text))
+}
+
+fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    host == "localhost" || host.starts_with("127.") || host == "::1" || host == "0.0.0.0"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_operands() {
+        assert!(is_remote("attacker@example.org:~/loot"));
+        assert!(is_remote("host:/tmp"));
+        assert!(is_remote("rsync://host/mod"));
+        assert!(!is_remote("./a:b"));
+        assert!(!is_remote("/tmp/x"));
+        assert!(!is_remote("dist"));
+    }
+
+    #[test]
+    fn loopback_urls() {
+        assert!(is_loopback_url("http://localhost:3000/api"));
+        assert!(is_loopback_url("127.0.0.1:8080"));
+        assert!(is_loopback_url("http://[::1]:80/"));
+        assert!(!is_loopback_url("https://collector.example.net"));
+    }
+}

@@ -1,0 +1,481 @@
+//! The rule families, applied to one resolved command at a time, and what each command
+//! leaves behind for the rest of the walk: its output (static text, downloads, file contents),
+//! the working directory, variables.
+
+mod code;
+mod destruction;
+mod env_dump;
+mod exfiltration;
+pub(crate) mod target;
+
+use super::command::{is_assignment, parse_args, program_name, Spec};
+use super::normalize::{decode_ansi_c, decode_base64, display_argv, Arg, Input, Output, Taint};
+use super::walk::Walker;
+use super::Family;
+use target::{plain_path, Cwd};
+
+/// Programs that fetch content from the network onto stdout or into a file.
+pub(crate) fn is_downloader(name: &str) -> bool {
+    matches!(
+        name,
+        "curl"
+            | "wget"
+            | "fetch"
+            | "aria2c"
+            | "http"
+            | "https"
+            | "xh"
+            | "xhs"
+            | "lwp-request"
+            | "lwp-download"
+            | "GET"
+            | "ftp"
+            | "tftp"
+            | "nc"
+            | "ncat"
+            | "netcat"
+            | "socat"
+            | "telnet"
+            | "lynx"
+    )
+}
+
+/// Programs that print the contents of the files given as operands.
+fn is_file_reader(name: &str) -> bool {
+    matches!(
+        name,
+        "cat"
+            | "tac"
+            | "head"
+            | "tail"
+            | "base64"
+            | "base32"
+            | "basenc"
+            | "xxd"
+            | "od"
+            | "hexdump"
+            | "strings"
+            | "less"
+            | "more"
+            | "nl"
+            | "gzip"
+            | "gunzip"
+            | "zcat"
+            | "bzip2"
+            | "bzcat"
+            | "xz"
+            | "xzcat"
+            | "zstd"
+            | "tar"
+            | "zip"
+            | "openssl"
+            | "gpg"
+            | "sed"
+            | "awk"
+            | "gawk"
+            | "grep"
+            | "egrep"
+            | "fgrep"
+            | "rg"
+            | "cut"
+            | "sort"
+            | "uniq"
+            | "jq"
+            | "yq"
+            | "paste"
+            | "column"
+            | "fold"
+            | "fmt"
+            | "rev"
+            | "dd"
+            | "sqlite3"
+            | "tee"
+    )
+}
+
+/// Judge one command after its wrappers were peeled off; return what it writes to stdout.
+pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
+    let Some(head) = argv.first() else {
+        return Output::text(String::new());
+    };
+    let name = program_name(&head.text).to_owned();
+    let args = &argv[1..];
+    let shown = display_argv(argv);
+
+    if w.downloaded.contains(&plain_path(&head.text)) {
+        w.deny(
+            Family::RemoteExec,
+            format!("`{shown}` runs a file that was just downloaded."),
+        );
+    }
+    for a in args {
+        check_path_word(w, &a.text, &shown);
+    }
+    destruction::check(w, &name, args, stdin, &shown);
+    env_dump::check(w, &name, args, &shown);
+    exfiltration::check(w, &name, args, stdin, &shown);
+    if let Some(out) = code::check(w, &name, argv, stdin, &shown) {
+        return out;
+    }
+    effects(w, &name, args);
+    produce(w, &name, args, stdin)
+}
+
+/// A wrapper given no command: `env` prints the environment, `sudo -s` opens a root shell.
+pub(crate) fn wrapper_alone(w: &mut Walker, name: &str, argv: &[Arg], _stdin: &Input) -> Output {
+    let shown = display_argv(argv);
+    match name {
+        "env" => {
+            w.deny(
+                Family::EnvDump,
+                format!("`{shown}` prints the whole environment, secrets included."),
+            );
+            Output {
+                taint: Taint {
+                    download: false,
+                    secret: true,
+                },
+                ..Output::default()
+            }
+        }
+        // Privilege was already recorded by the walk.
+        _ => Output::unknown(),
+    }
+}
+
+/// Paths in words that matter whatever the command: the environment of a process and
+/// bash's network pseudo-files.
+fn check_path_word(w: &mut Walker, text: &str, shown: &str) {
+    if is_proc_environ(text) {
+        w.deny(
+            Family::EnvDump,
+            format!("`{shown}` reads a process environment (`{text}`)."),
+        );
+    }
+    if is_dev_net(text) {
+        w.deny(
+            Family::Exfiltration,
+            format!("`{shown}` opens a network connection through `{text}`."),
+        );
+    }
+}
+
+/// A redirect target: network pseudo-files, devices, process environments.
+pub(crate) fn check_redirect(w: &mut Walker, path: &str, reads: bool, writes: bool) {
+    if is_dev_net(path) {
+        w.deny(
+            Family::Exfiltration,
+            format!("The redirect to `{path}` opens a network connection."),
+        );
+    }
+    if writes && target::is_device(path) {
+        w.deny(
+            Family::Destruction,
+            format!("The redirect to `{path}` overwrites a disk device."),
+        );
+    }
+    if reads && is_proc_environ(path) {
+        w.deny(
+            Family::EnvDump,
+            format!("The redirect from `{path}` reads a process environment."),
+        );
+    }
+}
+
+fn is_proc_environ(text: &str) -> bool {
+    text.contains("/proc/") && text.trim_end_matches('/').ends_with("/environ")
+}
+
+fn is_dev_net(text: &str) -> bool {
+    text.contains("/dev/tcp/") || text.contains("/dev/udp/")
+}
+
+/// What a command changes for the rest of the script: directory and variables.
+fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
+    match name {
+        "cd" | "pushd" => {
+            let operands: Vec<&Arg> = args
+                .iter()
+                .filter(|a| !a.text.starts_with('-') || a.text == "-")
+                .collect();
+            w.cwd = match operands.first() {
+                None => Cwd::Home(Vec::new()),
+                Some(a) if a.dynamic || a.text == "-" => Cwd::Unknown,
+                Some(a) => change_dir(&w.cwd, &a.text),
+            };
+        }
+        "popd" => w.cwd = Cwd::Unknown,
+        "export" | "declare" | "typeset" | "local" | "readonly" => {
+            for a in args {
+                if let Some((n, v)) = a.text.split_once('=') {
+                    if is_assignment(&a.text) {
+                        let value = if a.dynamic { None } else { Some(v.to_owned()) };
+                        w.set_var(n.trim_end_matches('+'), value);
+                    }
+                }
+            }
+        }
+        "read" | "mapfile" | "readarray" | "getopts" => {
+            let p = parse_args(args, &Spec::gnu("adnNptu", &[]));
+            let names: Vec<String> = p
+                .operands
+                .iter()
+                .map(|a| a.text.clone())
+                .chain(p.values(Some('a'), &[]).map(str::to_owned))
+                .collect();
+            for n in names {
+                w.set_var(&n, None);
+            }
+        }
+        "printf" => {
+            let p = parse_args(args, &Spec::posix("v", &[]));
+            let names: Vec<String> = p.values(Some('v'), &[]).map(str::to_owned).collect();
+            for n in names {
+                w.set_var(&n, None);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn change_dir(cwd: &Cwd, dir: &str) -> Cwd {
+    let split = |s: &str, start: Vec<String>| -> Option<Vec<String>> {
+        let mut comps = start;
+        for c in s.split('/') {
+            match c {
+                "" | "." => {}
+                ".." => {
+                    comps.pop()?;
+                }
+                other => comps.push(other.to_owned()),
+            }
+        }
+        Some(comps)
+    };
+    if let Some(rest) = dir.strip_prefix('/') {
+        return split(rest, Vec::new()).map_or(Cwd::Absolute(Vec::new()), Cwd::Absolute);
+    }
+    if dir == "~" || dir.starts_with("~/") {
+        return split(&dir[1..], Vec::new()).map_or(Cwd::Absolute(vec!["home".into()]), Cwd::Home);
+    }
+    if dir.starts_with('~') {
+        return Cwd::Unknown;
+    }
+    match cwd {
+        Cwd::Root => match split(dir, Vec::new()) {
+            Some(c) if c.is_empty() => Cwd::Root,
+            Some(c) => Cwd::Workspace(c),
+            None => above(&[], dir),
+        },
+        Cwd::Workspace(start) => match split(dir, start.clone()) {
+            Some(c) if c.is_empty() => Cwd::Root,
+            Some(c) => Cwd::Workspace(c),
+            None => above(start, dir),
+        },
+        Cwd::Above(levels, start) => match split(dir, start.clone()) {
+            Some(c) => Cwd::Above(*levels, c),
+            None => Cwd::Unknown,
+        },
+        Cwd::Home(start) => {
+            split(dir, start.clone()).map_or(Cwd::Absolute(vec!["home".into()]), Cwd::Home)
+        }
+        Cwd::Absolute(start) => {
+            split(dir, start.clone()).map_or(Cwd::Absolute(Vec::new()), Cwd::Absolute)
+        }
+        Cwd::Unknown => Cwd::Unknown,
+    }
+}
+
+/// The directory `dir` relative to `start` (under the workspace root) when it climbs above
+/// the root.
+fn above(start: &[String], dir: &str) -> Cwd {
+    let mut comps = start.to_vec();
+    let mut levels = 0;
+    for c in dir.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if comps.pop().is_none() {
+                    levels += 1;
+                }
+            }
+            other => comps.push(other.to_owned()),
+        }
+    }
+    Cwd::Above(levels, comps)
+}
+
+/// What a command writes to stdout, as far as the rules care.
+fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
+    let any_dynamic = args.iter().any(|a| a.dynamic);
+    let mut arg_taint = Taint::default();
+    for a in args {
+        arg_taint.merge(a.taint);
+    }
+    let passthrough = || {
+        let mut taint = stdin.taint();
+        taint.merge(arg_taint);
+        Output {
+            taint,
+            text: None,
+            files_only: matches!(stdin, Input::File(_)),
+        }
+    };
+    match name {
+        "echo" => {
+            let mut newline = true;
+            let mut escapes = false;
+            let mut i = 0;
+            while i < args.len() {
+                let t = &args[i].text;
+                if t.len() > 1 && t.starts_with('-') && t[1..].chars().all(|c| "neE".contains(c)) {
+                    newline &= !t.contains('n');
+                    escapes |= t.contains('e');
+                    i += 1;
+                } else {
+                    break;
+                }
+            }
+            let mut text = args[i..]
+                .iter()
+                .map(|a| a.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
+            if escapes {
+                text = decode_ansi_c(&text);
+            }
+            if newline {
+                text.push('\n');
+            }
+            Output {
+                taint: arg_taint,
+                text: (!any_dynamic).then_some(text),
+                files_only: false,
+            }
+        }
+        "printf" => {
+            let text = if any_dynamic || args.is_empty() || args[0].text.starts_with('-') {
+                None
+            } else {
+                printf(&args[0].text, &args[1..])
+            };
+            Output {
+                taint: arg_taint,
+                text,
+                files_only: false,
+            }
+        }
+        "true" | ":" => Output::text(String::new()),
+        "cat" | "base64" | "rev" | "xxd" if args.iter().all(|a| a.text.starts_with('-')) => {
+            let decode = args
+                .iter()
+                .any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D" | "-di" | "-id"));
+            let reverse_hex = name == "xxd" && args.iter().any(|a| a.text.starts_with("-r"));
+            let text = match stdin {
+                Input::Static(t) => match name {
+                    "cat" => Some(t.clone()),
+                    "base64" if decode => decode_base64(t),
+                    "rev" => Some(
+                        t.lines()
+                            .map(|l| l.chars().rev().collect::<String>() + "\n")
+                            .collect(),
+                    ),
+                    "xxd" if reverse_hex => decode_hex(t),
+                    _ => None,
+                },
+                Input::Stream(o) if name == "cat" => return o.clone(),
+                _ => None,
+            };
+            match text {
+                Some(t) => Output::text(t),
+                None => passthrough(),
+            }
+        }
+        "env" | "printenv" => Output {
+            taint: Taint {
+                download: false,
+                secret: true,
+            },
+            ..Output::default()
+        },
+        _ if is_downloader(name) => {
+            code::note_download_files(w, name, args);
+            let mut out = passthrough();
+            out.taint.download = true;
+            out.files_only = false;
+            out
+        }
+        _ if is_file_reader(name) => {
+            let operands: Vec<&Arg> = args.iter().filter(|a| !a.text.starts_with('-')).collect();
+            let mut out = passthrough();
+            if !operands.is_empty() || matches!(stdin, Input::File(_)) {
+                out.taint.secret = true;
+            }
+            out.files_only = name == "cat"
+                && (operands.iter().all(|a| !a.dynamic)
+                    && (!operands.is_empty() || matches!(stdin, Input::File(_))));
+            if name == "cat" && operands.is_empty() {
+                if let Input::Stream(o) = stdin {
+                    out.files_only = o.files_only;
+                }
+            }
+            out
+        }
+        _ => passthrough(),
+    }
+}
+
+fn decode_hex(text: &str) -> Option<String> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = digits
+        .chunks(2)
+        .map(|p| {
+            let s = std::str::from_utf8(p).ok()?;
+            u8::from_str_radix(s, 16).ok()
+        })
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// `printf` with `%s`/`%b`/`%d`/`%%` only; `None` for anything else.
+fn printf(format: &str, args: &[Arg]) -> Option<String> {
+    let format = decode_ansi_c(format);
+    let mut out = String::new();
+    let mut next = 0;
+    let mut rounds = 0;
+    loop {
+        let mut chars = format.chars();
+        let mut used = false;
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('%') => out.push('%'),
+                Some('s') | Some('d') => {
+                    used = true;
+                    if let Some(a) = args.get(next) {
+                        out.push_str(&a.text);
+                    }
+                    next += 1;
+                }
+                Some('b') => {
+                    used = true;
+                    if let Some(a) = args.get(next) {
+                        out.push_str(&decode_ansi_c(&a.text));
+                    }
+                    next += 1;
+                }
+                _ => return None,
+            }
+        }
+        rounds += 1;
+        if !used || next >= args.len() || rounds > 64 {
+            return Some(out);
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! What a path operand names, resolved lexically against the script's working directory:
+//! the filesystem root, a system directory, the home directory, the workspace root, the
+//! parent, the repository's `.git` — the targets whose removal is destruction.
+
+/// The working directory the script is in, as far as `cd` tells.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum Cwd {
+    /// The workspace root or a directory under it (components below the root).
+    Workspace(Vec<String>),
+    /// The home directory or under it.
+    Home(Vec<String>),
+    /// An absolute directory.
+    Absolute(Vec<String>),
+    /// Above the workspace root (`cd ..`): levels up, then components down.
+    Above(usize, Vec<String>),
+    /// Unknown (`cd "$dir"`, `cd -`).
+    Unknown,
+    /// The workspace root (the starting point).
+    #[default]
+    Root,
+}
+
+/// A dangerous target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    FsRoot,
+    RootGlob,
+    System(String),
+    Home,
+    HomeGlob,
+    HomeSensitive(String),
+    Workspace,
+    WorkspaceGlob,
+    Parent,
+    GitDir,
+}
+
+impl Target {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Target::FsRoot => "the filesystem root".to_owned(),
+            Target::RootGlob => "every top-level directory".to_owned(),
+            Target::System(p) => format!("the system directory `{p}`"),
+            Target::Home => "the home directory".to_owned(),
+            Target::HomeGlob => "everything in the home directory".to_owned(),
+            Target::HomeSensitive(p) => format!("`{p}` in the home directory"),
+            Target::Workspace => "the workspace root".to_owned(),
+            Target::WorkspaceGlob => "everything in the workspace".to_owned(),
+            Target::Parent => "the directory above the workspace".to_owned(),
+            Target::GitDir => "the repository's `.git` history".to_owned(),
+        }
+    }
+    /// System or home level: the targets of recursive chmod/chown and of `mv`.
+    pub(crate) fn is_system_or_home(&self) -> bool {
+        matches!(
+            self,
+            Target::FsRoot
+                | Target::RootGlob
+                | Target::System(_)
+                | Target::Home
+                | Target::HomeGlob
+                | Target::Parent
+        )
+    }
+}
+
+const SYSTEM_DIRS: &[&str] = &[
+    "bin",
+    "boot",
+    "dev",
+    "etc",
+    "home",
+    "lib",
+    "lib32",
+    "lib64",
+    "libx32",
+    "media",
+    "mnt",
+    "opt",
+    "proc",
+    "root",
+    "run",
+    "sbin",
+    "snap",
+    "srv",
+    "sys",
+    "usr",
+    "var",
+    "Users",
+    "System",
+    "Library",
+    "Applications",
+    "private",
+    "Volumes",
+];
+
+const HOME_SENSITIVE: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".config",
+    ".local",
+    ".kube",
+    ".docker",
+    ".azure",
+    ".gcloud",
+    ".password-store",
+    "Documents",
+    "Desktop",
+];
+
+fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// Remove `./` prefixes and trailing slashes, for comparing file names.
+pub(crate) fn plain_path(path: &str) -> String {
+    let mut p = path;
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    let p = p.trim_end_matches('/');
+    if p.is_empty() {
+        ".".to_owned()
+    } else {
+        p.to_owned()
+    }
+}
+
+enum Base {
+    Abs,
+    Home,
+    Rel,
+}
+
+/// Split and resolve `.`/`..` lexically; `up` counts `..` that climbed above the start.
+fn resolve(start: &[String], rest: &str) -> (Vec<String>, usize) {
+    let mut comps: Vec<String> = start.to_vec();
+    let mut up = 0;
+    for c in rest.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if comps.pop().is_none() {
+                    up += 1;
+                }
+            }
+            other => comps.push(other.to_owned()),
+        }
+    }
+    (comps, up)
+}
+
+/// Classify a path operand as the script would see it.
+pub(crate) fn classify(text: &str, cwd: &Cwd) -> Option<Target> {
+    if text.is_empty() {
+        return None;
+    }
+    let (base, rest): (Base, &str) = if let Some(r) = text.strip_prefix('/') {
+        (Base::Abs, r)
+    } else if text == "~" || text.starts_with("~/") {
+        (Base::Home, &text[1..])
+    } else if let Some(r) = text.strip_prefix('~') {
+        // `~user`: another user's home directory.
+        let (user, rest) = r.split_once('/').unwrap_or((r, ""));
+        let (comps, _) = resolve(&["home".to_owned(), user.to_owned()], rest);
+        return classify_absolute(&comps);
+    } else {
+        (Base::Rel, text)
+    };
+    let git = text.split('/').any(|c| c == ".git");
+    let target = match base {
+        Base::Abs => {
+            let (comps, _) = resolve(&[], rest);
+            classify_absolute(&comps)
+        }
+        Base::Home => {
+            let (comps, up) = resolve(&[], rest);
+            classify_home(&comps, up)
+        }
+        Base::Rel => match cwd {
+            Cwd::Root => {
+                let (comps, up) = resolve(&[], rest);
+                classify_workspace(&comps, up, true)
+            }
+            Cwd::Workspace(start) => {
+                let (comps, up) = resolve(start, rest);
+                classify_workspace(&comps, up, false)
+            }
+            Cwd::Home(start) => {
+                let (comps, up) = resolve(start, rest);
+                classify_home(&comps, up)
+            }
+            Cwd::Absolute(start) => {
+                let (comps, up) = resolve(start, rest);
+                if up > 0 {
+                    Some(Target::FsRoot)
+                } else {
+                    classify_absolute(&comps)
+                }
+            }
+            Cwd::Above(levels, start) => {
+                let (comps, up) = resolve(start, rest);
+                classify_workspace(&comps, up + levels, true)
+            }
+            Cwd::Unknown => None,
+        },
+    };
+    target.or(if git { Some(Target::GitDir) } else { None })
+}
+
+fn classify_absolute(comps: &[String]) -> Option<Target> {
+    match comps {
+        [] => Some(Target::FsRoot),
+        [first, ..] if is_glob(first) => Some(Target::RootGlob),
+        [only] => Some(Target::System(format!("/{only}"))),
+        [first, second, ..] if first == "tmp" || (first == "var" && second == "tmp") => {
+            if comps.len() == 2 && first == "var" {
+                Some(Target::System("/var/tmp".to_owned()))
+            } else {
+                None
+            }
+        }
+        [first, second] if SYSTEM_DIRS.contains(&first.as_str()) => {
+            if is_glob(second) {
+                Some(Target::System(format!("/{first}/{second}")))
+            } else {
+                Some(Target::System(format!("/{first}/{second}")))
+            }
+        }
+        [first, _, third] if matches!(first.as_str(), "home" | "Users") => {
+            if is_glob(third) || HOME_SENSITIVE.contains(&third.as_str()) {
+                Some(Target::HomeSensitive(comps.join("/")))
+            } else {
+                None
+            }
+        }
+        [first, third] if first == "root" && HOME_SENSITIVE.contains(&third.as_str()) => {
+            Some(Target::HomeSensitive(comps.join("/")))
+        }
+        _ => None,
+    }
+}
+
+fn classify_home(comps: &[String], up: usize) -> Option<Target> {
+    if up > 0 {
+        return Some(Target::System("/home".to_owned()));
+    }
+    match comps {
+        [] => Some(Target::Home),
+        [only] if is_glob(only) => Some(Target::HomeGlob),
+        [only] if HOME_SENSITIVE.contains(&only.as_str()) => {
+            Some(Target::HomeSensitive(format!("~/{only}")))
+        }
+        _ => None,
+    }
+}
+
+fn classify_workspace(comps: &[String], up: usize, at_root: bool) -> Option<Target> {
+    if up > 0 {
+        return match comps {
+            [] => Some(Target::Parent),
+            [only] if is_glob(only) => Some(Target::Parent),
+            _ => None,
+        };
+    }
+    match comps {
+        [] => Some(Target::Workspace),
+        [only]
+            if at_root
+                && is_glob(only)
+                && only.chars().all(|c| "*.?".contains(c))
+                && only != "*.*" =>
+        {
+            Some(Target::WorkspaceGlob)
+        }
+        _ => None,
+    }
+}
+
+/// A block device or raw memory: writing to it destroys a disk or the running system.
+pub(crate) fn is_device(path: &str) -> bool {
+    let Some(dev) = path.strip_prefix("/dev/") else {
+        return false;
+    };
+    const DEVICES: &[&str] = &[
+        "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk/", "mapper/", "md", "loop", "dm-", "sr",
+        "mem", "kmem", "port", "root", "nbd", "rbd", "bcache", "zram",
+    ];
+    DEVICES.iter().any(|d| dev.starts_with(d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(t: &str) -> Option<Target> {
+        classify(t, &Cwd::Root)
+    }
+
+    #[test]
+    fn root_home_and_workspace_are_recognised() {
+        for root in ["/", "//", "/.", "/./", "/usr/..", "/*"] {
+            assert!(c(root).is_some(), "{root}");
+        }
+        assert_eq!(c("/usr"), Some(Target::System("/usr".into())));
+        assert_eq!(c("~"), Some(Target::Home));
+        assert_eq!(c("~/"), Some(Target::Home));
+        assert_eq!(c("~/*"), Some(Target::HomeGlob));
+        assert_eq!(c("."), Some(Target::Workspace));
+        assert_eq!(c("./"), Some(Target::Workspace));
+        assert_eq!(c("*"), Some(Target::WorkspaceGlob));
+        assert_eq!(c(".."), Some(Target::Parent));
+        assert_eq!(c("../"), Some(Target::Parent));
+        assert_eq!(c("./.git"), Some(Target::GitDir));
+        assert_eq!(c("build/../.."), Some(Target::Parent));
+    }
+
+    #[test]
+    fn targeted_paths_are_not() {
+        for ok in [
+            "build/",
+            "build",
+            "target/debug",
+            "/tmp/x",
+            "*.o",
+            "coverage",
+            "~/.cache/pip",
+            "../sibling/x",
+            "/var/lib/apt/lists/x",
+        ] {
+            assert_eq!(c(ok), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn working_directory_changes_what_relative_paths_mean() {
+        let build = Cwd::Workspace(vec!["build".into()]);
+        assert_eq!(classify("*", &build), None);
+        assert_eq!(classify("..", &build), Some(Target::Workspace));
+        assert_eq!(
+            classify("*", &Cwd::Absolute(vec![])),
+            Some(Target::RootGlob)
+        );
+        assert_eq!(classify(".", &Cwd::Home(vec![])), Some(Target::Home));
+    }
+
+    #[test]
+    fn devices() {
+        assert!(is_device("/dev/sda"));
+        assert!(is_device("/dev/nvme0n1"));
+        assert!(!is_device("/dev/null"));
+        assert!(!is_device("/dev/stdout"));
+    }
+}

@@ -1,0 +1,1176 @@
+//! The walk over the syntax tree: every command the script can run, in order, with its words
+//! normalised (quote removal, `$'…'`, variables assigned earlier, static substitutions, brace
+//! expansion, field splitting) and its standard input traced (pipes, heredocs, here-strings,
+//! redirects). Each command is resolved through wrappers and handed to the rules.
+//!
+//! Bounds: nesting depth, number of commands and number of expansion alternatives are capped;
+//! past a cap the script is denied as `unparseable` rather than analysed partially.
+
+use std::collections::{HashMap, HashSet};
+
+use brush_parser::ast;
+use brush_parser::word::{
+    BraceExpressionMember, BraceExpressionOrText, Parameter, ParameterExpr, SpecialParameter,
+    TildeExpr, WordPiece, WordPieceWithSource,
+};
+
+use super::command::{is_privilege, program_name, unwrap, Wrap};
+use super::normalize::{decode_ansi_c, display_argv, shorten, Arg, Input, Output, Taint};
+use super::parse;
+use super::rules;
+use super::rules::target::Cwd;
+use super::{Family, Finding};
+
+/// Deepest nesting of compound commands and nested scripts the walk follows.
+const MAX_DEPTH: usize = 48;
+/// Most simple commands one script may contain (after unrolling nested scripts).
+const MAX_COMMANDS: usize = 4000;
+/// Most alternatives one word or one command line expands to.
+const MAX_ALTERNATIVES: usize = 16;
+/// Most values remembered for one variable.
+const MAX_VALUES: usize = 8;
+/// Most wrappers peeled off one command.
+const MAX_WRAPPERS: usize = 16;
+
+/// The result of walking one script.
+pub(crate) struct Outcome {
+    pub(crate) findings: Vec<Finding>,
+    pub(crate) normalized: String,
+}
+
+/// Walk a whole script.
+pub(crate) fn analyse(script: &str) -> Outcome {
+    let mut walker = Walker::default();
+    walker.run_script(script, &Input::Inherited);
+    let normalized = if walker.normalized.is_empty() {
+        shorten(script.trim())
+    } else {
+        walker.normalized.join("; ")
+    };
+    Outcome {
+        findings: walker.findings,
+        normalized,
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Var {
+    values: Vec<String>,
+    /// Some assignment's value is only known at run time.
+    unknown: bool,
+}
+
+/// One alternative value of a word piece.
+#[derive(Debug, Clone, Default)]
+struct PieceVal {
+    text: String,
+    dynamic: bool,
+    taint: Taint,
+    /// Unquoted expansion: undergoes field splitting.
+    split: bool,
+}
+
+/// Fields being built from the pieces of one word.
+#[derive(Debug, Clone, Default)]
+struct Fields {
+    done: Vec<Arg>,
+    cur: Arg,
+    started: bool,
+}
+
+impl Fields {
+    fn finish(&mut self) {
+        if self.started {
+            self.done.push(std::mem::take(&mut self.cur));
+            self.started = false;
+        }
+    }
+    fn push(&mut self, v: &PieceVal) {
+        self.cur.dynamic |= v.dynamic;
+        self.cur.taint.merge(v.taint);
+        if v.split && v.text.contains([' ', '\t', '\n']) {
+            let (dynamic, taint) = (v.dynamic, v.taint);
+            for (k, part) in v.text.split([' ', '\t', '\n']).enumerate() {
+                if k > 0 {
+                    self.finish();
+                }
+                if !part.is_empty() {
+                    self.cur.text.push_str(part);
+                    self.cur.dynamic |= dynamic;
+                    self.cur.taint.merge(taint);
+                    self.started = true;
+                }
+            }
+        } else {
+            self.cur.text.push_str(&v.text);
+            if !v.text.is_empty() || !v.split {
+                self.started = true;
+            }
+        }
+    }
+}
+
+/// Walk state: what the script has established so far.
+#[derive(Default)]
+pub(crate) struct Walker {
+    pub(crate) findings: Vec<Finding>,
+    normalized: Vec<String>,
+    vars: HashMap<String, Var>,
+    /// Files a download was written to.
+    pub(crate) downloaded: HashSet<String>,
+    /// Where relative paths point.
+    pub(crate) cwd: Cwd,
+    depth: usize,
+    commands: usize,
+    /// Functions being defined, innermost last (fork-bomb detection).
+    functions: Vec<String>,
+    /// The current command runs in a pipeline or in the background.
+    concurrent: bool,
+    /// A cap was hit; the walk stops adding work.
+    exhausted: bool,
+}
+
+impl Walker {
+    /// Record a finding.
+    pub(crate) fn deny(&mut self, family: Family, reason: impl Into<String>) {
+        self.findings.push(Finding {
+            family,
+            reason: reason.into(),
+        });
+    }
+
+    fn exhaust(&mut self, reason: &str) {
+        if !self.exhausted {
+            self.exhausted = true;
+            self.deny(Family::Unparseable, reason.to_owned());
+        }
+    }
+
+    /// Parse and walk a script (the top level, `bash -c`, `eval`, a heredoc fed to a shell, …).
+    pub(crate) fn run_script(&mut self, src: &str, input: &Input) -> Output {
+        if self.exhausted {
+            return Output::unknown();
+        }
+        if self.depth >= MAX_DEPTH {
+            self.exhaust(
+                "The script nests shells and substitutions deeper than the guard analyses.",
+            );
+            return Output::unknown();
+        }
+        match parse::parse_script(src) {
+            Ok(program) => {
+                self.depth += 1;
+                let mut out = Output::text(String::new());
+                for list in &program.complete_commands {
+                    let o = self.walk_list(list, input);
+                    out = out.then(&o);
+                }
+                self.depth -= 1;
+                out
+            }
+            Err(failure) => {
+                let shown = shorten(src.trim());
+                self.deny(Family::Unparseable, failure.sentence(&shown));
+                Output::unknown()
+            }
+        }
+    }
+
+    fn walk_list(&mut self, list: &ast::CompoundList, input: &Input) -> Output {
+        let mut out = Output::text(String::new());
+        for ast::CompoundListItem(and_or, sep) in &list.0 {
+            let background = matches!(sep, ast::SeparatorOperator::Async);
+            let o = self.walk_and_or(and_or, input, background);
+            out = out.then(&o);
+        }
+        out
+    }
+
+    fn walk_and_or(&mut self, list: &ast::AndOrList, input: &Input, background: bool) -> Output {
+        let mut out = self.walk_pipeline(&list.first, input, background);
+        for next in &list.additional {
+            let p = match next {
+                ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
+            };
+            let o = self.walk_pipeline(p, input, background);
+            out = out.then(&o);
+        }
+        out
+    }
+
+    fn walk_pipeline(&mut self, p: &ast::Pipeline, input: &Input, background: bool) -> Output {
+        let saved = self.concurrent;
+        self.concurrent = saved || background || p.seq.len() > 1;
+        let mut stdin = input.clone();
+        let mut out = Output::unknown();
+        for cmd in &p.seq {
+            out = self.walk_command(cmd, &stdin);
+            stdin = stream_input(&out);
+        }
+        self.concurrent = saved;
+        out
+    }
+
+    fn walk_command(&mut self, cmd: &ast::Command, input: &Input) -> Output {
+        match cmd {
+            ast::Command::Simple(s) => self.walk_simple(s, input),
+            ast::Command::Compound(c, redirects) => {
+                let mut stdin = input.clone();
+                let mut out_file = None;
+                if let Some(list) = redirects {
+                    self.apply_redirects(list.0.iter(), &mut stdin, &mut out_file);
+                }
+                let out = self.walk_compound(c, &stdin);
+                self.after_output(out, out_file)
+            }
+            ast::Command::Function(def) => {
+                self.functions.push(def.fname.value.clone());
+                let ast::FunctionBody(body, redirects) = &def.body;
+                let mut stdin = Input::Inherited;
+                let mut out_file = None;
+                if let Some(list) = redirects {
+                    self.apply_redirects(list.0.iter(), &mut stdin, &mut out_file);
+                }
+                self.walk_compound(body, &stdin);
+                self.functions.pop();
+                Output::text(String::new())
+            }
+            ast::Command::ExtendedTest(test, redirects) => {
+                let mut stdin = input.clone();
+                let mut out_file = None;
+                if let Some(list) = redirects {
+                    self.apply_redirects(list.0.iter(), &mut stdin, &mut out_file);
+                }
+                self.walk_test(&test.expr);
+                Output::text(String::new())
+            }
+        }
+    }
+
+    fn walk_test(&mut self, expr: &ast::ExtendedTestExpr) {
+        match expr {
+            ast::ExtendedTestExpr::And(a, b) | ast::ExtendedTestExpr::Or(a, b) => {
+                self.walk_test(a);
+                self.walk_test(b);
+            }
+            ast::ExtendedTestExpr::Not(a) | ast::ExtendedTestExpr::Parenthesized(a) => {
+                self.walk_test(a)
+            }
+            ast::ExtendedTestExpr::UnaryTest(_, w) => {
+                self.expand_word(&w.value, false);
+            }
+            ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
+                self.expand_word(&a.value, false);
+                self.expand_word(&b.value, false);
+            }
+        }
+    }
+
+    fn walk_compound(&mut self, c: &ast::CompoundCommand, input: &Input) -> Output {
+        if self.depth >= MAX_DEPTH {
+            self.exhaust("The script nests compound commands deeper than the guard analyses.");
+            return Output::unknown();
+        }
+        self.depth += 1;
+        let out = match c {
+            ast::CompoundCommand::BraceGroup(b) => self.walk_list(&b.list, input),
+            ast::CompoundCommand::Subshell(s) => {
+                let saved = self.cwd.clone();
+                let out = self.walk_list(&s.list, input);
+                self.cwd = saved;
+                out
+            }
+            ast::CompoundCommand::ForClause(f) => {
+                let mut var = Var::default();
+                match &f.values {
+                    Some(words) => {
+                        for w in words {
+                            for alt in self.expand_word(&w.value, true) {
+                                for arg in alt {
+                                    var.unknown |= arg.dynamic;
+                                    push_value(&mut var, arg.text);
+                                }
+                            }
+                        }
+                    }
+                    None => var.unknown = true,
+                }
+                self.merge_var(&f.variable_name, var);
+                self.walk_list(&f.body.list, input)
+            }
+            ast::CompoundCommand::ArithmeticForClause(f) => {
+                for e in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.expand_word(&e.value, false);
+                }
+                self.walk_list(&f.body.list, input)
+            }
+            ast::CompoundCommand::CaseClause(c) => {
+                self.expand_word(&c.value.value, false);
+                let mut out = Output::text(String::new());
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        self.expand_word(&p.value, false);
+                    }
+                    if let Some(list) = &item.cmd {
+                        let o = self.walk_list(list, input);
+                        out = out.then(&o);
+                    }
+                }
+                out
+            }
+            ast::CompoundCommand::IfClause(i) => {
+                let mut out = self.walk_list(&i.condition, input);
+                out = out.then(&self.walk_list(&i.then, input));
+                for e in i.elses.iter().flatten() {
+                    if let Some(cond) = &e.condition {
+                        out = out.then(&self.walk_list(cond, input));
+                    }
+                    out = out.then(&self.walk_list(&e.body, input));
+                }
+                out
+            }
+            ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
+                let ast::WhileOrUntilClauseCommand(cond, body, _) = w;
+                let out = self.walk_list(cond, input);
+                out.then(&self.walk_list(&body.list, input))
+            }
+            ast::CompoundCommand::Arithmetic(a) => {
+                // bash reads `((…))` that is not arithmetic as nested subshells.
+                if brush_parser::arithmetic::parse(&a.expr.value).is_ok() {
+                    self.expand_word(&a.expr.value, false);
+                    Output::text(String::new())
+                } else {
+                    let saved = self.cwd.clone();
+                    let out = self.run_script(&a.expr.value, input);
+                    self.cwd = saved;
+                    out
+                }
+            }
+            ast::CompoundCommand::Coprocess(c) => {
+                let saved = self.concurrent;
+                self.concurrent = true;
+                let out = self.walk_command(&c.body, input);
+                self.concurrent = saved;
+                out
+            }
+        };
+        self.depth -= 1;
+        out
+    }
+
+    fn walk_simple(&mut self, s: &ast::SimpleCommand, input: &Input) -> Output {
+        self.commands += 1;
+        if self.commands > MAX_COMMANDS {
+            self.exhaust("The script runs more commands than the guard analyses.");
+            return Output::unknown();
+        }
+        enum Item<'a> {
+            Word(&'a str),
+            Proc(&'a ast::ProcessSubstitutionKind, &'a ast::SubshellCommand),
+        }
+        let mut assignments = Vec::new();
+        let mut words: Vec<Item<'_>> = Vec::new();
+        let mut redirects = Vec::new();
+        let prefix = s.prefix.iter().flat_map(|p| p.0.iter());
+        for item in prefix {
+            match item {
+                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => assignments.push(a),
+                ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
+                    words.push(Item::Proc(k, sub))
+                }
+            }
+        }
+        if let Some(w) = &s.word_or_name {
+            words.push(Item::Word(&w.value));
+        }
+        for item in s.suffix.iter().flat_map(|p| p.0.iter()) {
+            match item {
+                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w)
+                | ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
+                    words.push(Item::Proc(k, sub))
+                }
+            }
+        }
+
+        let mut stdin = input.clone();
+        let mut out_file = None;
+        self.apply_redirects(redirects.into_iter(), &mut stdin, &mut out_file);
+
+        if words.is_empty() {
+            for a in assignments {
+                self.assign(a, true);
+            }
+            // `$(< file)` reads the file.
+            if let Input::File(_) = stdin {
+                return Output {
+                    taint: Taint {
+                        download: false,
+                        secret: true,
+                    },
+                    text: None,
+                    files_only: true,
+                };
+            }
+            return Output::text(String::new());
+        }
+        for a in assignments {
+            self.assign(a, false);
+        }
+
+        let mut lines: Vec<Vec<Arg>> = vec![Vec::new()];
+        for item in words {
+            let alternatives = match item {
+                Item::Word(w) => self.expand_word(w, true),
+                Item::Proc(kind, sub) => {
+                    let inner = match kind {
+                        ast::ProcessSubstitutionKind::Read => Input::Inherited,
+                        ast::ProcessSubstitutionKind::Write => Input::Stream(Output::unknown()),
+                    };
+                    let out = self.walk_subshell(sub, &inner);
+                    vec![vec![Arg {
+                        text: "/dev/fd/63".to_owned(),
+                        taint: out.taint,
+                        proc_sub: Some(Box::new(out)),
+                        ..Arg::default()
+                    }]]
+                }
+            };
+            lines = product(&lines, &alternatives);
+        }
+
+        let mut out: Option<Output> = None;
+        for argv in lines {
+            if argv.is_empty() {
+                continue;
+            }
+            let o = self.run_argv(argv, &stdin);
+            out = Some(match out {
+                None => o,
+                Some(prev) => merge_alternatives(prev, &o),
+            });
+        }
+        let out = out.unwrap_or_else(|| Output::text(String::new()));
+        self.after_output(out, out_file)
+    }
+
+    /// The output of a command whose stdout may be redirected to a file.
+    fn after_output(&mut self, out: Output, out_file: Option<String>) -> Output {
+        match out_file {
+            Some(path) => {
+                if out.taint.download {
+                    self.downloaded.insert(rules::target::plain_path(&path));
+                }
+                Output::text(String::new())
+            }
+            None => out,
+        }
+    }
+
+    fn walk_subshell(&mut self, sub: &ast::SubshellCommand, input: &Input) -> Output {
+        let saved = self.cwd.clone();
+        let out = self.walk_compound_list_nested(&sub.list, input);
+        self.cwd = saved;
+        out
+    }
+
+    fn walk_compound_list_nested(&mut self, list: &ast::CompoundList, input: &Input) -> Output {
+        if self.depth >= MAX_DEPTH {
+            self.exhaust("The script nests substitutions deeper than the guard analyses.");
+            return Output::unknown();
+        }
+        self.depth += 1;
+        let out = self.walk_list(list, input);
+        self.depth -= 1;
+        out
+    }
+
+    fn apply_redirects<'a>(
+        &mut self,
+        redirects: impl Iterator<Item = &'a ast::IoRedirect>,
+        stdin: &mut Input,
+        out_file: &mut Option<String>,
+    ) {
+        for r in redirects {
+            match r {
+                ast::IoRedirect::File(fd, kind, target) => {
+                    let path = match target {
+                        ast::IoFileRedirectTarget::Filename(w)
+                        | ast::IoFileRedirectTarget::Duplicate(w) => {
+                            let arg = self.expand_single(&w.value);
+                            arg.text
+                        }
+                        ast::IoFileRedirectTarget::Fd(_) => continue,
+                        ast::IoFileRedirectTarget::ProcessSubstitution(pk, sub) => {
+                            let inner = match pk {
+                                ast::ProcessSubstitutionKind::Read => Input::Inherited,
+                                ast::ProcessSubstitutionKind::Write => {
+                                    Input::Stream(Output::unknown())
+                                }
+                            };
+                            let out = self.walk_subshell(sub, &inner);
+                            if matches!(kind, ast::IoFileRedirectKind::Read) && fd.unwrap_or(0) == 0
+                            {
+                                *stdin = stream_input(&out);
+                            }
+                            continue;
+                        }
+                    };
+                    let reads = matches!(
+                        kind,
+                        ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite
+                    );
+                    let writes = !matches!(
+                        kind,
+                        ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::DuplicateInput
+                    );
+                    rules::check_redirect(self, &path, reads, writes);
+                    if reads && fd.unwrap_or(0) == 0 {
+                        *stdin = Input::File(path.clone());
+                    }
+                    if writes
+                        && fd.unwrap_or(1) == 1
+                        && !matches!(kind, ast::IoFileRedirectKind::DuplicateOutput)
+                    {
+                        *out_file = Some(path);
+                    }
+                }
+                ast::IoRedirect::OutputAndError(w, _) => {
+                    let arg = self.expand_single(&w.value);
+                    rules::check_redirect(self, &arg.text, false, true);
+                    *out_file = Some(arg.text);
+                }
+                ast::IoRedirect::HereDocument(fd, doc) => {
+                    let body = if doc.requires_expansion {
+                        self.expand_heredoc(&doc.doc.value)
+                    } else {
+                        Arg::literal(doc.doc.value.clone())
+                    };
+                    if fd.unwrap_or(0) == 0 {
+                        *stdin = text_input(body);
+                    }
+                }
+                ast::IoRedirect::HereString(fd, w) => {
+                    let mut arg = self.expand_single(&w.value);
+                    arg.text.push('\n');
+                    if fd.unwrap_or(0) == 0 {
+                        *stdin = text_input(arg);
+                    }
+                }
+            }
+        }
+    }
+
+    fn assign(&mut self, a: &ast::Assignment, permanent: bool) {
+        let name = match &a.name {
+            ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => n,
+        };
+        let mut var = Var::default();
+        match &a.value {
+            ast::AssignmentValue::Scalar(w) => {
+                for alt in self.expand_word(&w.value, false) {
+                    let arg = join_fields(alt);
+                    var.unknown |= arg.dynamic;
+                    push_value(&mut var, arg.text);
+                }
+            }
+            ast::AssignmentValue::Array(items) => {
+                for (_, w) in items {
+                    for alt in self.expand_word(&w.value, true) {
+                        for arg in alt {
+                            var.unknown |= arg.dynamic;
+                            push_value(&mut var, arg.text);
+                        }
+                    }
+                }
+            }
+        }
+        if !permanent {
+            return;
+        }
+        if a.append {
+            let old = self.vars.get(name).cloned().unwrap_or_default();
+            let mut joined = Var {
+                values: Vec::new(),
+                unknown: old.unknown || var.unknown,
+            };
+            let olds = if old.values.is_empty() {
+                vec![String::new()]
+            } else {
+                old.values
+            };
+            for o in &olds {
+                for v in &var.values {
+                    push_value(&mut joined, format!("{o}{v}"));
+                }
+            }
+            self.vars.insert(name.clone(), joined);
+        } else {
+            self.merge_var(name, var);
+        }
+    }
+
+    /// Remember a value for a variable. Values accumulate: a later use may see any value
+    /// assigned earlier on some path, so every one of them is judged.
+    pub(crate) fn set_var(&mut self, name: &str, value: Option<String>) {
+        let mut var = Var::default();
+        match value {
+            Some(v) => push_value(&mut var, v),
+            None => var.unknown = true,
+        }
+        self.merge_var(name, var);
+    }
+
+    fn merge_var(&mut self, name: &str, var: Var) {
+        let entry = self.vars.entry(name.to_owned()).or_default();
+        entry.unknown |= var.unknown;
+        for v in var.values {
+            push_value(entry, v);
+        }
+    }
+
+    /// Resolve wrappers, record the normalised command and judge it.
+    pub(crate) fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
+        self.normalized.push(display_argv(&argv));
+        for _ in 0..MAX_WRAPPERS {
+            let Some(head) = argv.first() else {
+                return Output::text(String::new());
+            };
+            if head.dynamic {
+                let shown = display_argv(&argv);
+                if head.taint.download {
+                    self.deny(
+                        Family::RemoteExec,
+                        format!("`{shown}` runs a command downloaded at run time."),
+                    );
+                } else {
+                    self.deny(
+                        Family::DynamicCommand,
+                        format!("`{shown}` runs a command whose name is only known at run time."),
+                    );
+                }
+                return Output::unknown();
+            }
+            let name = program_name(&head.text).to_owned();
+            if self.functions.last() == Some(&name) && self.concurrent {
+                let shown = display_argv(&argv);
+                self.deny(
+                    Family::Destruction,
+                    format!("`{shown}` is a fork bomb: the function `{name}` spawns copies of itself without end."),
+                );
+            }
+            let wrap = unwrap(&name, &argv[1..]);
+            if is_privilege(&name) && name != "su" && name != "sg" && wrap != Wrap::Inspect {
+                let shown = display_argv(&argv);
+                self.deny(
+                    Family::Privilege,
+                    format!("`{shown}` runs a command with raised privileges."),
+                );
+            }
+            match wrap {
+                Wrap::No => break,
+                Wrap::Inspect => return Output::unknown(),
+                Wrap::NoCommand => return rules::wrapper_alone(self, &name, &argv, stdin),
+                Wrap::Run { start, prepend } => {
+                    let mut next = prepend;
+                    next.extend(argv.drain(1 + start..));
+                    argv = next;
+                }
+            }
+        }
+        rules::judge(self, &argv, stdin)
+    }
+
+    /// Run a string as shell code: a `bash -c` argument, an `eval` line, a trap.
+    pub(crate) fn run_code(&mut self, code: &Arg, stdin: &Input, shown: &str) -> Output {
+        if code.taint.download {
+            self.deny(
+                Family::RemoteExec,
+                format!("`{shown}` runs code downloaded at run time."),
+            );
+            Output::unknown()
+        } else if code.dynamic {
+            self.deny(
+                Family::DynamicCommand,
+                format!("`{shown}` runs code that is only known at run time."),
+            );
+            Output::unknown()
+        } else {
+            self.run_script(&code.text, stdin)
+        }
+    }
+
+    /// Expand a word that is not split into fields (redirect targets, here-strings).
+    pub(crate) fn expand_single(&mut self, raw: &str) -> Arg {
+        let alts = self.expand_word(raw, false);
+        let mut arg = Arg::default();
+        for (k, alt) in alts.into_iter().enumerate() {
+            let joined = join_fields(alt);
+            if k == 0 {
+                arg = joined;
+            } else {
+                arg.dynamic |= joined.dynamic;
+                arg.taint.merge(joined.taint);
+            }
+        }
+        arg
+    }
+
+    fn expand_heredoc(&mut self, body: &str) -> Arg {
+        match parse::parse_heredoc(body) {
+            Ok(pieces) => {
+                let vals = self.concat_pieces(body, &pieces, true);
+                let mut arg = Arg::default();
+                for (k, v) in vals.into_iter().enumerate() {
+                    if k == 0 {
+                        arg.text = v.text;
+                    }
+                    arg.dynamic |= v.dynamic;
+                    arg.taint.merge(v.taint);
+                }
+                arg
+            }
+            Err(_) => Arg {
+                text: body.to_owned(),
+                dynamic: true,
+                ..Arg::default()
+            },
+        }
+    }
+
+    /// Expand one word into its alternatives, each a list of fields.
+    pub(crate) fn expand_word(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
+        let raws = brace_expand(raw);
+        let mut out = Vec::new();
+        for r in &raws {
+            for alt in self.expand_one(r, split) {
+                if out.len() < MAX_ALTERNATIVES {
+                    out.push(alt);
+                }
+            }
+        }
+        out
+    }
+
+    fn expand_one(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
+        let pieces = match parse::parse_word(raw) {
+            Ok(p) => p,
+            Err(_) => {
+                let dynamic = raw.contains('$') || raw.contains('`');
+                if dynamic {
+                    self.deny(
+                        Family::Unparseable,
+                        format!("The word `{}` cannot be parsed.", shorten(raw)),
+                    );
+                }
+                return vec![vec![Arg {
+                    text: raw.to_owned(),
+                    dynamic,
+                    ..Arg::default()
+                }]];
+            }
+        };
+        let mut states = vec![Fields::default()];
+        for p in &pieces {
+            let vals = self.piece_values(raw, p, false);
+            let mut next = Vec::new();
+            'outer: for s in &states {
+                for v in &vals {
+                    if next.len() >= MAX_ALTERNATIVES {
+                        break 'outer;
+                    }
+                    let mut s = s.clone();
+                    let mut v = v.clone();
+                    v.split &= split;
+                    s.push(&v);
+                    next.push(s);
+                }
+            }
+            states = next;
+        }
+        states
+            .into_iter()
+            .map(|mut s| {
+                s.finish();
+                s.done
+            })
+            .collect()
+    }
+
+    /// All alternatives of a sequence of pieces concatenated (no field splitting).
+    fn concat_pieces(
+        &mut self,
+        raw: &str,
+        pieces: &[WordPieceWithSource],
+        quoted: bool,
+    ) -> Vec<PieceVal> {
+        let mut acc = vec![PieceVal::default()];
+        for p in pieces {
+            let vals = self.piece_values(raw, p, quoted);
+            let mut next = Vec::new();
+            'outer: for a in &acc {
+                for v in &vals {
+                    if next.len() >= MAX_ALTERNATIVES {
+                        break 'outer;
+                    }
+                    let mut a = a.clone();
+                    a.text.push_str(&v.text);
+                    a.dynamic |= v.dynamic;
+                    a.taint.merge(v.taint);
+                    a.split |= v.split;
+                    next.push(a);
+                }
+            }
+            acc = next;
+        }
+        acc
+    }
+
+    fn piece_values(&mut self, raw: &str, p: &WordPieceWithSource, quoted: bool) -> Vec<PieceVal> {
+        let lit = |t: String| {
+            vec![PieceVal {
+                text: t,
+                ..PieceVal::default()
+            }]
+        };
+        match &p.piece {
+            WordPiece::Text(t) => lit(t.clone()),
+            WordPiece::SingleQuotedText(t) => lit(t.clone()),
+            WordPiece::AnsiCQuotedText(t) => lit(decode_ansi_c(t)),
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                let mut vals = self.concat_pieces(raw, inner, true);
+                for v in &mut vals {
+                    v.split = false;
+                }
+                vals
+            }
+            WordPiece::TildeExpansion(t) => match t {
+                TildeExpr::Home => lit("~".to_owned()),
+                TildeExpr::UserHome(u) => lit(format!("~{u}")),
+                TildeExpr::WorkingDir => lit(".".to_owned()),
+                _ => vec![dynamic_val("~-")],
+            },
+            WordPiece::ParameterExpansion(expr) => {
+                let source = raw.get(p.start_index..p.end_index).unwrap_or(raw);
+                let mut vals = self.parameter_values(expr, source, quoted);
+                for v in &mut vals {
+                    v.split = !quoted;
+                }
+                vals
+            }
+            WordPiece::CommandSubstitution(body) => vec![self.substitute(body, quoted)],
+            WordPiece::BackquotedCommandSubstitution(body) => {
+                let body = unescape_backquoted(body);
+                vec![self.substitute(&body, quoted)]
+            }
+            WordPiece::EscapeSequence(s) => {
+                let rest = s.strip_prefix('\\').unwrap_or(s);
+                if rest == "\n" {
+                    lit(String::new())
+                } else if quoted && !rest.starts_with(['$', '`', '"', '\\']) {
+                    lit(s.clone())
+                } else {
+                    lit(rest.to_owned())
+                }
+            }
+            WordPiece::ArithmeticExpression(e) => {
+                self.expand_word(&e.value, false);
+                vec![dynamic_val("$((…))")]
+            }
+        }
+    }
+
+    fn substitute(&mut self, body: &str, quoted: bool) -> PieceVal {
+        let saved = self.cwd.clone();
+        let out = self.run_script(body, &Input::Inherited);
+        self.cwd = saved;
+        match out.text {
+            Some(text) => PieceVal {
+                text: text.trim_end_matches('\n').to_owned(),
+                dynamic: false,
+                taint: out.taint,
+                split: !quoted,
+            },
+            None => PieceVal {
+                text: format!("$({})", shorten(body.trim())),
+                dynamic: true,
+                taint: out.taint,
+                split: false,
+            },
+        }
+    }
+
+    fn parameter_values(
+        &mut self,
+        expr: &ParameterExpr,
+        source: &str,
+        quoted: bool,
+    ) -> Vec<PieceVal> {
+        match expr {
+            ParameterExpr::Parameter {
+                parameter,
+                indirect: false,
+            } => self.lookup(parameter),
+            ParameterExpr::UseDefaultValues {
+                parameter,
+                indirect: false,
+                default_value,
+                ..
+            }
+            | ParameterExpr::AssignDefaultValues {
+                parameter,
+                indirect: false,
+                default_value,
+                ..
+            } => {
+                if self.is_known(parameter) {
+                    return self.lookup(parameter);
+                }
+                let default = default_value.clone().unwrap_or_default();
+                match parse::parse_word(&default) {
+                    Ok(pieces) => self.concat_pieces(&default, &pieces, quoted),
+                    Err(_) => vec![dynamic_val(source)],
+                }
+            }
+            _ => {
+                if source.contains("$(") || source.contains('`') {
+                    self.deny(
+                        Family::DynamicCommand,
+                        format!(
+                            "`{}` hides a command substitution inside a parameter expansion.",
+                            shorten(source)
+                        ),
+                    );
+                }
+                vec![dynamic_val(source)]
+            }
+        }
+    }
+
+    fn is_known(&self, p: &Parameter) -> bool {
+        match p {
+            Parameter::Named(n)
+            | Parameter::NamedWithIndex { name: n, .. }
+            | Parameter::NamedWithAllIndices { name: n, .. } => self
+                .vars
+                .get(n)
+                .is_some_and(|v| !v.unknown && !v.values.is_empty()),
+            _ => false,
+        }
+    }
+
+    fn lookup(&self, p: &Parameter) -> Vec<PieceVal> {
+        match p {
+            Parameter::Named(n)
+            | Parameter::NamedWithIndex { name: n, .. }
+            | Parameter::NamedWithAllIndices { name: n, .. } => {
+                if let Some(var) = self.vars.get(n) {
+                    let mut vals: Vec<PieceVal> = var
+                        .values
+                        .iter()
+                        .map(|v| PieceVal {
+                            text: v.clone(),
+                            ..PieceVal::default()
+                        })
+                        .collect();
+                    if var.unknown || vals.is_empty() {
+                        vals.push(dynamic_val(&format!("${n}")));
+                    }
+                    return vals;
+                }
+                match n.as_str() {
+                    "HOME" => vec![PieceVal {
+                        text: "~".to_owned(),
+                        ..PieceVal::default()
+                    }],
+                    "PWD" => vec![PieceVal {
+                        text: ".".to_owned(),
+                        ..PieceVal::default()
+                    }],
+                    _ => vec![dynamic_val(&format!("${n}"))],
+                }
+            }
+            Parameter::Special(SpecialParameter::ProcessId) => vec![PieceVal {
+                text: "$$".to_owned(),
+                ..PieceVal::default()
+            }],
+            Parameter::Special(s) => vec![dynamic_val(&format!("${s}"))],
+            Parameter::Positional(n) => vec![dynamic_val(&format!("${n}"))],
+        }
+    }
+}
+
+fn dynamic_val(text: &str) -> PieceVal {
+    PieceVal {
+        text: text.to_owned(),
+        dynamic: true,
+        taint: Taint::default(),
+        split: false,
+    }
+}
+
+fn push_value(var: &mut Var, value: String) {
+    if var.values.contains(&value) {
+        return;
+    }
+    if var.values.len() >= MAX_VALUES {
+        var.unknown = true;
+    } else {
+        var.values.push(value);
+    }
+}
+
+fn join_fields(fields: Vec<Arg>) -> Arg {
+    let mut arg = Arg::default();
+    for (k, f) in fields.into_iter().enumerate() {
+        if k > 0 {
+            arg.text.push(' ');
+        }
+        arg.text.push_str(&f.text);
+        arg.dynamic |= f.dynamic;
+        arg.taint.merge(f.taint);
+        if f.proc_sub.is_some() {
+            arg.proc_sub = f.proc_sub;
+        }
+    }
+    arg
+}
+
+fn text_input(arg: Arg) -> Input {
+    if arg.dynamic || arg.taint != Taint::default() {
+        Input::Stream(Output {
+            taint: arg.taint,
+            text: None,
+            files_only: false,
+        })
+    } else {
+        Input::Static(arg.text)
+    }
+}
+
+/// What the next command in a pipeline reads.
+pub(crate) fn stream_input(out: &Output) -> Input {
+    match &out.text {
+        Some(t) if out.taint == Taint::default() => Input::Static(t.clone()),
+        _ => Input::Stream(out.clone()),
+    }
+}
+
+fn merge_alternatives(a: Output, b: &Output) -> Output {
+    let mut out = a;
+    out.taint.merge(b.taint);
+    if out.text != b.text {
+        out.text = None;
+    }
+    out.files_only &= b.files_only;
+    out
+}
+
+fn product(lines: &[Vec<Arg>], alternatives: &[Vec<Arg>]) -> Vec<Vec<Arg>> {
+    let mut out = Vec::new();
+    for line in lines {
+        for alt in alternatives {
+            if out.len() >= MAX_ALTERNATIVES {
+                return out;
+            }
+            let mut l = line.clone();
+            l.extend(alt.iter().cloned());
+            out.push(l);
+        }
+    }
+    out
+}
+
+fn unescape_backquoted(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(&n) = chars.peek() {
+                if matches!(n, '$' | '`' | '\\') {
+                    out.push(n);
+                    chars.next();
+                    continue;
+                }
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bash brace expansion (`{a,b}`, `{1..3}`) of an unquoted word, capped.
+fn brace_expand(raw: &str) -> Vec<String> {
+    if !raw.contains('{') || !(raw.contains(',') || raw.contains("..")) || raw.contains("${") {
+        return vec![raw.to_owned()];
+    }
+    match brush_parser::word::parse_brace_expansions(raw, &parse::options()) {
+        Ok(Some(parts)) => {
+            let mut out = expand_brace_parts(&parts);
+            out.truncate(MAX_ALTERNATIVES);
+            if out.is_empty() {
+                vec![raw.to_owned()]
+            } else {
+                out
+            }
+        }
+        _ => vec![raw.to_owned()],
+    }
+}
+
+fn expand_brace_parts(parts: &[BraceExpressionOrText]) -> Vec<String> {
+    let mut acc = vec![String::new()];
+    for part in parts {
+        let options: Vec<String> = match part {
+            BraceExpressionOrText::Text(t) => vec![t.clone()],
+            BraceExpressionOrText::Expr(members) => {
+                let mut opts = Vec::new();
+                for m in members {
+                    match m {
+                        BraceExpressionMember::Child(c) => opts.extend(expand_brace_parts(c)),
+                        BraceExpressionMember::NumberSequence {
+                            start,
+                            end,
+                            increment,
+                        } => {
+                            let step = increment.unsigned_abs().max(1) as usize;
+                            let (lo, hi) = (*start.min(end), *start.max(end));
+                            for n in (lo..=hi).step_by(step).take(MAX_ALTERNATIVES) {
+                                opts.push(n.to_string());
+                            }
+                        }
+                        BraceExpressionMember::CharSequence {
+                            start,
+                            end,
+                            increment,
+                        } => {
+                            let step = increment.unsigned_abs().max(1) as usize;
+                            let (lo, hi) = (*start.min(end), *start.max(end));
+                            for c in (lo..=hi).step_by(step).take(MAX_ALTERNATIVES) {
+                                opts.push(c.to_string());
+                            }
+                        }
+                    }
+                }
+                opts
+            }
+        };
+        let mut next = Vec::new();
+        for a in &acc {
+            for o in &options {
+                if next.len() < MAX_ALTERNATIVES {
+                    next.push(format!("{a}{o}"));
+                }
+            }
+        }
+        acc = next;
+    }
+    acc
+}

@@ -1,0 +1,67 @@
+//! The guard against its corpora: every line's verdict and, for denials, its rule family.
+//! `guard.jsonl` is the project corpus; `guard_cases.jsonl` covers each construct the guard
+//! parses and normalises.
+
+use airlock_policy::guard::evaluate;
+use airlock_policy::Verdict;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Case {
+    cmd: String,
+    expect: String,
+    family: String,
+}
+
+fn check_file(name: &str) {
+    let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let case: Case =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}:{}: {e}", n + 1));
+        count += 1;
+        let report = evaluate(&case.cmd);
+        let got_verdict = match report.decision.decision {
+            Verdict::Allow => "allow",
+            Verdict::Deny => "deny",
+            Verdict::Ask => "ask",
+        };
+        let ok = got_verdict == case.expect
+            && (case.expect != "deny" || report.decision.rule == case.family);
+        if !ok {
+            failures.push(format!(
+                "{name}:{}: {:?}: expected {} {}, got {} {} ({}) [normalized: {}]",
+                n + 1,
+                case.cmd,
+                case.expect,
+                case.family,
+                got_verdict,
+                report.decision.rule,
+                report.decision.reason,
+                report.normalized
+            ));
+        }
+    }
+    assert!(count > 0, "{name} is empty");
+    assert!(
+        failures.is_empty(),
+        "{} of {count} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn project_corpus_at_100_percent() {
+    check_file("guard.jsonl");
+}
+
+#[test]
+fn construct_cases_at_100_percent() {
+    check_file("guard_cases.jsonl");
+}
