@@ -561,6 +561,19 @@ fn unrestricted_lifts_confinement_but_not_sensitive_files() {
 }
 
 #[test]
+fn decide_reports_allow_and_deny_as_decisions() {
+    let f = fixture();
+    let d = f.jail.decide("./src/lib.rs", Access::Write);
+    assert_eq!((d.decision, &*d.rule), (Verdict::Allow, "jail_confined"));
+    assert!(d.reason.contains("`src/lib.rs`"), "{}", d.reason);
+    let d = f.jail.decide("../x", Access::Read);
+    assert_eq!(
+        (d.decision, &*d.rule),
+        (Verdict::Deny, "jail_parent_escape")
+    );
+}
+
+#[test]
 fn every_denial_names_the_path() {
     let f = fixture();
     for p in [

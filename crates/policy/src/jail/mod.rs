@@ -245,6 +245,29 @@ impl Jail {
         self.confine_steps(steps, shown, access, trailing_slash)
     }
 
+    /// The jail's verdict for one path as a [`Decision`] (what `airlock jail` prints): an allow
+    /// with rule `jail_confined` naming where it resolves, or the denial.
+    pub fn decide(&self, path: &str, access: Access) -> Decision {
+        match self.confine(path, access) {
+            Ok(p) => {
+                let target = match p.rel() {
+                    Some(r) => format!("`{r}` inside the workspace"),
+                    None if p.is_root() => "the workspace root".to_string(),
+                    None => format!(
+                        "`{}` outside the workspace (unrestricted)",
+                        p.abs().display()
+                    ),
+                };
+                Decision::allow(
+                    Stage::Jail,
+                    "jail_confined",
+                    format!("`{path}` resolves to {target}."),
+                )
+            }
+            Err(d) => d,
+        }
+    }
+
     /// Confine a clean relative path (harvested or staged paths; non-UTF-8 names are fine).
     pub fn confine_rel(&self, rel: &RelPath, access: Access) -> Result<ConfinedPath, Decision> {
         if self.is_unrestricted() {

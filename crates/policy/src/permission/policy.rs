@@ -134,6 +134,23 @@ impl Policy {
                 .all(|s| path_matches_any(&self.plan_globs, s))
     }
 
+    /// [`Policy::decide`] for a tool known only by name: a name [`ToolClass::of`] does not know
+    /// is denied (`unknown_tool`).
+    pub fn decide_named(&self, tool: &str, subjects: &[String]) -> Decision {
+        match ToolClass::of(tool) {
+            Some(class) => self.decide(&ToolRequest {
+                tool,
+                class,
+                subjects,
+            }),
+            None => Decision::deny(
+                Stage::Permission,
+                "unknown_tool",
+                format!("`{tool}` is not a tool airlock knows, so it is refused."),
+            ),
+        }
+    }
+
     /// The Permission stage's decision for one call.
     pub fn decide(&self, req: &ToolRequest<'_>) -> Decision {
         if let Some(d) = self.mode_ceiling(req) {
@@ -352,5 +369,20 @@ mod tests {
             subjects: &subjects,
         });
         assert_eq!(d.decision, Verdict::Allow);
+    }
+
+    #[test]
+    fn unknown_tools_are_denied_by_name() {
+        let p = Policy::new(
+            WorkMode::Build,
+            PermissionMode::Auto,
+            None,
+            Rules::new(),
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(p.decide_named("rm_rf", &[]).rule, "unknown_tool");
+        assert_eq!(p.decide_named("rm_rf", &[]).decision, Verdict::Deny);
+        assert!(p.decide_named("grep", &["x".to_string()]).is_allow());
     }
 }
