@@ -2,8 +2,8 @@
 //! `guard.jsonl` is the project corpus; `guard_cases.jsonl` covers each construct the guard
 //! parses and normalises.
 
-use airlock_policy::guard::evaluate;
 use airlock_policy::Verdict;
+use airlock_policy::guard::evaluate;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -38,3 +38,11 @@ fn variables_resolve() {
     assert_eq!(rule("y=/; rm -rf $y"), "destruction");
     assert_eq!(rule("$x"), "dynamic_command");
 }
+
+#[test]
+fn debug_print() {
+    if let Ok(s) = std::env::var("GUARD_DEBUG") {
+        let r = evaluate(&s);
+        eprintln!("{r:#?}");
+    }
+}

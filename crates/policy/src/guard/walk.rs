@@ -14,8 +14,8 @@ use brush_parser::word::{
     TildeExpr, WordPiece, WordPieceWithSource,
 };
 
-use super::command::{is_privilege, program_name, unwrap, Wrap};
-use super::normalize::{decode_ansi_c, display_argv, shorten, Arg, Input, Output, Taint};
+use super::command::{Wrap, is_privilege, program_name, unwrap};
+use super::normalize::{Arg, Input, Output, Taint, decode_ansi_c, display_argv, shorten};
 use super::parse;
 use super::rules;
 use super::rules::target::Cwd;
@@ -128,6 +128,8 @@ pub(crate) struct Walker {
     concurrent: bool,
     /// A cap was hit; the walk stops adding work.
     exhausted: bool,
+    /// The scripts being walked, innermost last (source positions index into them).
+    sources: Vec<String>,
 }
 
 impl Walker {
@@ -160,11 +162,13 @@ impl Walker {
         match parse::parse_script(src) {
             Ok(program) => {
                 self.depth += 1;
+                self.sources.push(src.to_owned());
                 let mut out = Output::text(String::new());
                 for list in &program.complete_commands {
                     let o = self.walk_list(list, input);
                     out = out.then(&o);
                 }
+                self.sources.pop();
                 self.depth -= 1;
                 out
             }
@@ -338,8 +342,14 @@ impl Walker {
                 out.then(&self.walk_list(&body.list, input))
             }
             ast::CompoundCommand::Arithmetic(a) => {
-                // bash reads `((…))` that is not arithmetic as nested subshells.
-                if brush_parser::arithmetic::parse(&a.expr.value).is_ok() {
+                // `((…))` is arithmetic; `( (…) )` with a space, or `((…))` that is not
+                // arithmetic, is nested subshells (brush reads both as arithmetic).
+                let written_as_arithmetic = self
+                    .sources
+                    .last()
+                    .and_then(|src| src.get(a.loc.start.index..))
+                    .is_some_and(|rest| rest.starts_with("(("));
+                if written_as_arithmetic && brush_parser::arithmetic::parse(&a.expr.value).is_ok() {
                     self.expand_word(&a.expr.value, false);
                     Output::text(String::new())
                 } else {
@@ -638,7 +648,15 @@ impl Walker {
     /// Resolve wrappers, record the normalised command and judge it.
     pub(crate) fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
         self.normalized.push(display_argv(&argv));
-        for _ in 0..MAX_WRAPPERS {
+        for round in 0..=MAX_WRAPPERS {
+            if round == MAX_WRAPPERS {
+                let shown = display_argv(&argv);
+                self.deny(
+                    Family::Unparseable,
+                    format!("`{shown}` nests more wrappers than the guard analyses."),
+                );
+                return Output::unknown();
+            }
             let Some(head) = argv.first() else {
                 return Output::text(String::new());
             };

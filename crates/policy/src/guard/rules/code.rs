@@ -3,10 +3,10 @@
 //! interpreters, whose inline programs are `inline_interpreter` (or `env_dump` when they print
 //! the whole environment) and whose downloaded programs are `remote_exec`.
 
-use super::super::command::{parse_args, program_name, Spec};
-use super::super::normalize::{Arg, Input, Output, Taint};
-use super::super::walk::{stream_input, Walker};
 use super::super::Family;
+use super::super::command::{Spec, parse_args, program_name};
+use super::super::normalize::{Arg, Input, Output, Taint};
+use super::super::walk::{Walker, stream_input};
 use super::destruction::FindParts;
 use super::env_dump::code_dumps_env;
 use super::target::plain_path;
@@ -221,11 +221,7 @@ fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
         }
         return Program::Script(&args[i]);
     }
-    if info {
-        Program::Info
-    } else {
-        Program::Stdin
-    }
+    if info { Program::Info } else { Program::Stdin }
 }
 
 /// Handle a command that runs other code. `Some(output)` when the command was fully handled.

@@ -2,11 +2,11 @@
 //! `find -delete`/`-exec rm` on such roots; filesystem creation and raw writes to disks;
 //! shredding; recursive permission changes on system or home directories; `git clean -fdx`.
 
-use super::super::command::{parse_args, Spec};
+use super::super::Family;
+use super::super::command::{Spec, parse_args};
 use super::super::normalize::{Arg, Input};
 use super::super::walk::Walker;
-use super::super::Family;
-use super::target::{classify, is_device, Target};
+use super::target::{Target, classify, is_device};
 
 pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, shown: &str) {
     match name {

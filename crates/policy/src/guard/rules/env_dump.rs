@@ -2,10 +2,10 @@
 //! `printenv`, `export -p`, `declare -x`, `set` without arguments, `ps e`, and interpreter
 //! code that prints its whole environment. `printenv HOME` and `echo $USER` print one value.
 
-use super::super::command::{parse_args, Spec};
+use super::super::Family;
+use super::super::command::{Spec, parse_args};
 use super::super::normalize::Arg;
 use super::super::walk::Walker;
-use super::super::Family;
 
 pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
     let dumps = match name {

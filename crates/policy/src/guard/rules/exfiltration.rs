@@ -3,10 +3,10 @@
 //! contents interpolated into a URL or a DNS name. Uploads to the loopback host stay local.
 //! Reverse shells (`nc -e`, `socat EXEC:`) are `remote_exec`.
 
-use super::super::command::{parse_args, Spec};
+use super::super::Family;
+use super::super::command::{Spec, parse_args};
 use super::super::normalize::{Arg, Input};
 use super::super::walk::Walker;
-use super::super::Family;
 
 fn is_network(name: &str) -> bool {
     matches!(

@@ -8,11 +8,11 @@ mod env_dump;
 mod exfiltration;
 pub(crate) mod target;
 
-use super::command::{is_assignment, parse_args, program_name, Spec};
-use super::normalize::{decode_ansi_c, decode_base64, display_argv, Arg, Input, Output, Taint};
-use super::walk::Walker;
 use super::Family;
-use target::{plain_path, Cwd};
+use super::command::{Spec, is_assignment, parse_args, program_name};
+use super::normalize::{Arg, Input, Output, Taint, decode_ansi_c, decode_base64, display_argv};
+use super::walk::Walker;
+use target::{Cwd, plain_path};
 
 /// Programs that fetch content from the network onto stdout or into a file.
 pub(crate) fn is_downloader(name: &str) -> bool {
