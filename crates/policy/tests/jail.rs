@@ -236,6 +236,39 @@ fn in_tree_symlinks_are_followed() {
 }
 
 #[test]
+fn nofollow_confines_the_link_itself() {
+    let f = fixture();
+    symlink(&f.outside, f.ws.join("abs_out")).unwrap();
+    symlink("missing", f.ws.join("src/dangling")).unwrap();
+    symlink("README.md", f.ws.join(".npmrc")).unwrap();
+    symlink("src", f.ws.join("src_link")).unwrap();
+    for (p, rel) in [
+        ("abs_out", "abs_out"),
+        ("src/dangling", "src/dangling"),
+        ("src_link/dangling", "src/dangling"),
+        ("src_link", "src_link"),
+        ("README.md", "README.md"),
+    ] {
+        let c = f.jail.confine_nofollow(p, Access::Write).unwrap();
+        assert_eq!(c.rel().unwrap().display(), rel, "{p}");
+        assert!(c.exists() && !c.is_dir(), "{p}");
+    }
+    let n = |p| f.jail.confine_nofollow(p, Access::Write).unwrap_err().rule;
+    assert_eq!(n("abs_out/secret.txt"), "jail_symlink_escape");
+    assert_eq!(n(".npmrc"), "jail_sensitive_file");
+    assert_eq!(n("../x"), "jail_parent_escape");
+    // The ordinary confine follows the same links and refuses them.
+    assert_eq!(
+        denied(&f.jail, "abs_out", Access::Write),
+        "jail_symlink_escape"
+    );
+    assert_eq!(
+        denied(&f.jail, "src/dangling", Access::Write),
+        "jail_dangling_symlink"
+    );
+}
+
+#[test]
 fn symlink_loops_are_denied() {
     let f = fixture();
     symlink("loop_b", f.ws.join("loop_a")).unwrap();

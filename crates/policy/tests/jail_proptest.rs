@@ -157,6 +157,28 @@ fn check(path: &str, access: Access) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// `confine_nofollow`: the entry itself may be a link pointing anywhere, but it sits in a
+/// directory under the root.
+fn check_nofollow(path: &str) -> Result<(), TestCaseError> {
+    let t = tree();
+    let Ok(p) = t.jail.confine_nofollow(path, Access::Write) else {
+        return Ok(());
+    };
+    let abs = p.abs();
+    prop_assert!(abs.starts_with(&t.ws) && abs != t.ws, "`{path}` → {abs:?}");
+    let parent = abs.parent().unwrap();
+    let anchor = deepest_existing(parent);
+    prop_assert!(
+        anchor.starts_with(&t.ws),
+        "`{path}` → {abs:?} via {anchor:?}"
+    );
+    if p.exists() {
+        prop_assert_eq!(&fs::canonicalize(parent).unwrap(), parent);
+        prop_assert!(fs::symlink_metadata(&abs).is_ok());
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -164,6 +186,7 @@ proptest! {
     fn accepted_paths_never_leave_the_root(path in path_string()) {
         check(&path, Access::Read)?;
         check(&path, Access::Write)?;
+        check_nofollow(&path)?;
     }
 }
 

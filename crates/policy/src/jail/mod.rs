@@ -128,6 +128,26 @@ impl ConfinedPath {
     }
 }
 
+/// How one path is to be confined.
+#[derive(Debug, Clone, Copy)]
+struct How {
+    access: Access,
+    /// The path as given ended with `/`: it must be a directory if it exists.
+    trailing_slash: bool,
+    /// Follow a symlink in the final component (everything but `confine_nofollow`).
+    follow_last: bool,
+}
+
+impl How {
+    fn new(access: Access, follow_last: bool) -> How {
+        How {
+            access,
+            trailing_slash: false,
+            follow_last,
+        }
+    }
+}
+
 /// The workspace jail: the root directory handle and its canonical path.
 #[derive(Debug)]
 pub struct Jail {
@@ -192,6 +212,18 @@ impl Jail {
     /// Confine a path as the agent gave it: relative to the root, or absolute (accepted when it
     /// lies under the root, and made relative).
     pub fn confine(&self, path: &str, access: Access) -> Result<ConfinedPath, Decision> {
+        self.confine_str(path, How::new(access, true))
+    }
+
+    /// Like [`Jail::confine`], but a symlink as the final component is not followed: the result
+    /// is the link itself (its parent fully resolved and confined), whatever it points to. For
+    /// tools that delete or rename the entry rather than use its content. The link's name must
+    /// still not be sensitive.
+    pub fn confine_nofollow(&self, path: &str, access: Access) -> Result<ConfinedPath, Decision> {
+        self.confine_str(path, How::new(access, false))
+    }
+
+    fn confine_str(&self, path: &str, mut how: How) -> Result<ConfinedPath, Decision> {
         let shown = path;
         if path.as_bytes().contains(&0) {
             return Err(deny(
@@ -218,13 +250,13 @@ impl Jail {
                 ),
             ));
         }
-        let trailing_slash = path.len() > 1 && path.ends_with('/');
+        how.trailing_slash = path.len() > 1 && path.ends_with('/');
         let p = Path::new(path);
         if p.is_absolute() && is_magic_abs(p) {
             return Err(magic(shown));
         }
         if self.is_unrestricted() {
-            return self.confine_outside(&self.root.join(p), shown, access, trailing_slash);
+            return self.confine_outside(&self.root.join(p), shown, how);
         }
         let steps = if p.is_absolute() {
             match self.strip_root(p) {
@@ -242,7 +274,7 @@ impl Jail {
         } else {
             steps_of(p, false)
         };
-        self.confine_steps(steps, shown, access, trailing_slash)
+        self.confine_steps(steps, shown, how)
     }
 
     /// The jail's verdict for one path as a [`Decision`] (what `airlock jail` prints): an allow
@@ -274,15 +306,13 @@ impl Jail {
             return self.confine_outside(
                 &self.root.join(rel.as_path()),
                 &rel.display(),
-                access,
-                false,
+                How::new(access, true),
             );
         }
         self.confine_steps(
             steps_of(rel.as_path(), false),
             &rel.display(),
-            access,
-            false,
+            How::new(access, true),
         )
     }
 
@@ -296,8 +326,7 @@ impl Jail {
         &self,
         steps: Vec<Step>,
         shown: &str,
-        access: Access,
-        trailing_slash: bool,
+        how: How,
     ) -> Result<ConfinedPath, Decision> {
         // The path as given, normalised lexically, must not name a sensitive file either (a
         // symlink called `.env` is as off-limits as the file).
@@ -310,18 +339,13 @@ impl Jail {
             parent_of_base_is_base: false,
             confine_to: Some(&self.root),
             confine_alias: Some(&self.given_root),
+            follow_last: how.follow_last,
         };
         let walked = walker.resolve(steps).map_err(|e| walk_denial(e, shown))?;
-        self.finish(walked, shown, access, trailing_slash, true, &walker)
+        self.finish(walked, shown, how, true, &walker)
     }
 
-    fn confine_outside(
-        &self,
-        abs: &Path,
-        shown: &str,
-        access: Access,
-        trailing_slash: bool,
-    ) -> Result<ConfinedPath, Decision> {
+    fn confine_outside(&self, abs: &Path, shown: &str, how: How) -> Result<ConfinedPath, Decision> {
         let Some(fs_root) = &self.fs_root else {
             return Err(deny(
                 "jail_absolute_outside",
@@ -338,6 +362,7 @@ impl Jail {
             parent_of_base_is_base: true,
             confine_to: None,
             confine_alias: None,
+            follow_last: how.follow_last,
         };
         let mut walked = walker.resolve(steps).map_err(|e| walk_denial(e, shown))?;
         let resolved = walker.abs_of(&walked.names);
@@ -363,21 +388,26 @@ impl Jail {
                 parent_of_base_is_base: false,
                 confine_to: Some(&self.root),
                 confine_alias: Some(&self.given_root),
+                follow_last: how.follow_last,
             };
-            return self.finish(walked, shown, access, trailing_slash, true, &inner);
+            return self.finish(walked, shown, how, true, &inner);
         }
-        self.finish(walked, shown, access, trailing_slash, false, &walker)
+        self.finish(walked, shown, how, false, &walker)
     }
 
     fn finish(
         &self,
         walked: Walked,
         shown: &str,
-        access: Access,
-        trailing_slash: bool,
+        how: How,
         inside: bool,
         walker: &Walker<'_>,
     ) -> Result<ConfinedPath, Decision> {
+        let How {
+            access,
+            trailing_slash,
+            follow_last,
+        } = how;
         let to_rel = |names: &[OsString]| -> Result<Option<RelPath>, Decision> {
             if names.is_empty() {
                 return Ok(None);
@@ -406,8 +436,10 @@ impl Jail {
         }
         let exists = walked.final_type.is_some();
         let is_dir = walked.final_type == Some(FileType::Directory);
+        let is_link = walked.final_type == Some(FileType::Symlink);
         if let Some(t) = walked.final_type
             && !matches!(t, FileType::Directory | FileType::RegularFile)
+            && !(t == FileType::Symlink && !follow_last)
         {
             return Err(deny(
                 "jail_special_file",
@@ -432,7 +464,7 @@ impl Jail {
                     ),
                 ));
             }
-            if !is_dir && walked.final_nlink > 1 {
+            if !is_dir && !is_link && walked.final_nlink > 1 {
                 return Err(deny(
                     "jail_hardlink",
                     format!(

@@ -104,6 +104,8 @@ pub(crate) struct Walker<'a> {
     pub confine_to: Option<&'a Path>,
     /// Another spelling of `confine_to` (the root as the operator gave it, through symlinks).
     pub confine_alias: Option<&'a Path>,
+    /// Follow a symlink in the final given component (false: stop at the link itself).
+    pub follow_last: bool,
 }
 
 impl Walker<'_> {
@@ -255,6 +257,10 @@ impl Walker<'_> {
             };
             let ftype = FileType::from_raw_mode(st.st_mode);
             match ftype {
+                FileType::Symlink if !self.follow_last && !from_link && pending.is_empty() => {
+                    names.push(name);
+                    final_file = Some((ftype, nlink_of(&st)));
+                }
                 FileType::Symlink => {
                     hops += 1;
                     if hops > MAX_SYMLINK_HOPS {
