@@ -439,7 +439,7 @@ impl Jail {
         let is_link = walked.final_type == Some(FileType::Symlink);
         if let Some(t) = walked.final_type
             && !matches!(t, FileType::Directory | FileType::RegularFile)
-            && !(t == FileType::Symlink && !follow_last)
+            && (t != FileType::Symlink || follow_last)
         {
             return Err(deny(
                 "jail_special_file",
