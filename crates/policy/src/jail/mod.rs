@@ -61,7 +61,8 @@ pub enum Access {
     Write,
 }
 
-/// A path the jail checked. Only [`Jail::confine`] and [`Jail::confine_rel`] construct one.
+/// A path the jail checked. Only the jail ([`Jail::confine`], [`Jail::confine_nofollow`],
+/// [`Jail::confine_rel`]) constructs one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfinedPath {
     rel: Option<RelPath>,
@@ -84,7 +85,8 @@ impl ConfinedPath {
 
     /// The path with its parent resolved but its final component as given: differs from
     /// [`ConfinedPath::rel`] only when the final component is a symlink. Use it to delete or
-    /// rename a symlink itself rather than its target.
+    /// rename a symlink itself rather than its target (the target was still confined; to
+    /// confine the link alone, whatever it points to, use [`Jail::confine_nofollow`]).
     pub fn nofollow_rel(&self) -> Option<&RelPath> {
         self.nofollow.as_ref().or(self.rel.as_ref())
     }
