@@ -475,6 +475,11 @@ fn paths_through_a_file_are_not_directories() {
         "jail_not_a_directory"
     );
     assert_eq!(
+        denied(&f.jail, "README.md/.", Access::Read),
+        "jail_not_a_directory"
+    );
+    assert!(f.jail.confine("src/.", Access::Read).unwrap().is_dir());
+    assert_eq!(
         denied(&f.jail, "README.md/..", Access::Read),
         "jail_not_a_directory"
     );

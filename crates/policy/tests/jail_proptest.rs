@@ -190,6 +190,69 @@ proptest! {
     }
 }
 
+/// A sensitive name with its letters' case flipped at random, under random directories.
+fn sensitive_variant() -> impl Strategy<Value = String> {
+    let names = prop::sample::select(vec![
+        ".env",
+        ".env.local",
+        ".git/config",
+        ".git/hooks/pre-push",
+        ".git-credentials",
+        ".npmrc",
+        ".netrc",
+        ".pypirc",
+        "id_rsa",
+        "id_ed25519.pub",
+        "id_ecdsa",
+        "id_dsa",
+        "server.pem",
+        "tls.key",
+        "a.p12",
+        "a.pfx",
+        ".aws/credentials",
+        ".ssh/config",
+        ".kube/config",
+        ".docker/config.json",
+        "credentials.json",
+        "secrets.yml",
+        "secrets.yaml",
+        "secrets.json",
+        "prod.tfvars",
+        ".airlock/state.db",
+    ]);
+    (
+        prop::collection::vec("[a-z]{1,4}", 0..3),
+        names,
+        prop::collection::vec(any::<bool>(), 32),
+    )
+        .prop_map(|(dirs, name, flips)| {
+            let cased: String = name
+                .chars()
+                .zip(flips.iter().cycle())
+                .map(|(c, up)| if *up { c.to_ascii_uppercase() } else { c })
+                .collect();
+            let mut p = dirs.join("/");
+            if !p.is_empty() {
+                p.push('/');
+            }
+            p + &cased
+        })
+}
+
+proptest! {
+    #[test]
+    fn sensitive_names_are_denied_in_any_case(path in sensitive_variant()) {
+        let t = tree();
+        for access in [Access::Read, Access::Write] {
+            let d = t.jail.confine(&path, access).unwrap_err();
+            prop_assert!(
+                d.rule == "jail_sensitive_file" || d.rule == "jail_airlock_state",
+                "`{}` → {}", path, d
+            );
+        }
+    }
+}
+
 #[test]
 fn the_fixture_has_real_escapes() {
     // Guard against a fixture that would make the property trivially true.

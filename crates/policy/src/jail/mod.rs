@@ -252,7 +252,8 @@ impl Jail {
                 ),
             ));
         }
-        how.trailing_slash = path.len() > 1 && path.ends_with('/');
+        // `dir/` and `dir/.` must name directories (Path drops both endings).
+        how.trailing_slash = path.len() > 1 && (path.ends_with('/') || path.ends_with("/."));
         let p = Path::new(path);
         if p.is_absolute() && is_magic_abs(p) {
             return Err(magic(shown));
