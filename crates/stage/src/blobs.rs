@@ -48,6 +48,34 @@ impl BlobStore {
         Ok(hash)
     }
 
+    /// Store `bytes` without waiting for the disk, returning their hash. The blob is not
+    /// durable until [`BlobStore::sync`] returns: call it before anything durable names the
+    /// blob. Lets a batch of thousands of files cost one flush instead of one per file.
+    pub fn put_deferred(&self, bytes: &[u8]) -> io::Result<ContentHash> {
+        let hash = ContentHash::of(bytes);
+        let target = self.path(&hash);
+        // A blob left truncated by a crash before its flush has the wrong size: rewrite it.
+        if let Ok(md) = fs::metadata(&target)
+            && md.len() == bytes.len() as u64
+        {
+            return Ok(hash);
+        }
+        let parent = target.parent().unwrap_or(&self.dir);
+        fs::create_dir_all(parent)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
+        tmp.write_all(bytes)?;
+        tmp.persist(&target).map_err(|e| e.error)?;
+        Ok(hash)
+    }
+
+    /// Flush every blob written with [`BlobStore::put_deferred`] (one `syncfs` of the store's
+    /// filesystem).
+    pub fn sync(&self) -> io::Result<()> {
+        let dir = fs::File::open(&self.dir)?;
+        rustix::fs::syncfs(&dir)?;
+        Ok(())
+    }
+
     /// Read a whole blob.
     pub fn get(&self, hash: &ContentHash) -> io::Result<Vec<u8>> {
         fs::read(self.path(hash))
@@ -72,5 +100,17 @@ mod tests {
         assert_eq!(s.get(&h).unwrap(), b"\x00\xffbinary");
         assert!(s.contains(&h));
         assert!(!s.contains(&ContentHash::of(b"other")));
+    }
+
+    #[test]
+    fn deferred_put_repairs_a_truncated_blob_and_syncs() {
+        let d = tempfile::tempdir().unwrap();
+        let s = BlobStore::open(d.path().join("blobs")).unwrap();
+        let h = s.put_deferred(b"deferred content").unwrap();
+        // A crash before the flush can leave an empty file under the final name.
+        fs::write(s.path(&h), b"").unwrap();
+        assert_eq!(s.put_deferred(b"deferred content").unwrap(), h);
+        s.sync().unwrap();
+        assert_eq!(s.get(&h).unwrap(), b"deferred content");
     }
 }

@@ -19,6 +19,7 @@ use airlock_policy::RelPath;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::cell::Cell;
 use std::ffi::OsStr;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
@@ -376,12 +377,13 @@ impl Store {
             hashes.push(match op {
                 StageOp::Write { path, content, .. } => Some(
                     self.blobs
-                        .put(content)
+                        .put_deferred(content)
                         .map_err(|e| StageError::io("store the content of", path, e))?,
                 ),
                 _ => None,
             });
         }
+        let wrote = hashes.iter().any(Option::is_some);
         let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -393,9 +395,18 @@ impl Store {
                 ws: &self.ws,
                 blobs: &self.blobs,
                 db_path: &self.db_path,
+                unsynced: Cell::new(wrote),
             };
             for (op, hash) in ops.into_iter().zip(hashes) {
                 cx.run(op, hash)?;
+            }
+            // Every blob the entries name is on disk before the entries are.
+            if cx.unsynced.get() {
+                self.blobs.sync().map_err(|e| StageError::Io {
+                    action: "flush the blob store",
+                    path: self.blobs.dir().display().to_string(),
+                    source: e,
+                })?;
             }
         }
         tx.commit().map_err(|e| self.db(e))?;
@@ -522,6 +533,7 @@ impl Store {
             ws: &self.ws,
             blobs: &self.blobs,
             db_path: &self.db_path,
+            unsynced: Cell::new(false),
         }
     }
 
@@ -624,6 +636,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) ws: &'a Dir,
     pub(crate) blobs: &'a BlobStore,
     db_path: &'a Path,
+    /// Blobs were written with `put_deferred` and must be flushed before the commit.
+    unsynced: Cell<bool>,
 }
 
 /// The exclusive upper bound of the paths strictly below `p` (`p/` .. `p0`, as `0` follows `/`).
@@ -838,9 +852,10 @@ impl<'a> Ctx<'a> {
             Node::Other => Fingerprint::Other,
             Node::File { mode, .. } => {
                 let bytes = self.read_disk(p)?;
+                self.unsynced.set(true);
                 let hash = self
                     .blobs
-                    .put(&bytes)
+                    .put_deferred(&bytes)
                     .map_err(|e| StageError::io("keep the base of", p, e))?;
                 Fingerprint::File { hash, mode }
             }
@@ -1116,8 +1131,9 @@ impl<'a> Ctx<'a> {
                     FileSrc::Blob(h) => h,
                     FileSrc::Disk => {
                         let bytes = self.read_disk(from)?;
+                        self.unsynced.set(true);
                         self.blobs
-                            .put(&bytes)
+                            .put_deferred(&bytes)
                             .map_err(|e| StageError::io("store the content of", from, e))?
                     }
                 };
