@@ -219,7 +219,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Call { tool, args } => {
             let kernel = open_kernel(&g)?;
             let args = read_args(args)?;
-            Ok(call_and_print(&kernel, &g, &tool, &args))
+            Ok(call_and_print(&kernel, &g, &tool, &args, Style::Call))
         }
         Command::Status => tool_cmd(&g, "status", json!({})),
         Command::Diff { paths } => tool_cmd(&g, "diff", json!({ "paths": paths })),
@@ -290,11 +290,26 @@ fn read_args(args: Option<String>) -> Result<String, Box<dyn std::error::Error>>
 
 fn tool_cmd(g: &Global, tool: &str, args: Value) -> CliResult {
     let kernel = open_kernel(g)?;
-    Ok(call_and_print(&kernel, g, tool, &args.to_string()))
+    Ok(call_and_print(
+        &kernel,
+        g,
+        tool,
+        &args.to_string(),
+        Style::Direct,
+    ))
+}
+
+/// How a tool's outcome is printed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// `airlock call`: `--json` prints `{"ok", "output", "truncated"}`.
+    Call,
+    /// Dedicated commands (`status`, `verify`, …): `--json` prints the tool's own JSON.
+    Direct,
 }
 
 /// Run a tool and print its outcome the CLI way; returns the exit code.
-fn call_and_print(kernel: &Kernel, g: &Global, tool: &str, args: &str) -> i32 {
+fn call_and_print(kernel: &Kernel, g: &Global, tool: &str, args: &str, style: Style) -> i32 {
     let approver = TtyApprover::default();
     let cancel = Cancel::new();
     let ctx = CallContext {
@@ -302,11 +317,11 @@ fn call_and_print(kernel: &Kernel, g: &Global, tool: &str, args: &str) -> i32 {
         approver: &approver,
     };
     let outcome = kernel.call(tool, args, &ctx);
-    print_outcome(g, &outcome);
+    print_outcome(g, tool, &outcome, style);
     outcome.exit_code
 }
 
-fn print_outcome(g: &Global, outcome: &CallOutcome) {
+fn print_outcome(g: &Global, tool: &str, outcome: &CallOutcome, style: Style) {
     let mut out = std::io::stdout().lock();
     if let Some(denial) = &outcome.denial {
         // A denial prints its decision JSON (stdout in --json, stderr otherwise).
@@ -318,12 +333,24 @@ fn print_outcome(g: &Global, outcome: &CallOutcome) {
         return;
     }
     if g.json {
-        let _ = writeln!(
-            out,
-            "{}",
-            json!({ "ok": outcome.ok, "output": outcome.output, "truncated": outcome.truncated })
-        );
+        let v = match style {
+            Style::Call => {
+                json!({ "ok": outcome.ok, "output": outcome.output, "truncated": outcome.truncated })
+            }
+            Style::Direct => outcome.output.clone(),
+        };
+        let _ = writeln!(out, "{v}");
         return;
+    }
+    if style == Style::Direct {
+        if let Some(text) = human_text(tool, &outcome.output) {
+            if outcome.ok || tool == "verify" || tool == "bash" {
+                let _ = write!(out, "{text}");
+            } else {
+                eprint!("airlock: {text}");
+            }
+            return;
+        }
     }
     let text = match &outcome.output {
         Value::String(s) => s.clone(),
@@ -337,6 +364,49 @@ fn print_outcome(g: &Global, outcome: &CallOutcome) {
         }
     } else {
         eprintln!("airlock: {}", text.trim_end());
+    }
+}
+
+/// Human rendering of structured tool outputs; `None` falls back to the generic form.
+fn human_text(tool: &str, output: &Value) -> Option<String> {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    match tool {
+        "status" => Some(s(&output["text"])),
+        "bash" if output.is_object() => {
+            // `airlock exec` behaves like the command: its stdout on stdout, stderr on stderr.
+            eprint!("{}", s(&output["stderr"]));
+            for line in output["staged"].as_array().into_iter().flatten() {
+                eprintln!("airlock: staged {}", line.as_str().unwrap_or(""));
+            }
+            if let Some(note) = output["note"].as_str() {
+                eprintln!("airlock: {note}");
+            }
+            if let Some(d) = output["degraded"].as_str() {
+                eprintln!("airlock: {d}");
+            }
+            Some(s(&output["stdout"]))
+        }
+        "verify" if output.is_object() => {
+            let t = &output["tests"];
+            let mut text = format!(
+                "verdict: {} ({} passed, {} failed, {} skipped; runner {}; {} ms)\n",
+                s(&output["verdict"]),
+                t["passed"],
+                t["failed"],
+                t["skipped"],
+                s(&output["runner"]),
+                output["duration_ms"]
+            );
+            let diag = s(&output["diagnostics"]);
+            if !diag.is_empty() {
+                text.push_str(&diag);
+                if !diag.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+            Some(text)
+        }
+        _ => None,
     }
 }
 

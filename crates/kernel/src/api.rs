@@ -130,54 +130,6 @@ pub struct KernelConfig {
     pub allow_local_config: bool,
 }
 
-/// The execution kernel. Implementation lands in this crate; the surface above is stable.
-pub struct Kernel {
-    #[allow(dead_code)]
-    config: KernelConfig,
-}
-
-impl Kernel {
-    /// Open a kernel on a workspace.
-    pub fn open(config: KernelConfig) -> Result<Kernel, String> {
-        Ok(Kernel { config })
-    }
-    /// Notices to show the operator (ignored local config, recovered journal records, …).
-    pub fn notices(&self) -> Vec<String> {
-        Vec::new()
-    }
-    /// The jail's verdict for one path (`airlock jail`).
-    pub fn jail_check(&self, path: &str, write: bool) -> Decision {
-        let _ = (path, write);
-        Decision::deny(
-            airlock_policy::Stage::Jail,
-            "not_implemented",
-            "The jail is not wired yet.",
-        )
-    }
-    /// The decision trail through every stage for a call, executing nothing:
-    /// `{"tool", "decision", "trail": [Decision…], "exit_code"}`.
-    pub fn explain(&self, tool: &str, args: &str) -> serde_json::Value {
-        let _ = args;
-        serde_json::json!({ "tool": tool, "decision": "deny", "trail": [], "exit_code": 1 })
-    }
-    /// Every tool with its schema.
-    pub fn tools(&self) -> Vec<ToolSpec> {
-        Vec::new()
-    }
-    /// Run one tool through the whole chain. `args` is the raw JSON text from the caller
-    /// (malformed JSON is a validation denial, not a crash).
-    pub fn call(&self, tool: &str, args: &str, ctx: &CallContext<'_>) -> CallOutcome {
-        let _ = (args, ctx);
-        CallOutcome {
-            ok: false,
-            output: serde_json::json!(format!("tool `{tool}` is not implemented yet")),
-            truncated: false,
-            denial: None,
-            exit_code: 1,
-        }
-    }
-}
-
 /// The bash guard's verdict for one command string, with the normalised command.
 pub fn guard_check(script: &str) -> GuardCheck {
     let _ = script;

@@ -5,10 +5,27 @@
 //! The [`Kernel`] owns the tool registry (each tool with its JSON Schema), the session's staging
 //! store and the executor. Front ends (the CLI, the MCP server, Rust programs) call
 //! [`Kernel::call`] with a tool name and JSON arguments and get a [`CallOutcome`].
+//!
+//! ```no_run
+//! use airlock_kernel::{CallContext, Cancel, DenyAll, Kernel, KernelConfig};
+//! let kernel = Kernel::open(KernelConfig {
+//!     workspace: ".".into(), session: "default".into(), mode: "build".into(),
+//!     permission: "auto".into(), profile: None, allow_local_config: false,
+//! }).unwrap();
+//! let ctx = CallContext { cancel: Cancel::new(), approver: &DenyAll::default() };
+//! let out = kernel.call("write_file", r#"{"path":"src/a.rs","content":"x"}"#, &ctx);
+//! assert!(out.ok); // staged, not written
+//! ```
 
 pub mod api;
+mod chain;
+mod exec;
+mod kernel;
+pub mod output;
+pub mod tools;
 
 pub use api::{
     Approval, ApprovalRequest, Approver, CallContext, CallOutcome, Cancel, DenyAll, GuardCheck,
-    Kernel, KernelConfig, ToolSpec, guard_check,
+    KernelConfig, ToolSpec, guard_check,
 };
+pub use kernel::{Kernel, OpenError};

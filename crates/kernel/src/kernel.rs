@@ -1,0 +1,207 @@
+//! Opening a kernel: the operator's choices (mode, permission, profile, config) become a
+//! policy, the workspace gets its jail, the session its staging store, and interrupted applies
+//! from an earlier crash are recovered before anything else runs.
+
+use crate::api::{KernelConfig, ToolSpec};
+use crate::tools::{self, ToolDef};
+use airlock_policy::jail::Jail;
+use airlock_policy::modes::{PermissionMode, Profile, WorkMode};
+use airlock_policy::permission::Policy;
+use airlock_policy::{Decision, Stage};
+use airlock_stage::store::Store;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// The execution kernel: one workspace, one session.
+pub struct Kernel {
+    pub(crate) config: KernelConfig,
+    pub(crate) root: PathBuf,
+    pub(crate) policy: Policy,
+    pub(crate) jail: Jail,
+    pub(crate) store: Store,
+    pub(crate) tools: BTreeMap<&'static str, ToolDef>,
+    pub(crate) max_file_bytes: u64,
+    pub(crate) notices: Vec<String>,
+    pub(crate) session_approvals: Mutex<HashSet<String>>,
+    pub(crate) writes: WriteGate,
+    /// Commands of one session run one at a time (the sandbox harvest mutates the changeset).
+    pub(crate) exec_lock: Mutex<()>,
+}
+
+/// Errors opening a kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The workspace directory is unusable.
+    #[error("the workspace `{path}` cannot be opened: {source}")]
+    Workspace {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A flag value is not accepted.
+    #[error("{0}")]
+    Usage(String),
+    /// The configuration is broken.
+    #[error("{0}")]
+    Config(String),
+    /// The staging store cannot be opened.
+    #[error("{0}")]
+    Stage(String),
+}
+
+impl Kernel {
+    /// Open a kernel on a workspace with the operator's choices.
+    pub fn open(config: KernelConfig) -> Result<Kernel, OpenError> {
+        let root =
+            std::fs::canonicalize(&config.workspace).map_err(|source| OpenError::Workspace {
+                path: config.workspace.clone(),
+                source,
+            })?;
+        let mode: WorkMode = config
+            .mode
+            .parse()
+            .map_err(|e| OpenError::Usage(format!("--mode: {e}")))?;
+        let permission: PermissionMode = config
+            .permission
+            .parse()
+            .map_err(|e| OpenError::Usage(format!("--permission: {e}")))?;
+        let profile: Option<Profile> = match &config.profile {
+            Some(p) => Some(
+                p.parse()
+                    .map_err(|e| OpenError::Usage(format!("--profile: {e}")))?,
+            ),
+            None => None,
+        };
+        let user_config = airlock_policy::rules::user_config_path();
+        let cfg = airlock_policy::rules::load_config(
+            user_config.as_deref(),
+            &root,
+            config.allow_local_config,
+        )
+        .map_err(|e| OpenError::Config(e.to_string()))?;
+        let mut notices = cfg.notices.clone();
+        let policy = Policy::new(mode, permission, profile, cfg.rules, cfg.plan_artifacts)
+            .map_err(|e| OpenError::Usage(e.to_string()))?;
+        let jail = Jail::open(&root).map_err(|source| OpenError::Workspace {
+            path: root.clone(),
+            source,
+        })?;
+        let store =
+            Store::open(&root, &config.session).map_err(|e| OpenError::Stage(e.to_string()))?;
+        notices.extend(crate::exec::workflow::recover_at_startup(&root));
+        Ok(Kernel {
+            config,
+            root,
+            policy,
+            jail,
+            store,
+            tools: tools::registry(cfg.max_file_bytes),
+            max_file_bytes: cfg.max_file_bytes,
+            notices,
+            session_approvals: Mutex::new(HashSet::new()),
+            writes: WriteGate::new(4),
+            exec_lock: Mutex::new(()),
+        })
+    }
+
+    /// The workspace root (canonical).
+    pub fn workspace(&self) -> &Path {
+        &self.root
+    }
+
+    /// The session name.
+    pub fn session(&self) -> &str {
+        &self.config.session
+    }
+
+    /// Notices to show the operator (ignored local config, recovered journal records, …).
+    pub fn notices(&self) -> Vec<String> {
+        self.notices.clone()
+    }
+
+    /// Every tool with its schema, sorted by name.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        self.tools
+            .values()
+            .map(|t| ToolSpec {
+                name: t.name.to_string(),
+                description: t.description.clone(),
+                input_schema: t.schema.clone(),
+                read_only: matches!(t.class, airlock_policy::permission::ToolClass::Read),
+            })
+            .collect()
+    }
+
+    /// The jail's verdict for one path (`airlock jail`).
+    pub fn jail_check(&self, path: &str, write: bool) -> Decision {
+        let access = if write {
+            airlock_policy::jail::Access::Write
+        } else {
+            airlock_policy::jail::Access::Read
+        };
+        match self.jail.confine(path, access) {
+            Ok(c) => {
+                let shown = c
+                    .rel()
+                    .map(|r| r.display())
+                    .unwrap_or_else(|| ".".to_string());
+                Decision::allow(
+                    Stage::Jail,
+                    "jail_inside",
+                    format!("`{shown}` resolves inside the workspace."),
+                )
+            }
+            Err(d) => d,
+        }
+    }
+}
+
+/// Writes are serialised per path, with a bound on how many run at once.
+pub(crate) struct WriteGate {
+    limit: usize,
+    state: Mutex<(usize, HashMap<Vec<u8>, Arc<Mutex<()>>>)>,
+    freed: Condvar,
+}
+
+impl WriteGate {
+    fn new(limit: usize) -> WriteGate {
+        WriteGate {
+            limit,
+            state: Mutex::new((0, HashMap::new())),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Run `f` holding a slot and the locks of `paths` (taken in sorted order: no deadlock).
+    pub(crate) fn with<T>(&self, paths: &[&[u8]], f: impl FnOnce() -> T) -> T {
+        let locks: Vec<Arc<Mutex<()>>> = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            while st.0 >= self.limit {
+                st = self.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.0 += 1;
+            let mut sorted: Vec<&[u8]> = paths.to_vec();
+            sorted.sort();
+            sorted.dedup();
+            sorted
+                .iter()
+                .map(|p| st.1.entry(p.to_vec()).or_default().clone())
+                .collect()
+        };
+        let result = {
+            let _guards: Vec<_> = locks
+                .iter()
+                .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()))
+                .collect();
+            f()
+        };
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0 -= 1;
+        st.1.retain(|_, l| Arc::strong_count(l) > 1);
+        drop(st);
+        self.freed.notify_one();
+        result
+    }
+}

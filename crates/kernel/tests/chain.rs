@@ -1,0 +1,233 @@
+//! The chain through the library API, on real temporary workspaces: bad input gets a clear
+//! error and loses nothing.
+
+use airlock_kernel::{CallContext, CallOutcome, Cancel, DenyAll, Kernel, KernelConfig};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+fn open(ws: &Path, mode: &str) -> Kernel {
+    Kernel::open(KernelConfig {
+        workspace: ws.to_path_buf(),
+        session: "t".into(),
+        mode: mode.into(),
+        permission: "auto".into(),
+        profile: None,
+        allow_local_config: false,
+    })
+    .expect("kernel opens")
+}
+
+fn call(k: &Kernel, tool: &str, args: Value) -> CallOutcome {
+    let approver = DenyAll::default();
+    let ctx = CallContext {
+        cancel: Cancel::new(),
+        approver: &approver,
+    };
+    k.call(tool, &args.to_string(), &ctx)
+}
+
+fn ws() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("notes.txt"), "alpha\nbeta\nalpha\n").unwrap();
+    t
+}
+
+#[test]
+fn edit_file_requires_exactly_one_match_unless_replace_all() {
+    let t = ws();
+    let k = open(t.path(), "build");
+    let o = call(
+        &k,
+        "edit_file",
+        json!({"path": "notes.txt", "old_string": "alpha", "new_string": "x"}),
+    );
+    assert!(!o.ok);
+    assert!(
+        o.output.as_str().unwrap().contains("matches 2 times"),
+        "{}",
+        o.output
+    );
+    let o = call(
+        &k,
+        "edit_file",
+        json!({"path": "notes.txt", "old_string": "gamma", "new_string": "x"}),
+    );
+    assert!(!o.ok);
+    assert!(o.output.as_str().unwrap().contains("not found"));
+    assert!(
+        k.call(
+            "status",
+            "{}",
+            &CallContext {
+                cancel: Cancel::new(),
+                approver: &DenyAll::default()
+            }
+        )
+        .output["entries"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let o = call(
+        &k,
+        "edit_file",
+        json!({"path": "notes.txt", "old_string": "alpha", "new_string": "x", "replace_all": true}),
+    );
+    assert!(o.ok, "{}", o.output);
+    let o = call(&k, "read_file", json!({"path": "notes.txt"}));
+    let text = o.output.as_str().unwrap();
+    assert!(text.contains("\tx\n") && !text.contains("alpha"));
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("notes.txt")).unwrap(),
+        "alpha\nbeta\nalpha\n"
+    );
+}
+
+#[test]
+fn binary_content_round_trips_and_is_reported_as_binary() {
+    let t = ws();
+    let k = open(t.path(), "build");
+    // 0x00 0xff 0x10 0x80 in base64.
+    let o = call(
+        &k,
+        "write_file",
+        json!({"path": "blob.bin", "content": "AP8QgA==", "encoding": "base64"}),
+    );
+    assert!(o.ok, "{}", o.output);
+    let o = call(&k, "read_file", json!({"path": "blob.bin"}));
+    assert!(
+        o.output
+            .as_str()
+            .unwrap()
+            .contains("binary file of 4 bytes"),
+        "{}",
+        o.output
+    );
+    let o = call(
+        &k,
+        "write_file",
+        json!({"path": "bad.bin", "content": "!!!", "encoding": "base64"}),
+    );
+    assert!(!o.ok);
+}
+
+#[test]
+fn oversize_content_is_denied_by_validation() {
+    let t = ws();
+    let k = open(t.path(), "build");
+    let big = "x".repeat(12 * 1024 * 1024);
+    let o = call(&k, "write_file", json!({"path": "big.txt", "content": big}));
+    let d = o.denial.expect("denied");
+    assert_eq!(d.stage.as_str(), "validation");
+    assert!(d.reason.contains("/content"), "{}", d.reason);
+    assert!(!t.path().join("big.txt").exists());
+}
+
+#[test]
+fn read_file_pages_with_offset_and_marks_the_cut() {
+    let t = ws();
+    let body: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(t.path().join("long.txt"), body).unwrap();
+    let k = open(t.path(), "discuss");
+    let o = call(&k, "read_file", json!({"path": "long.txt", "limit": 10}));
+    assert!(o.truncated);
+    let text = o.output.as_str().unwrap();
+    assert!(text.contains("offset=11"), "{text}");
+    assert!(text.contains("40 more lines"), "{text}");
+    assert!(text.contains("untrusted repository data"));
+    let o = call(&k, "read_file", json!({"path": "long.txt", "offset": 45}));
+    assert!(!o.truncated);
+    assert!(o.output.as_str().unwrap().contains("line 50"));
+}
+
+#[test]
+fn concurrent_writers_lose_nothing() {
+    let t = ws();
+    let k = Arc::new(open(t.path(), "build"));
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        let k = k.clone();
+        handles.push(std::thread::spawn(move || {
+            for j in 0..10 {
+                let o = call(
+                    &k,
+                    "write_file",
+                    json!({"path": format!("d/f{i}-{j}.txt"), "content": format!("{i}-{j}")}),
+                );
+                assert!(o.ok, "{}", o.output);
+                // Everyone also hammers one shared path: the last writer wins, nobody errors.
+                let o = call(
+                    &k,
+                    "write_file",
+                    json!({"path": "shared.txt", "content": format!("{i}")}),
+                );
+                assert!(o.ok, "{}", o.output);
+            }
+        }));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    let o = call(&k, "status", json!({}));
+    assert_eq!(o.output["entries"].as_array().unwrap().len(), 81);
+    for i in 0..8 {
+        for j in 0..10 {
+            let o = call(&k, "read_file", json!({"path": format!("d/f{i}-{j}.txt")}));
+            assert!(o.output.as_str().unwrap().contains(&format!("\t{i}-{j}")));
+        }
+    }
+}
+
+#[test]
+fn cancelled_calls_do_nothing() {
+    let t = ws();
+    let k = open(t.path(), "build");
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let ctx = CallContext {
+        cancel,
+        approver: &DenyAll::default(),
+    };
+    let o = k.call("write_file", r#"{"path":"c.txt","content":"x"}"#, &ctx);
+    assert!(!o.ok);
+    let o = call(&k, "status", json!({}));
+    assert!(o.output["entries"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn staged_symlinks_cannot_be_written_through() {
+    let t = ws();
+    let k = open(t.path(), "build");
+    let o = call(&k, "bash", json!({"command": "ln -s /etc escape"}));
+    assert!(o.ok, "{}", o.output);
+    let o = call(
+        &k,
+        "write_file",
+        json!({"path": "escape/passwd", "content": "x"}),
+    );
+    let d = o.denial.expect("denied");
+    assert_eq!(d.stage.as_str(), "jail");
+    let o = call(&k, "status", json!({}));
+    let entries = o.output["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1);
+    assert!(
+        entries[0]["flagged"].is_string(),
+        "a symlink out of the workspace is flagged: {}",
+        o.output
+    );
+}
+
+#[test]
+fn tool_schemas_reject_unknown_fields() {
+    let t = ws();
+    let k = open(t.path(), "build");
+    for spec in k.tools() {
+        assert_eq!(
+            spec.input_schema["additionalProperties"], false,
+            "{}",
+            spec.name
+        );
+        assert!(!spec.description.is_empty());
+    }
+}
