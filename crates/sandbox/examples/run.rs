@@ -2,8 +2,9 @@
 //!
 //! `cargo run -p airlock-sandbox --example run -- [--network] [--keep] WORKSPACE -- CMD [ARGS...]`
 //!
-//! The upper layer lives in a temporary directory (printed and kept with `--keep`). Exits with
-//! the command's exit code (124 on timeout).
+//! The upper layer lives in a temporary directory (printed and kept with `--keep`) and is always
+//! harvested; `--quiet` only stops listing the changes. Exits with the command's exit code
+//! (124 on timeout).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,11 +59,10 @@ fn main() -> ExitCode {
     };
     print!("{}", outcome.stdout.text_lossy());
     eprint!("{}", outcome.stderr.text_lossy());
-    if !quiet {
-        match harvest(&upper) {
-            Ok(changes) => changes.iter().for_each(|c| eprintln!("change: {c:?}")),
-            Err(e) => eprintln!("run: harvesting failed: {e}"),
-        }
+    match harvest(&upper) {
+        Ok(changes) if !quiet => changes.iter().for_each(|c| eprintln!("change: {c:?}")),
+        Ok(_) => {}
+        Err(e) => eprintln!("run: harvesting failed: {e}"),
     }
     if keep {
         eprintln!("upper kept at {}", scratch.keep().display());

@@ -106,6 +106,17 @@ pub(crate) struct ChildCtx<'a> {
     pub(crate) err_w: RawFd,
     pub(crate) status_w: RawFd,
     pub(crate) alive_r: RawFd,
+    /// Stack for the command's process until it execs (see `init_main`).
+    pub(crate) stack: *mut u8,
+    pub(crate) stack_len: usize,
+}
+
+/// Entry point of the command's process, on its own stack.
+extern "C" fn command_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the ChildCtx PID 1 passed to clone; it outlives this process's use of
+    // it (PID 1 is suspended until the exec, and the data itself lives until PID 1 exits).
+    let ctx = unsafe { &*(arg as *const ChildCtx<'_>) };
+    command_main(ctx)
 }
 
 fn errno() -> i32 {
@@ -289,6 +300,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         if libc::poll(&mut pfd, 1, 0) != 0 {
             libc::_exit(125);
         }
+        reset_signals();
         if libc::dup2(ctx.stdin, 0) < 0
             || libc::dup2(ctx.stdout, 1) < 0
             || libc::dup2(ctx.stderr, 2) < 0
@@ -333,19 +345,17 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
             fail_stage(ctx, Stage::PivotRoot);
         }
 
-        let pid = libc::syscall(
-            libc::SYS_clone,
-            libc::SIGCHLD as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
+        // The command starts vfork-style: it shares this process's memory on its own stack,
+        // and PID 1 sleeps until it execs, so no page tables are copied for it.
+        let stack_top = ctx.stack.add(ctx.stack_len) as usize & !15;
+        let pid = libc::clone(
+            command_entry,
+            stack_top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            ctx as *const ChildCtx<'_> as *mut libc::c_void,
         );
         if pid < 0 {
             fail_stage(ctx, Stage::Fork);
-        }
-        if pid == 0 {
-            command_main(ctx);
         }
         let pid = pid as libc::pid_t;
         libc::close(0);
@@ -365,6 +375,30 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
                 libc::_exit(1);
             }
         }
+    }
+}
+
+/// Undoes what the parent's runtime may have set: handlers (a copied handler would run in the
+/// sandbox), ignored signals (an ignored SIGCHLD would make the command's status unreapable;
+/// an ignored SIGPIPE would leak into the command) and the blocked-signal mask.
+fn reset_signals() {
+    // SAFETY: sigaction/rt_sigprocmask with stack values; SIGKILL and SIGSTOP are skipped.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..65 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+        let empty: libc::sigset_t = std::mem::zeroed();
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const libc::sigset_t,
+            std::ptr::null_mut::<libc::sigset_t>(),
+            8usize,
+        );
     }
 }
 
@@ -395,16 +429,6 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
         libc::close(ctx.status_w);
         libc::close(ctx.alive_r);
         libc::setsid();
-        // Undo what the parent's runtime may have set: blocked signals, ignored SIGPIPE.
-        let empty: libc::sigset_t = std::mem::zeroed();
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &empty as *const _,
-            std::ptr::null_mut::<libc::sigset_t>(),
-            8usize,
-        );
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
 
         if libc::chdir(ctx.cwd.as_ptr()) != 0 {
             fail_stage(ctx, Stage::Chdir);

@@ -311,6 +311,8 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     let (status_r, status_w) = pipe()?;
     let (alive_r, alive_w) = pipe()?;
 
+    // The command's process runs on this stack between its clone and its exec.
+    let mut command_stack = vec![0u8; 256 << 10];
     let ctx = ChildCtx {
         steps: &steps,
         newroot: &newroot_c,
@@ -331,6 +333,8 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         err_w: err_w.as_raw_fd(),
         status_w: status_w.as_raw_fd(),
         alive_r: alive_r.as_raw_fd(),
+        stack: command_stack.as_mut_ptr(),
+        stack_len: command_stack.len(),
     };
 
     let mut flags = libc::CLONE_NEWUSER
@@ -365,7 +369,14 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     let pid = pid as libc::pid_t;
     drop((stdin_r, stdout_w, stderr_w, err_w, status_w, alive_r));
 
-    let stdin = spec.stdin.as_deref().map(|data| (stdin_w, data));
+    // Without input the command reads EOF at once: the write end must not stay open here.
+    let stdin = match spec.stdin.as_deref() {
+        Some(data) => Some((stdin_w, data)),
+        None => {
+            drop(stdin_w);
+            None
+        }
+    };
     let kill = |p: libc::pid_t| {
         // SAFETY: signalling our own unreaped child; its pid cannot have been reused.
         unsafe { libc::kill(p, libc::SIGKILL) };

@@ -430,7 +430,18 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
 
     // The caller's mounts, parents first.
     let mut mounts: Vec<(PathBuf, Mount)> = vec![(PathBuf::from("/tmp"), Mount::Tmp)];
-    if let Some(home) = input.home {
+    // A home at "/" or inside a system directory is not given a private tmpfs (it would hide
+    // the system); `/tmp` is private already.
+    let home = input.home.filter(|h| {
+        let reserved = [
+            "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc",
+        ];
+        *h != Path::new("/tmp")
+            && h.components()
+                .nth(1)
+                .is_some_and(|c| !reserved.iter().any(|r| c.as_os_str() == *r))
+    });
+    if let Some(home) = home {
         mounts.push((home.to_path_buf(), Mount::Home));
         for bind in input.home_binds {
             let abs = if bind.is_absolute() {

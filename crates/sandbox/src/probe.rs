@@ -14,13 +14,12 @@ pub struct Capabilities {
 }
 
 fn user_namespaces() -> Result<(), String> {
+    // User namespaces are what hosts disable (sysctls, container seccomp profiles, LSM
+    // policies); the other namespaces come with them, and creating only a user namespace is
+    // cheap (no mount table copy, no network stack).
     // SAFETY: a fork-like clone whose child immediately _exits; the parent reaps it.
     unsafe {
-        let flags = libc::CLONE_NEWUSER
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWNET
-            | libc::SIGCHLD;
+        let flags = libc::CLONE_NEWUSER | libc::SIGCHLD;
         let pid = libc::syscall(
             libc::SYS_clone,
             flags as libc::c_ulong,
@@ -48,7 +47,23 @@ fn overlayfs() -> bool {
 }
 
 /// Checks that the namespace backend can run here; the error names what is missing.
+///
+/// The answer is computed once per process and cached.
 pub fn probe() -> Result<Capabilities, SandboxError> {
+    static PROBED: std::sync::OnceLock<Result<Capabilities, (&'static str, String)>> =
+        std::sync::OnceLock::new();
+    PROBED
+        .get_or_init(|| {
+            probe_uncached().map_err(|e| match e {
+                SandboxError::Unsupported { missing, detail } => (missing, detail),
+                other => ("kernel isolation", other.to_string()),
+            })
+        })
+        .clone()
+        .map_err(|(missing, detail)| SandboxError::Unsupported { missing, detail })
+}
+
+fn probe_uncached() -> Result<Capabilities, SandboxError> {
     if let Err(detail) = user_namespaces() {
         return Err(SandboxError::Unsupported {
             missing: "user namespaces",

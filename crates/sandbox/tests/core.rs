@@ -234,3 +234,13 @@ fn masked_paths_are_hidden_and_nested_layers_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("are nested"), "{err}");
 }
+
+#[test]
+fn without_stdin_the_command_reads_eof() {
+    let fx = Fixture::new();
+    let mut spec = fx.spec("cat; echo done");
+    spec.timeout = Duration::from_secs(10);
+    let out = run(&spec);
+    assert!(!out.timed_out);
+    assert_eq!(stdout(&out), "done\n");
+}
