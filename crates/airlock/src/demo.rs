@@ -167,7 +167,7 @@ pub fn run(json_out: bool) -> Result<i32, Box<dyn std::error::Error>> {
         "src/math.js still says `a - b` on disk",
     );
     d.call("7. A shell command runs in the sandbox; what it writes is staged", "bash",
-        json!({"command": "echo 'add() now adds' > NOTES.md && node -e 1 2>/dev/null; cat NOTES.md"}),
+        json!({"command": "echo 'add() now adds' > NOTES.md && node --test 2>&1 | grep -c '^# pass 1'"}),
         |o| o.ok);
     d.note(
         "8. …and NOTES.md is not on disk",
