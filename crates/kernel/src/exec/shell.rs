@@ -267,9 +267,11 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
             }
         };
         if !matches!(staged, Change::Dir { .. }) {
+            let on_disk = std::fs::symlink_metadata(k.root.join(rel.as_path())).is_ok();
             let code = match &staged {
                 Change::Delete => 'D',
-                _ => 'W',
+                _ if on_disk => 'M',
+                _ => 'A',
             };
             let local = if session_local {
                 " (session-local)"
