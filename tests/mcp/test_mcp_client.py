@@ -62,7 +62,13 @@ def workspace(tmp_path: Path) -> Path:
     (ws / "src").mkdir(parents=True)
     (ws / "README.md").write_text("original readme\n")
     (ws / "src" / "value.txt").write_text("broken\n")
-    (ws / "check.sh").write_text('grep -qx fixed src/value.txt || { echo "value.txt is not fixed" >&2; exit 1; }\n')
+    (ws / "tests").mkdir()
+    (ws / "tests" / "test_value.py").write_text(
+        "from pathlib import Path\n\n\n"
+        "def test_value_is_fixed():\n"
+        "    assert Path('src/value.txt').read_text().strip() == 'fixed'\n"
+    )
+    (ws / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
     return ws
 
 
@@ -172,7 +178,7 @@ def test_discuss_mode_cannot_write_and_no_argument_changes_the_mode(workspace: P
 
 @pytest.mark.parametrize("mode", MODES)
 def test_stage_verify_fix_verify_apply(workspace: Path, mode: str) -> None:
-    verify_args = {"command": ["sh", "check.sh"], "timeout_secs": 60}
+    verify_args = {"timeout_secs": 120}  # runner auto: pytest.ini makes it pytest
 
     async def go() -> None:
         async with Client(params(workspace, "--mode", "build"), mode=mode) as client:
@@ -181,6 +187,8 @@ def test_stage_verify_fix_verify_apply(workspace: Path, mode: str) -> None:
             r = await client.call_tool("verify", verify_args)
             verdict = json.loads(text_of(r))
             assert verdict["verdict"] == "failed", verdict
+            assert verdict["tests"]["failed"] == 1, verdict
+            assert any("test_value_is_fixed" in f["test"] for f in verdict["failures"]), verdict
             assert r.is_error
             r = await client.call_tool("apply", {})
             assert r.is_error, "apply must refuse an unverified changeset"
