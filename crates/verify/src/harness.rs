@@ -52,6 +52,20 @@ pub struct VerifyOptions {
     pub allow_degraded: bool,
 }
 
+/// The toolchain directories under `$HOME` that exist on this host and that runners need inside
+/// the sandbox's fresh `$HOME`: `~/.cargo` and `~/.rustup` (cargo), `~/.pyenv` (pyenv shims),
+/// `~/.nvm` and `~/.volta` (node). Go's module and build caches are not included.
+pub fn toolchain_home_binds() -> Vec<PathBuf> {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+        return Vec::new();
+    };
+    [".cargo", ".rustup", ".pyenv", ".nvm", ".volta"]
+        .iter()
+        .map(|d| home.join(d))
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
 impl Default for VerifyOptions {
     fn default() -> VerifyOptions {
         VerifyOptions {

@@ -15,6 +15,19 @@
 //! - [`verdict`]: the rules for passed / failed / no_tests / timeout / error (documented there,
 //!   including compile errors → `failed` and pre-existing failures with a baseline).
 //!
+//! Inside the sandbox the workspace appears at its own path (an overlay of the workspace, the
+//! layers, and a private layer for reporter files under `.airlock-verify/`), `/tmp` is private,
+//! `$HOME` is fresh and the network is off. So the caller exposes toolchains read-only through
+//! [`VerifyOptions::home_binds`] (see [`toolchain_home_binds`]: cargo needs `~/.cargo` and
+//! `~/.rustup`, pyenv's python `~/.pyenv`), and a Node project must have its `node_modules`
+//! inside the workspace (or reachable through [`VerifyOptions::ro_binds`]). Cargo runs with
+//! `--offline` and builds into the thrown-away upper dir.
+//!
+//! The [`VerdictReport`] serialises to the verdict JSON of CLI.md (`verdict`, `changeset`,
+//! `runner`, `tests`, `failures[{test,file,line,message}]`, `diagnostics`, `duration_ms`);
+//! optional extras (`column`, `expected`, `received`, `stack`, `kind`, `pre_existing`,
+//! `degraded`, `failures_omitted`, `exit_code`, `baseline`) are omitted when empty.
+//!
 //! ```no_run
 //! use airlock_verify::{run_verification, VerifyInput, VerifyOptions};
 //! use std::path::Path;
@@ -45,6 +58,7 @@ pub use detect::{DirSource, FileSource, detect};
 pub use error::VerifyError;
 pub use harness::{
     DEFAULT_TIMEOUT, VerifyInput, VerifyOptions, run_verification, run_verification_with,
+    toolchain_home_binds,
 };
 pub use model::{Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
 pub use runner::{CommandRunner, OutputText, PlainRunner, RunOutput, RunRequest};
