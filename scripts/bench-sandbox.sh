@@ -16,7 +16,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 AIRLOCK_BIN=${1:-}
 BENCH_DIR=${BENCH_DIR:-/tmp/airlock-bench}
 OUT_DIR=${OUT_DIR:-$BENCH_DIR/results}
-RUNS=${RUNS:-60}
+RUNS=${RUNS:-40}
 mkdir -p "$BENCH_DIR" "$OUT_DIR"
 
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -69,7 +69,8 @@ hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$OUT_DIR/size.json" \
     -n "sandbox 10k" "$(sandboxed "$BENCH_DIR/ws10k")" \
     -n "sandbox 100k" "$(sandboxed "$BENCH_DIR/ws100k")" >&2
 
-hyperfine -N --warmup 1 --runs 5 --export-json "$OUT_DIR/copy.json" \
+# Copying is slow (seconds per run on a disk with online discard): few runs.
+hyperfine -N --runs "${COPY_RUNS:-3}" --export-json "$OUT_DIR/copy.json" \
     -n "copy 10k" "$(copy_cmd "$BENCH_DIR/ws10k")" \
     -n "copy 100k" "$(copy_cmd "$BENCH_DIR/ws100k")" >&2
 

@@ -50,13 +50,36 @@
 //!   exempts uid 0 from RLIMIT_NPROC, and `pid_max` is the bound. Environment scrubbed to an
 //!   allow-list ([`env`]).
 //!
+//! - Landlock also forbids ptrace-class access from the command to PID 1 (a copy of the
+//!   caller's memory and environment), and scopes signals and abstract unix sockets to the
+//!   sandbox.
+//! - [`SandboxSpec::masked`] hides paths inside the workspace (airlock's own `.airlock` state)
+//!   behind an empty read-only directory.
+//!
+//! # Contract for the caller's directories
+//!
+//! - `upper` and `work`: empty directories on one filesystem, outside the workspace and the
+//!   layers (overlayfs refuses nested layers; [`Backend::run`] says so before trying).
+//! - Staged layers: regular files, directories and symlinks; deletes as 0/0 character devices;
+//!   opaque directories marked `user.overlay.opaque=y` (the overlay is mounted with `userxattr`,
+//!   so `trusted.overlay.*` is ignored; setting both is harmless).
+//! - After the run the caller owns `upper`: [`harvest`] it, then delete it.
+//!
 //! # Process model
 //!
 //! Everything the child needs (paths as `CString`s, the mount plan, the BPF program, the Landlock
-//! ruleset fd, argv/envp) is prepared before `clone`; the child only makes raw system calls and
-//! never allocates, so [`Backend::run`] is safe from any thread of a multi-threaded process
-//! (a tokio server, a test harness) and needs no helper binary. `run` blocks its thread until the
-//! command ends; async callers use `spawn_blocking`.
+//! ruleset fd, argv/envp, the command's stack) is prepared before `clone`; the children only make
+//! raw system calls and never allocate, so [`Backend::run`] is safe from any thread of a
+//! multi-threaded process (a tokio server, a test harness) and needs no helper binary. `run`
+//! blocks its thread until the command ends; async callers use `spawn_blocking`. The command's
+//! own process is started vfork-style from PID 1 (shared memory, its own stack, PID 1 suspended
+//! until the exec), so no page tables are copied for it.
+//!
+//! # Without kernel isolation
+//!
+//! [`probe`] names what is missing (user namespaces, overlayfs, Landlock ABI 3).
+//! [`default_backend`]`(true)` then returns the [`DegradedBackend`]: a copy of the workspace,
+//! rlimits and a process-group kill, every outcome marked `degraded`.
 
 #![deny(missing_docs)]
 

@@ -217,12 +217,27 @@ fn read_record(fd: &OwnedFd, len: usize) -> Vec<u8> {
     buf
 }
 
-fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
-    let v = validate(spec)?;
-    let newroot = tempfile::Builder::new()
+/// An empty host directory to mount the new root on (only inside the sandbox's mount
+/// namespace; on the host it stays empty and is removed afterwards). `/dev/shm` is preferred:
+/// a tmpfs, so creating and removing it costs no disk work.
+fn new_root_dir() -> Result<tempfile::TempDir, SandboxError> {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new()
+            .prefix("airlock-root-")
+            .tempdir_in(shm)
+    {
+        return Ok(dir);
+    }
+    tempfile::Builder::new()
         .prefix("airlock-root-")
         .tempdir()
-        .map_err(|e| SandboxError::io("creating the new root", std::env::temp_dir(), e))?;
+        .map_err(|e| SandboxError::io("creating the new root", std::env::temp_dir(), e))
+}
+
+fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+    let v = validate(spec)?;
+    let newroot = new_root_dir()?;
     // RLIMIT_NPROC never binds a sandbox whose uid maps to the host's root; the pid namespace's
     // pid_max does. Pids below 300 are used only once (allocation wraps to 300), so add them.
     let pid_max = spec.limits.nproc.max(1) + 300;
