@@ -26,6 +26,53 @@ pub fn materialize_layer(
     blobs: &BlobStore,
     dir: &Path,
 ) -> io::Result<()> {
+    materialize(snapshot, blobs, dir, None)
+}
+
+/// Like [`materialize_layer`], and the directories the layer creates implicitly (parents of
+/// staged entries) take the mode and owner of the same directory in `workspace`, so the
+/// merged view does not change them (overlayfs shows the topmost layer's directory attributes).
+pub fn materialize_layer_over(
+    snapshot: &ChangesetSnapshot,
+    blobs: &BlobStore,
+    dir: &Path,
+    workspace: &Path,
+) -> io::Result<()> {
+    materialize(snapshot, blobs, dir, Some(workspace))
+}
+
+/// Create the missing parents of `target` (below `root`), copying attributes from `base`.
+fn create_parents(root: &Path, target: &Path, base: Option<&Path>) -> io::Result<()> {
+    let Some(parent) = target.parent() else {
+        return Ok(());
+    };
+    if parent == root || parent.is_dir() {
+        return Ok(());
+    }
+    create_parents(root, parent, base)?;
+    ensure_dir(parent, 0o755)?;
+    if let (Some(base), Ok(rel)) = (base, parent.strip_prefix(root)) {
+        let twin = base.join(rel);
+        // Only a real directory of the workspace lends its attributes; a symlink never.
+        if let Ok(md) = fs::symlink_metadata(&twin)
+            && md.is_dir()
+        {
+            use std::os::unix::fs::MetadataExt;
+            fs::set_permissions(parent, fs::Permissions::from_mode(md.mode() & 0o7777))?;
+            // Ownership can be copied only with the privilege to chown; without it the
+            // directory keeps the caller's ownership, which is what an unprivileged sandbox sees.
+            let _ = std::os::unix::fs::lchown(parent, Some(md.uid()), Some(md.gid()));
+        }
+    }
+    Ok(())
+}
+
+fn materialize(
+    snapshot: &ChangesetSnapshot,
+    blobs: &BlobStore,
+    dir: &Path,
+    base: Option<&Path>,
+) -> io::Result<()> {
     fs::create_dir_all(dir)?;
     let mut with_children: HashSet<&[u8]> = HashSet::new();
     for e in &snapshot.entries {
@@ -39,12 +86,7 @@ pub fn materialize_layer(
     // Entries are sorted by path bytes, so a directory comes before the entries below it.
     for e in &snapshot.entries {
         let target = dir.join(e.path.as_path());
-        if let Some(parent) = target.parent() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(parent)?;
-        }
+        create_parents(dir, &target, base)?;
         match &e.change {
             Change::Write { content, mode, .. } => {
                 fs::copy(blobs.path(content), &target).map_err(|err| {
@@ -167,5 +209,28 @@ mod tests {
             0o600
         );
         assert_eq!(std::fs::read(layer.path().join("a/b/c")).unwrap(), b"deep");
+    }
+
+    #[test]
+    fn implicit_parents_copy_the_workspace_directory_mode() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join("private")).unwrap();
+        std::fs::set_permissions(
+            ws.path().join("private"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
+        let s = Store::open(ws.path(), "t").unwrap();
+        s.stage_write(&rp("private/x"), b"x", None).unwrap();
+        s.stage_write(&rp("fresh/y"), b"y", None).unwrap();
+        let snap = s.snapshot().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let over = tempfile::tempdir().unwrap();
+        materialize_layer_over(&snap, s.blobs(), over.path(), ws.path()).unwrap();
+        assert_eq!(mode(&over.path().join("private")), 0o700);
+        assert_eq!(mode(&over.path().join("fresh")), 0o755);
+        let plain = tempfile::tempdir().unwrap();
+        materialize_layer(&snap, s.blobs(), plain.path()).unwrap();
+        assert_eq!(mode(&plain.path().join("private")), 0o755);
     }
 }

@@ -865,6 +865,10 @@ impl<'a> Ctx<'a> {
     /// One step of a merged walk: the node at `q` whose parent is a merged directory, and
     /// whether the disk below `q` is hidden. `covered` says whether the disk at `q` is hidden.
     pub(crate) fn step(&self, q: &RelPath, covered: bool) -> Result<(Node, bool), StageError> {
+        // airlock's own state is never part of the merged view.
+        if q.components().next() == Some(OsStr::new(STATE_DIR)) {
+            return Ok((Node::Absent, true));
+        }
         match self.entry(q)? {
             Some(e) => Ok(match e.change {
                 Change::Write {
@@ -1175,6 +1179,13 @@ mod tests {
         std::fs::write(d.path().join("src/lib.rs"), b"fn f() {}\n").unwrap();
         let s = Store::open(d.path(), "default").unwrap();
         (d, s)
+    }
+
+    #[test]
+    fn store_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Store>();
+        assert_send_sync::<StageError>();
     }
 
     #[test]

@@ -90,6 +90,14 @@ fn list_merges_disk_and_changeset() {
     let root = names(&list_merged(&s, None).unwrap());
     assert!(!root.contains(&".airlock".to_string()), "{root:?}");
     assert!(root.contains(&".gitignore".to_string()));
+    // airlock's own state is invisible, even by name or through a link.
+    assert_eq!(
+        read_merged(&s, &rp(".airlock/sessions/s.db")).unwrap(),
+        None
+    );
+    assert!(stat_merged(&s, &rp(".airlock")).unwrap().is_none());
+    std::os::unix::fs::symlink(".airlock/sessions/s.db", ws.path().join("db-link")).unwrap();
+    assert_eq!(read_merged(&s, &rp("db-link")).unwrap(), None);
 
     // A deleted directory lists only what was staged below it.
     s.stage_delete(&rp("docs")).unwrap();
