@@ -391,3 +391,24 @@ fn generic_command_is_bounded_and_never_passes_without_tests() {
     let r = run_verification(&input, &opts).unwrap();
     assert_eq!(r.verdict, Verdict::Error, "{}", r.diagnostics);
 }
+
+/// Setting the cancel flag stops the run: an `error` verdict, and nothing survives.
+#[test]
+fn cancellation_stops_the_run() {
+    let ws = workspace("node", "hang");
+    let mut opts = options(120);
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    opts.cancel = Some(cancel.clone());
+    let flag = cancel.clone();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let started = std::time::Instant::now();
+    let r = verify(&ws, &opts);
+    setter.join().unwrap();
+    assert_eq!(r.verdict, Verdict::Error, "{}", r.diagnostics);
+    assert!(r.diagnostics.contains("cancelled"), "{}", r.diagnostics);
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_no_survivors(&ws);
+}

@@ -109,7 +109,101 @@ fn parse_document(xml: &str) -> Result<junit_parser::TestSuites, junit_parser::E
         }
         None => xml,
     };
+    let text = entities_to_cdata(text);
     junit_parser::from_reader(std::io::Cursor::new(text.as_bytes()))
+}
+
+/// junit-parser (on quick-xml 0.42) drops entity references inside element text, so
+/// `TestContext.&lt;anonymous&gt;` would lose its brackets and split across lines. Text nodes
+/// holding entities are decoded here and wrapped in CDATA, which it keeps verbatim.
+fn entities_to_cdata(xml: &str) -> String {
+    let mut out = String::with_capacity(xml.len() + xml.len() / 16);
+    let mut rest = xml;
+    while !rest.is_empty() {
+        let (chunk, tail) = if rest.starts_with("<!--") {
+            split_after(rest, "-->")
+        } else if rest.starts_with("<![CDATA[") {
+            split_after(rest, "]]>")
+        } else if rest.starts_with('<') {
+            split_tag(rest)
+        } else {
+            let end = rest.find('<').unwrap_or(rest.len());
+            let (text, tail) = rest.split_at(end);
+            if text.contains('&') {
+                out.push_str("<![CDATA[");
+                out.push_str(&decode_entities(text).replace("]]>", "]]]]><![CDATA[>"));
+                out.push_str("]]>");
+            } else {
+                out.push_str(text);
+            }
+            rest = tail;
+            continue;
+        };
+        out.push_str(chunk);
+        rest = tail;
+    }
+    out
+}
+
+fn split_after<'s>(s: &'s str, end: &str) -> (&'s str, &'s str) {
+    match s.find(end) {
+        Some(i) => s.split_at(i + end.len()),
+        None => (s, ""),
+    }
+}
+
+/// A tag up to its closing `>`, skipping `>` inside quoted attribute values.
+fn split_tag(s: &str) -> (&str, &str) {
+    let mut quote: Option<u8> = None;
+    for (i, b) in s.bytes().enumerate() {
+        match (quote, b) {
+            (None, b'"' | b'\'') => quote = Some(b),
+            (Some(q), _) if q == b => quote = None,
+            (None, b'>') => return s.split_at(i + 1),
+            _ => {}
+        }
+    }
+    (s, "")
+}
+
+fn decode_entities(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        let after = &rest[amp + 1..];
+        let decoded = after.find(';').filter(|&semi| semi <= 10).and_then(|semi| {
+            let name = &after[..semi];
+            let ch = match name {
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "amp" => Some('&'),
+                "quot" => Some('"'),
+                "apos" => Some('\''),
+                _ => {
+                    let num = name.strip_prefix('#')?;
+                    let code = match num.strip_prefix('x').or_else(|| num.strip_prefix('X')) {
+                        Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                        None => num.parse().ok()?,
+                    };
+                    char::from_u32(code)
+                }
+            }?;
+            Some((ch, semi))
+        });
+        match decoded {
+            Some((ch, semi)) => {
+                out.push(ch);
+                rest = &after[semi + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn walk(
@@ -346,6 +440,22 @@ Error: Failed to parse source
         assert_eq!(failures[0].expected.as_deref(), Some("6"));
         assert_eq!(failures[1].kind, FailureKind::Compile);
         assert_eq!(failures[1].file.as_deref(), Some("tests/bad.test.js"));
+    }
+
+    #[test]
+    fn entities_in_text_survive() {
+        let xml = r#"<testsuite><testcase name="t &amp; u" classname="c"><failure message="m &lt;x&gt;">at TestContext.&lt;anonymous&gt; (file:///ws/a.test.js:3:1)
+&gt;       assert f() == &apos;a&apos; &#x41;&#66;</failure></testcase></testsuite>"#;
+        let (_, failures) = run(xml, "/ws", false);
+        assert_eq!(failures[0].test, "t & u");
+        assert_eq!(failures[0].file.as_deref(), Some("a.test.js"));
+        assert_eq!(failures[0].stack, vec!["a.test.js:3:1".to_string()]);
+        assert_eq!(
+            decode_entities("&gt;  x == &apos;a&apos; &#x41;&#66; &bogus; & tail"),
+            ">  x == 'a' AB &bogus; & tail"
+        );
+        let body = entities_to_cdata("<a b=\"x>y\">1 &lt; 2<!-- &amp; --></a>");
+        assert_eq!(body, "<a b=\"x>y\"><![CDATA[1 < 2]]><!-- &amp; --></a>");
     }
 
     #[test]

@@ -121,12 +121,17 @@ pub fn plan(
         RunnerKind::Node => {
             let report = format!("{REPORT_DIR}/node.xml");
             let mut argv = explicit_argv.unwrap_or_else(|| os(&["node", "--test"]));
-            argv.extend(os(&[
-                "--test-reporter=junit",
-                &format!("--test-reporter-destination={}", report_abs("node.xml")),
-                "--test-reporter=spec",
-                "--test-reporter-destination=stdout",
-            ]));
+            // Node options must precede the file arguments: insert them after the program.
+            let at = 1.min(argv.len());
+            argv.splice(
+                at..at,
+                os(&[
+                    "--test-reporter=junit",
+                    &format!("--test-reporter-destination={}", report_abs("node.xml")),
+                    "--test-reporter=spec",
+                    "--test-reporter-destination=stdout",
+                ]),
+            );
             Plan {
                 kind,
                 argv,
@@ -247,5 +252,38 @@ pub fn plan(
             format: ReportFormat::Generic,
             requires: None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::DirSource;
+    use std::path::Path;
+
+    #[test]
+    fn explicit_node_command_keeps_options_before_files() {
+        let src = DirSource::new("/nonexistent");
+        let cmd = vec!["node".to_string(), "--test".into(), "test/a.test.js".into()];
+        let p = plan(RunnerKind::Node, Some(&cmd), Path::new("/ws"), &src);
+        let argv: Vec<String> = p
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(argv[0], "node");
+        assert_eq!(argv.last().map(String::as_str), Some("test/a.test.js"));
+        assert!(argv.contains(&"--test-reporter-destination=/ws/.airlock-verify/node.xml".into()));
+        assert_eq!(p.report.as_deref(), Some(".airlock-verify/node.xml"));
+    }
+
+    #[test]
+    fn missing_local_binaries_are_required() {
+        let src = DirSource::new("/nonexistent");
+        let p = plan(RunnerKind::Vitest, None, Path::new("/ws"), &src);
+        assert_eq!(p.requires.as_deref(), Some("node_modules/.bin/vitest"));
+        let p = plan(RunnerKind::Cargo, None, Path::new("/ws"), &src);
+        assert!(p.requires.is_none());
+        assert_eq!(p.format, ReportFormat::CargoLibtest);
     }
 }
