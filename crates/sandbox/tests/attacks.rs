@@ -439,3 +439,22 @@ fn daemons_do_not_outlive_the_sandbox() {
     );
     assert!(host_processes_with(&marker).is_empty());
 }
+
+#[test]
+fn landlock_blocks_writes_the_mounts_would_allow() {
+    let fx = Fixture::new();
+    // /proc/sys/kernel/hostname belongs to the sandbox's own uts namespace, so only Landlock
+    // stands between the command and the write; the workspace and /tmp stay writable.
+    let out = run(&fx.spec(
+        "echo evil > /proc/sys/kernel/hostname 2>&1 || echo denied; hostname; \
+         echo ok > /tmp/t && echo ok > in-ws && echo ok > /dev/shm/s && echo writable",
+    ));
+    let text = stdout(&out);
+    assert!(text.contains("denied"), "{text}");
+    assert!(text.contains("airlock\n"), "{text}");
+    assert!(
+        text.contains("writable"),
+        "{text} {}",
+        out.stderr.text_lossy()
+    );
+}
