@@ -313,6 +313,8 @@ struct Collector<'b> {
     new_failures: u64,
     identities: Vec<String>,
     node_load_errors: Option<LoadErrors>,
+    /// `<visible root>/`, cut from messages so they name workspace-relative paths only.
+    root_prefix: String,
 }
 
 impl<'b> Collector<'b> {
@@ -325,6 +327,7 @@ impl<'b> Collector<'b> {
             new_failures: 0,
             identities: Vec::new(),
             node_load_errors: None,
+            root_prefix: String::new(),
         }
     }
 }
@@ -333,6 +336,12 @@ impl FailureSink for Collector<'_> {
     fn failure(&mut self, mut failure: Failure) {
         if let Some(load) = &self.node_load_errors {
             load.enrich(&mut failure);
+        }
+        if !self.root_prefix.is_empty() && failure.message.contains(&self.root_prefix) {
+            failure.message = failure
+                .message
+                .replace(&format!("file://{}", self.root_prefix), "")
+                .replace(&self.root_prefix, "");
         }
         match failure.kind {
             FailureKind::Test => self.test_failures += 1,
@@ -359,6 +368,7 @@ fn parse_run(
     collector: &mut Collector,
 ) -> (Parsed, (Tail, Tail)) {
     let locator = Locator::new(&output.visible_root);
+    collector.root_prefix = format!("{}/", output.visible_root.display());
     let mut out_tail = Tail::new(TAIL_BYTES);
     let mut err_tail = Tail::new(TAIL_BYTES);
     let report_path = plan

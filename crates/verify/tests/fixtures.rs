@@ -412,3 +412,45 @@ fn cancellation_stops_the_run() {
     assert!(started.elapsed() < Duration::from_secs(60));
     assert_no_survivors(&ws);
 }
+
+/// `--runner junit -- CMD`: any command that writes JUnit XML to `$AIRLOCK_JUNIT_OUTPUT`.
+#[test]
+fn junit_runner_reads_the_commands_report() {
+    let ws = workspace("pytest", "empty");
+    let mut opts = options(60);
+    opts.runner = Some(RunnerKind::Junit);
+    opts.command = Some(vec![
+        "sh".into(),
+        "-c".into(),
+        r#"cat > "$AIRLOCK_JUNIT_OUTPUT" <<'XML'
+<testsuite name="custom"><testcase name="ok"/><testcase name="bad" classname="x"><failure message="boom">Error: boom &lt;here&gt;
+    at check (/WS/lib/check.js:7:3)</failure></testcase></testsuite>
+XML
+sed -i "s#/WS#$PWD#" "$AIRLOCK_JUNIT_OUTPUT"; exit 1"#
+            .into(),
+    ]);
+    let input = VerifyInput {
+        workspace: &ws.root,
+        layers: Vec::new(),
+        changeset_hash: "h".into(),
+        scratch_dir: ws.scratch.path(),
+        baseline_cache: None,
+    };
+    let r = run_verification(&input, &opts).unwrap();
+    assert_eq!(r.runner, RunnerKind::Junit);
+    assert_eq!(r.verdict, Verdict::Failed, "{}", r.diagnostics);
+    assert_eq!(r.tests, counts(1, 1, 0));
+    assert_eq!(r.failures[0].file.as_deref(), Some("lib/check.js"));
+    assert_eq!(r.failures[0].line, Some(7));
+    assert!(r.diagnostics.contains("boom <here>"), "{}", r.diagnostics);
+
+    // No report at all: an error that says so.
+    opts.command = Some(vec!["true".into()]);
+    let r = run_verification(&input, &opts).unwrap();
+    assert_eq!(r.verdict, Verdict::Error, "{}", r.diagnostics);
+    assert!(
+        r.diagnostics.contains("no JUnit report"),
+        "{}",
+        r.diagnostics
+    );
+}
