@@ -9,12 +9,15 @@ pub(crate) struct Taint {
     pub(crate) download: bool,
     /// File contents or environment values.
     pub(crate) secret: bool,
+    /// The output of a shell: fed to a network client, it is a reverse shell.
+    pub(crate) shell: bool,
 }
 
 impl Taint {
     pub(crate) fn merge(&mut self, other: Taint) {
         self.download |= other.download;
         self.secret |= other.secret;
+        self.shell |= other.shell;
     }
 }
 
@@ -91,8 +94,8 @@ impl Input {
         match self {
             Input::Stream(o) => o.taint,
             Input::File(_) => Taint {
-                download: false,
                 secret: true,
+                ..Taint::default()
             },
             _ => Taint::default(),
         }

@@ -41,8 +41,11 @@ fn variables_resolve() {
 
 #[test]
 fn debug_print() {
-    if let Ok(s) = std::env::var("GUARD_DEBUG") {
-        let r = evaluate(&s);
-        eprintln!("{r:#?}");
+    if let Ok(path) = std::env::var("GUARD_DEBUG_FILE") {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for line in text.lines() {
+            let r = evaluate(line);
+            eprintln!("{:<20} {line}    => {}", r.decision.rule, r.decision.reason);
+        }
     }
 }

@@ -349,7 +349,10 @@ impl Walker {
                     .last()
                     .and_then(|src| src.get(a.loc.start.index..))
                     .is_some_and(|rest| rest.starts_with("(("));
-                if written_as_arithmetic && brush_parser::arithmetic::parse(&a.expr.value).is_ok() {
+                let value = &a.expr.value;
+                let arithmetic =
+                    value.contains(['$', '`']) || brush_parser::arithmetic::parse(value).is_ok();
+                if written_as_arithmetic && arithmetic {
                     self.expand_word(&a.expr.value, false);
                     Output::text(String::new())
                 } else {
@@ -421,8 +424,8 @@ impl Walker {
             if let Input::File(_) = stdin {
                 return Output {
                     taint: Taint {
-                        download: false,
                         secret: true,
+                        ..Taint::default()
                     },
                     text: None,
                     files_only: true,
@@ -956,6 +959,33 @@ impl Walker {
                     Ok(pieces) => self.concat_pieces(&default, &pieces, quoted),
                     Err(_) => vec![dynamic_val(source)],
                 }
+            }
+            ParameterExpr::IndicateErrorIfNullOrUnset {
+                parameter,
+                indirect: false,
+                ..
+            } => self.lookup(parameter),
+            ParameterExpr::RemoveSmallestSuffixPattern {
+                parameter,
+                indirect: false,
+                pattern,
+            }
+            | ParameterExpr::RemoveLargestSuffixPattern {
+                parameter,
+                indirect: false,
+                pattern,
+            } if pattern.as_deref().is_none_or(|p| !p.contains(['$', '`'])) => {
+                // Literal suffixes only (`${HOME%/}`); a glob suffix leaves the value as is.
+                let suffix = pattern.clone().unwrap_or_default();
+                let mut vals = self.lookup(parameter);
+                for v in &mut vals {
+                    if !v.dynamic && !suffix.contains(['*', '?', '[']) {
+                        if let Some(stripped) = v.text.strip_suffix(suffix.as_str()) {
+                            v.text = stripped.to_owned();
+                        }
+                    }
+                }
+                vals
             }
             _ => {
                 if source.contains("$(") || source.contains('`') {

@@ -234,7 +234,9 @@ pub(super) fn check(
 ) -> Option<Output> {
     let args = &argv[1..];
     if is_shell(name) {
-        return Some(shell(w, args, stdin, shown));
+        let mut out = shell(w, args, stdin, shown);
+        out.taint.shell = true;
+        return Some(out);
     }
     if let Some(l) = lang(name) {
         if name.starts_with("deno") {
@@ -623,7 +625,8 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
         Input::Static(t) => t.split_whitespace().map(str::to_owned).take(16).collect(),
         _ => Vec::new(),
     };
-    match replace {
+    let runtime_items = matches!(stdin, Input::Stream(_) | Input::File(_));
+    let out = match replace {
         Some(r) if !items.is_empty() => {
             let mut out = Output::unknown();
             for item in items {
@@ -642,6 +645,17 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
             cmd.extend(items.into_iter().map(Arg::literal));
             w.run_argv(cmd, &Input::Inherited)
         }
+    };
+    if runtime_items {
+        let mut taint = stdin.taint();
+        taint.merge(out.taint);
+        Output {
+            taint,
+            text: None,
+            files_only: false,
+        }
+    } else {
+        out
     }
 }
 

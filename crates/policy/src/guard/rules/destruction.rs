@@ -141,6 +141,30 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
                 }
             }
         }
+        "cp" | "tee" | "truncate" | "install" => {
+            let p = parse_args(
+                args,
+                &Spec::gnu(
+                    "sStor",
+                    &["size", "target-directory", "suffix", "reference"],
+                ),
+            );
+            let dest = match name {
+                "cp" | "install" => p.operands.last().map(|a| a.text.as_str()),
+                _ => p
+                    .operands
+                    .iter()
+                    .map(|a| a.text.as_str())
+                    .find(|t| is_device(t)),
+            };
+            if let Some(d) = dest.filter(|d| is_device(d)) {
+                w.deny(
+                    Family::Destruction,
+                    format!("`{shown}` overwrites the disk device `{d}`."),
+                );
+                return;
+            }
+        }
         "mv" => {
             let p = parse_args(args, &Spec::gnu("St", &["suffix", "target-directory"]));
             let n = p.operands.len();
@@ -151,7 +175,9 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
             };
             for op in p.operands.iter().take(sources) {
                 if let Some(t) = classify(&op.text, &w.cwd) {
-                    if t.is_system_or_home() || t == Target::GitDir {
+                    if t.is_system_or_home()
+                        || matches!(t, Target::GitDir | Target::HomeSensitive(_))
+                    {
                         w.deny(
                             Family::Destruction,
                             format!("`{shown}` moves away {}.", t.describe()),

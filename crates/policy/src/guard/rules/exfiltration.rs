@@ -110,6 +110,19 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
         );
         return;
     }
+    let stdin_shell = matches!(stdin, Input::Stream(o) if o.taint.shell);
+    if stdin_shell
+        && matches!(
+            name,
+            "nc" | "ncat" | "netcat" | "telnet" | "socat" | "openssl" | "ssh"
+        )
+    {
+        w.deny(
+            Family::RemoteExec,
+            format!("`{shown}` connects a shell to a remote host."),
+        );
+        return;
+    }
     let stdin_secret = match stdin {
         Input::File(p) => p != "/dev/null" && p != "/dev/zero",
         Input::Stream(o) => o.taint.secret || o.files_only,
