@@ -422,7 +422,9 @@ fn parse_run(
                 .map(|b| String::from_utf8_lossy(&b).into_owned());
             let mut p = GoParser::new(&locator, go_mod.as_deref());
             let _ = output.stdout.for_each_line_max(1024 * 1024, |l| {
-                out_tail.push(l);
+                if !l.starts_with('{') {
+                    out_tail.push(l);
+                }
                 p.line(l, collector);
             });
             let _ = output.stderr.for_each_line(|l| {

@@ -1,4 +1,4 @@
-//! The real runners (node:test, vitest, jest, cargo, pytest) on the fixture projects in
+//! The real runners (node:test, vitest, jest, cargo, pytest, go) on the fixture projects in
 //! `fixtures/`, through `run_verification` and the real sandbox. Each runner has five states:
 //! pass, fail (one failing assertion), syntax (a compile / parse error), empty (no tests) and
 //! hang (a test that never ends, run with a 5 s timeout).
@@ -258,6 +258,19 @@ fn pytest_runner() {
         fail_message: "assert 5 == 6",
         syntax_file: "tests/test_math.py",
         syntax_message: "SyntaxError",
+    });
+}
+
+#[test]
+fn go_runner() {
+    check_runner(&Expect {
+        runner: "go",
+        kind: RunnerKind::Go,
+        fail_file: "calc/calc_test.go",
+        fail_line: 13,
+        fail_message: "Add(2, 3) = 5, want 6",
+        syntax_file: "calc/calc_test.go",
+        syntax_message: "undefined: undefinedValue",
     });
 }
 

@@ -81,6 +81,8 @@ impl<'a> GoParser<'a> {
             self.build_line(line, sink);
             return;
         };
+        // A test2json stream was read: its counts (possibly zero) are known.
+        self.parsed.counts_known = true;
         if ev.action == "build-output" {
             if let Some(out) = &ev.output {
                 for l in out.lines() {
