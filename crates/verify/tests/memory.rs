@@ -28,7 +28,7 @@ fn hundred_megabytes_of_output_in_bounded_memory() {
         command: Some(vec![
             "sh".into(),
             "-c".into(),
-            "yes -- '--- FAIL: TestSomethingFairlyLong (0.00s) \u{1b}[31mred\u{1b}[0m' | head -c 104857600; \
+            "yes -- '--- FAIL: TestSomethingFairlyLong (0.00s) \u{1b}[31mred\u{1b}[0m xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' | head -c 104857600; \
              echo; echo '3 passed, 1 failed'; exit 1"
                 .into(),
         ]),
@@ -45,7 +45,7 @@ fn hundred_megabytes_of_output_in_bounded_memory() {
     let after = peak_rss_kib();
     assert_eq!(report.runner, RunnerKind::Command);
     assert_eq!(report.verdict, Verdict::Failed);
-    assert!(report.tests.failed > 1_000_000, "{:?}", report.tests);
+    assert!(report.tests.failed > 400_000, "{:?}", report.tests);
     assert!(report.diagnostics.len() <= 4096);
     assert!(report.diagnostics.contains("(×"), "{}", report.diagnostics);
     let grown_mib = (after.saturating_sub(before)) as f64 / 1024.0;
