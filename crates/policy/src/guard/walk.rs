@@ -979,10 +979,11 @@ impl Walker {
                 let suffix = pattern.clone().unwrap_or_default();
                 let mut vals = self.lookup(parameter);
                 for v in &mut vals {
-                    if !v.dynamic && !suffix.contains(['*', '?', '[']) {
-                        if let Some(stripped) = v.text.strip_suffix(suffix.as_str()) {
-                            v.text = stripped.to_owned();
-                        }
+                    if !v.dynamic
+                        && !suffix.contains(['*', '?', '['])
+                        && let Some(stripped) = v.text.strip_suffix(suffix.as_str())
+                    {
+                        v.text = stripped.to_owned();
                     }
                 }
                 vals
@@ -1140,14 +1141,13 @@ fn unescape_backquoted(body: &str) -> String {
     let mut out = String::with_capacity(body.len());
     let mut chars = body.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(&n) = chars.peek() {
-                if matches!(n, '$' | '`' | '\\') {
-                    out.push(n);
-                    chars.next();
-                    continue;
-                }
-            }
+        if c == '\\'
+            && let Some(&n) = chars.peek()
+            && matches!(n, '$' | '`' | '\\')
+        {
+            out.push(n);
+            chars.next();
+            continue;
         }
         out.push(c);
     }

@@ -293,7 +293,7 @@ pub(super) fn check(
             let inspect = args
                 .iter()
                 .all(|a| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V"));
-            if (name == "su" || name == "sg") && !(inspect && !args.is_empty()) {
+            if (name == "su" || name == "sg") && (args.is_empty() || !inspect) {
                 w.deny(
                     Family::Privilege,
                     format!("`{shown}` runs commands as another user or group."),

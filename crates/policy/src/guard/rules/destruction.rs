@@ -90,14 +90,14 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
         }
         "dd" => {
             for a in args {
-                if let Some(dest) = a.text.strip_prefix("of=") {
-                    if is_device(dest) {
-                        w.deny(
-                            Family::Destruction,
-                            format!("`{shown}` overwrites the disk device `{dest}`."),
-                        );
-                        return;
-                    }
+                if let Some(dest) = a.text.strip_prefix("of=")
+                    && is_device(dest)
+                {
+                    w.deny(
+                        Family::Destruction,
+                        format!("`{shown}` overwrites the disk device `{dest}`."),
+                    );
+                    return;
                 }
             }
         }
@@ -127,17 +127,17 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
                 return;
             }
             for op in &p.operands {
-                if let Some(t) = classify(&op.text, &w.cwd) {
-                    if t.is_system_or_home() {
-                        w.deny(
-                            Family::Destruction,
-                            format!(
-                                "`{shown}` recursively changes permissions or ownership of {}.",
-                                t.describe()
-                            ),
-                        );
-                        return;
-                    }
+                if let Some(t) = classify(&op.text, &w.cwd)
+                    && t.is_system_or_home()
+                {
+                    w.deny(
+                        Family::Destruction,
+                        format!(
+                            "`{shown}` recursively changes permissions or ownership of {}.",
+                            t.describe()
+                        ),
+                    );
+                    return;
                 }
             }
         }
@@ -162,7 +162,6 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
                     Family::Destruction,
                     format!("`{shown}` overwrites the disk device `{d}`."),
                 );
-                return;
             }
         }
         "mv" => {
@@ -174,16 +173,15 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
                 n.saturating_sub(1)
             };
             for op in p.operands.iter().take(sources) {
-                if let Some(t) = classify(&op.text, &w.cwd) {
-                    if t.is_system_or_home()
-                        || matches!(t, Target::GitDir | Target::HomeSensitive(_))
-                    {
-                        w.deny(
-                            Family::Destruction,
-                            format!("`{shown}` moves away {}.", t.describe()),
-                        );
-                        return;
-                    }
+                if let Some(t) = classify(&op.text, &w.cwd)
+                    && (t.is_system_or_home()
+                        || matches!(t, Target::GitDir | Target::HomeSensitive(_)))
+                {
+                    w.deny(
+                        Family::Destruction,
+                        format!("`{shown}` moves away {}.", t.describe()),
+                    );
+                    return;
                 }
             }
         }

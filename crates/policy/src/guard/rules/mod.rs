@@ -207,11 +207,11 @@ fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
         "popd" => w.cwd = Cwd::Unknown,
         "export" | "declare" | "typeset" | "local" | "readonly" => {
             for a in args {
-                if let Some((n, v)) = a.text.split_once('=') {
-                    if is_assignment(&a.text) {
-                        let value = if a.dynamic { None } else { Some(v.to_owned()) };
-                        w.set_var(n.trim_end_matches('+'), value);
-                    }
+                if let Some((n, v)) = a.text.split_once('=')
+                    && is_assignment(&a.text)
+                {
+                    let value = if a.dynamic { None } else { Some(v.to_owned()) };
+                    w.set_var(n.trim_end_matches('+'), value);
                 }
             }
         }
@@ -422,10 +422,11 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             out.files_only = name == "cat"
                 && (operands.iter().all(|a| !a.dynamic)
                     && (!operands.is_empty() || matches!(stdin, Input::File(_))));
-            if name == "cat" && operands.is_empty() {
-                if let Input::Stream(o) = stdin {
-                    out.files_only = o.files_only;
-                }
+            if name == "cat"
+                && operands.is_empty()
+                && let Input::Stream(o) = stdin
+            {
+                out.files_only = o.files_only;
             }
             out
         }
@@ -435,7 +436,7 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
 
 fn decode_hex(text: &str) -> Option<String> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = digits

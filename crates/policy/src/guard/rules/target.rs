@@ -222,11 +222,7 @@ fn classify_absolute(comps: &[String]) -> Option<Target> {
             }
         }
         [first, second] if SYSTEM_DIRS.contains(&first.as_str()) => {
-            if is_glob(second) {
-                Some(Target::System(format!("/{first}/{second}")))
-            } else {
-                Some(Target::System(format!("/{first}/{second}")))
-            }
+            Some(Target::System(format!("/{first}/{second}")))
         }
         [first, _, third] if matches!(first.as_str(), "home" | "Users") => {
             if is_glob(third) || HOME_SENSITIVE.contains(&third.as_str()) {
