@@ -3,7 +3,7 @@
 //! output) and returns a verdict bound to the changeset's content hash.
 //!
 //! The pieces, in the order a verification uses them:
-//! - [`detect`]: which runner a project uses (package.json → vitest / jest / node:test,
+//! - [`detect()`]: which runner a project uses (package.json → vitest / jest / node:test,
 //!   Cargo.toml → cargo, go.mod → go, pyproject.toml / pytest.ini / setup.cfg / tests → pytest),
 //!   read through a [`FileSource`] so the caller can pass the merged view.
 //! - [`adapter`]: steers each runner to a structured reporter (JUnit XML for node:test, vitest

@@ -324,3 +324,89 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<(), VerifyError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(scratch: &Path, ws: &Path, script: &str, timeout: Duration) -> RunRequest {
+        RunRequest {
+            workspace: ws.to_path_buf(),
+            layers: Vec::new(),
+            scratch: scratch.to_path_buf(),
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: Vec::new(),
+            timeout,
+            home_binds: Vec::new(),
+            ro_binds: Vec::new(),
+            cancel: None,
+        }
+    }
+
+    #[test]
+    fn plain_runner_captures_and_works_on_a_copy() {
+        let ws = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("input"), "hello\n").unwrap();
+        let req = request(
+            scratch.path(),
+            ws.path(),
+            "cat input; echo oops >&2; echo changed > input; exit 3",
+            Duration::from_secs(30),
+        );
+        let out = PlainRunner.run(&req).unwrap();
+        assert_eq!(out.exit_code, Some(3));
+        assert!(out.degraded);
+        let mut lines = Vec::new();
+        out.stdout
+            .for_each_line(|l| lines.push(l.to_string()))
+            .unwrap();
+        assert_eq!(lines, ["hello"]);
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("input")).unwrap(),
+            "hello\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.written_root.join("input")).unwrap(),
+            "changed\n"
+        );
+    }
+
+    #[test]
+    fn plain_runner_kills_the_group_on_timeout() {
+        let ws = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        // A sleep duration unique to this test process marks its children.
+        let marker = format!("1000.{}", std::process::id());
+        let script = format!("sleep {marker} & sleep {marker}");
+        let req = request(
+            scratch.path(),
+            ws.path(),
+            &script,
+            Duration::from_millis(300),
+        );
+        let out = PlainRunner.run(&req).unwrap();
+        assert!(out.timed_out);
+        std::thread::sleep(Duration::from_millis(100));
+        let survivors = std::process::Command::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .unwrap();
+        assert!(survivors.stdout.is_empty(), "survivors: {:?}", survivors);
+    }
+
+    #[test]
+    fn memory_output_reads_head_marker_and_tail() {
+        let text = OutputText::Memory {
+            head: b"first\nsecond".to_vec(),
+            omitted: 42,
+            tail: b"last\n".to_vec(),
+        };
+        let mut lines = Vec::new();
+        text.for_each_line(|l| lines.push(l.to_string())).unwrap();
+        assert_eq!(
+            lines,
+            ["first", "second", "[42 bytes of output omitted]", "last"]
+        );
+    }
+}
