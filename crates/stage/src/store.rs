@@ -1092,7 +1092,6 @@ impl<'a> Ctx<'a> {
             }
             (Change::Symlink { target }, Fingerprint::Symlink { target: t }) => target == t,
             (Change::Dir { .. }, Fingerprint::Dir) => true,
-            (Change::Dir { .. }, Fingerprint::Absent) => covered && self.has_below(path)?,
             (Change::Delete, Fingerprint::Absent) => true,
             _ => false,
         };
@@ -1112,6 +1111,7 @@ impl<'a> Ctx<'a> {
         if from == to {
             return match self.lstat(from)?.0 {
                 Node::Absent => Err(StageError::NotFound(from.display())),
+                Node::Dir => Err(StageError::IsADirectory(from.display())),
                 _ => Ok(()),
             };
         }
