@@ -370,6 +370,15 @@ pub fn expected_received(text: &str) -> (Option<String>, Option<String>) {
     if let (Some(e), Some(a)) = (grab(&NODE_E), grab(&NODE_A)) {
         return (Some(e), Some(a));
     }
+    // pytest's rewritten assertion: `assert 5 == 6` (left is what the code produced).
+    static PYTEST_EQ: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"(?m)^\s*assert (.+?) == (.+)$").expect("regex"));
+    if let Some(c) = PYTEST_EQ.captures(&text) {
+        return (
+            Some(truncate_marked(c[2].trim(), 200)),
+            Some(truncate_marked(c[1].trim(), 200)),
+        );
+    }
     // vitest: "- Expected\n+ Received\n\n- 6\n+ 5"
     let mut lines = text.lines().map(str::trim);
     if lines.any(|l| l == "- Expected") {
@@ -854,6 +863,10 @@ mod tests {
         );
         assert_eq!(
             expected_received("  actual: 5,\n  expected: 6,\n"),
+            (Some("6".into()), Some("5".into()))
+        );
+        assert_eq!(
+            expected_received("assert 5 == 6\n +  where 5 = add(2, 3)"),
             (Some("6".into()), Some("5".into()))
         );
         assert_eq!(expected_received("plain"), (None, None));
