@@ -459,7 +459,10 @@ mod tests {
         use LineKind::*;
         let old = b"a\nb\nc\nd\n";
         let h = hunk(2, 2, &[(Context, "b\n"), (Delete, "c\n"), (Insert, "C\n")]);
-        assert_eq!(apply_hunks(old, std::slice::from_ref(&h)).unwrap(), b"a\nb\nC\nd\n");
+        assert_eq!(
+            apply_hunks(old, std::slice::from_ref(&h)).unwrap(),
+            b"a\nb\nC\nd\n"
+        );
         // Stated one line off: found at the nearest offset.
         let off = Hunk {
             old_start: 1,

@@ -8,7 +8,9 @@
 //!   that exists) removes the entry rather than staging a no-op;
 //! - a file, symlink or delete at `p` drops the staged entries below `p`;
 //! - a `Delete` of a directory with entries staged below it means "the old contents are gone and
-//!   the entries below describe the new directory" (an overlay opaque directory).
+//!   the entries below describe the new directory" (an overlay opaque directory);
+//! - as in git, a directory that exists only through the entries staged below it disappears
+//!   with them; `stage_dir` makes one explicit.
 
 use crate::blobs::BlobStore;
 use crate::model::{
@@ -249,6 +251,20 @@ impl Store {
             path: p.display().to_string(),
             source,
         };
+        // A repository could ship `.airlock` as a symlink to redirect airlock's state: refuse it.
+        match std::fs::symlink_metadata(&state) {
+            Ok(md) if !md.is_dir() => {
+                return Err(io_err(
+                    "use",
+                    &state,
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "it exists and is not a real directory (a symlink or a file)",
+                    ),
+                ));
+            }
+            _ => {}
+        }
         std::fs::create_dir_all(state.join("sessions")).map_err(|e| io_err("create", &state, e))?;
         let gi = state.join(".gitignore");
         if !gi.exists() {

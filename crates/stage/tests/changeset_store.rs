@@ -539,3 +539,18 @@ fn concurrent_processes_serialize() {
         }
     );
 }
+
+#[test]
+fn a_state_directory_that_is_a_symlink_is_refused() {
+    let ws = workspace();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), ws.path().join(".airlock")).unwrap();
+    let err = Store::open(ws.path(), "s").unwrap_err();
+    assert!(err.to_string().contains("not a real directory"), "{err}");
+    assert!(
+        std::fs::read_dir(elsewhere.path())
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
