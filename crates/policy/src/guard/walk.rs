@@ -56,6 +56,8 @@ pub(crate) fn analyse(script: &str) -> Outcome {
 #[derive(Debug, Clone, Default)]
 struct Var {
     values: Vec<String>,
+    /// Array values, element by element.
+    arrays: Vec<Vec<String>>,
     /// Some assignment's value is only known at run time.
     unknown: bool,
 }
@@ -68,6 +70,8 @@ struct PieceVal {
     taint: Taint,
     /// Unquoted expansion: undergoes field splitting.
     split: bool,
+    /// `"${a[@]}"`: one field per element even when quoted.
+    force_split: bool,
 }
 
 /// Fields being built from the pieces of one word.
@@ -85,12 +89,12 @@ impl Fields {
             self.started = false;
         }
     }
-    fn push(&mut self, v: &PieceVal) {
+    fn push(&mut self, v: &PieceVal, separators: &[char]) {
         self.cur.dynamic |= v.dynamic;
         self.cur.taint.merge(v.taint);
-        if v.split && v.text.contains([' ', '\t', '\n']) {
+        if v.split && v.text.contains(separators) {
             let (dynamic, taint) = (v.dynamic, v.taint);
-            for (k, part) in v.text.split([' ', '\t', '\n']).enumerate() {
+            for (k, part) in v.text.split(separators).enumerate() {
                 if k > 0 {
                     self.finish();
                 }
@@ -130,6 +134,10 @@ pub(crate) struct Walker {
     exhausted: bool,
     /// The scripts being walked, innermost last (source positions index into them).
     sources: Vec<String>,
+    /// Field separators beyond the default blank, tab and newline (from `IFS=`).
+    extra_separators: Vec<char>,
+    /// Files the script wrote with statically known contents.
+    pub(crate) written: HashMap<String, String>,
 }
 
 impl Walker {
@@ -477,8 +485,14 @@ impl Walker {
     fn after_output(&mut self, out: Output, out_file: Option<String>) -> Output {
         match out_file {
             Some(path) => {
+                let file = rules::target::plain_path(&path);
                 if out.taint.download {
-                    self.downloaded.insert(rules::target::plain_path(&path));
+                    self.downloaded.insert(file.clone());
+                }
+                if let Some(text) = &out.text
+                    && self.written.len() < 64
+                {
+                    self.written.insert(file, text.clone());
                 }
                 Output::text(String::new())
             }
@@ -594,15 +608,29 @@ impl Walker {
                 }
             }
             ast::AssignmentValue::Array(items) => {
+                let mut elements = Vec::new();
                 for (_, w) in items {
-                    for alt in self.expand_word(&w.value, true) {
+                    let alts = self.expand_word(&w.value, true);
+                    for (k, alt) in alts.into_iter().enumerate() {
                         for arg in alt {
                             var.unknown |= arg.dynamic;
+                            if k == 0 {
+                                elements.push(arg.text.clone());
+                            }
                             push_value(&mut var, arg.text);
                         }
                     }
                 }
+                var.arrays.push(elements);
             }
+        }
+        if permanent && name == "IFS" {
+            for v in &var.values {
+                self.extra_separators
+                    .extend(v.chars().filter(|c| !c.is_alphanumeric()));
+            }
+            self.extra_separators.sort_unstable();
+            self.extra_separators.dedup();
         }
         if !permanent {
             return;
@@ -610,6 +638,7 @@ impl Walker {
         if a.append {
             let old = self.vars.get(name).cloned().unwrap_or_default();
             let mut joined = Var {
+                arrays: old.arrays.clone(),
                 values: Vec::new(),
                 unknown: old.unknown || var.unknown,
             };
@@ -643,6 +672,9 @@ impl Walker {
     fn merge_var(&mut self, name: &str, var: Var) {
         let entry = self.vars.entry(name.to_owned()).or_default();
         entry.unknown |= var.unknown;
+        if entry.arrays.len() < MAX_VALUES {
+            entry.arrays.extend(var.arrays);
+        }
         for v in var.values {
             push_value(entry, v);
         }
@@ -679,6 +711,14 @@ impl Walker {
                 return Output::unknown();
             }
             let name = program_name(&head.text).to_owned();
+            if name.contains(['*', '?']) || (name.contains('[') && name != "[" && name != "[[") {
+                let shown = display_argv(&argv);
+                self.deny(
+                    Family::DynamicCommand,
+                    format!("`{shown}` names its command with a glob, resolved only at run time."),
+                );
+                return Output::unknown();
+            }
             if self.functions.last() == Some(&name) && self.concurrent {
                 let shown = display_argv(&argv);
                 self.deny(
@@ -768,6 +808,15 @@ impl Walker {
     /// Expand one word into its alternatives, each a list of fields.
     pub(crate) fn expand_word(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
         let raws = brace_expand(raw);
+        if split {
+            // Brace expansion makes several words of one command line.
+            let mut lines: Vec<Vec<Arg>> = vec![Vec::new()];
+            for r in &raws {
+                let alternatives = self.expand_one(r, split);
+                lines = product(&lines, &alternatives);
+            }
+            return lines;
+        }
         let mut out = Vec::new();
         for r in &raws {
             for alt in self.expand_one(r, split) {
@@ -797,6 +846,8 @@ impl Walker {
                 }]];
             }
         };
+        let mut separators = vec![' ', '\t', '\n'];
+        separators.extend(self.extra_separators.iter().copied());
         let mut states = vec![Fields::default()];
         for p in &pieces {
             let vals = self.piece_values(raw, p, false);
@@ -809,7 +860,7 @@ impl Walker {
                     let mut s = s.clone();
                     let mut v = v.clone();
                     v.split &= split;
-                    s.push(&v);
+                    s.push(&v, &separators);
                     next.push(s);
                 }
             }
@@ -845,6 +896,7 @@ impl Walker {
                     a.dynamic |= v.dynamic;
                     a.taint.merge(v.taint);
                     a.split |= v.split;
+                    a.force_split |= v.force_split;
                     next.push(a);
                 }
             }
@@ -868,7 +920,7 @@ impl Walker {
             | WordPiece::GettextDoubleQuotedSequence(inner) => {
                 let mut vals = self.concat_pieces(raw, inner, true);
                 for v in &mut vals {
-                    v.split = false;
+                    v.split = v.force_split;
                 }
                 vals
             }
@@ -882,7 +934,7 @@ impl Walker {
                 let source = raw.get(p.start_index..p.end_index).unwrap_or(raw);
                 let mut vals = self.parameter_values(expr, source, quoted);
                 for v in &mut vals {
-                    v.split = !quoted;
+                    v.split = !quoted || v.force_split;
                 }
                 vals
             }
@@ -918,12 +970,14 @@ impl Walker {
                 dynamic: false,
                 taint: out.taint,
                 split: !quoted,
+                force_split: false,
             },
             None => PieceVal {
                 text: format!("$({})", shorten(body.trim())),
                 dynamic: true,
                 taint: out.taint,
                 split: false,
+                force_split: false,
             },
         }
     }
@@ -1021,6 +1075,22 @@ impl Walker {
             | Parameter::NamedWithIndex { name: n, .. }
             | Parameter::NamedWithAllIndices { name: n, .. } => {
                 if let Some(var) = self.vars.get(n) {
+                    if matches!(p, Parameter::NamedWithAllIndices { .. }) && !var.arrays.is_empty()
+                    {
+                        let mut vals: Vec<PieceVal> = var
+                            .arrays
+                            .iter()
+                            .map(|elements| PieceVal {
+                                text: elements.join(" "),
+                                force_split: true,
+                                ..PieceVal::default()
+                            })
+                            .collect();
+                        if var.unknown {
+                            vals.push(dynamic_val(&format!("${{{n}[@]}}")));
+                        }
+                        return vals;
+                    }
                     let mut vals: Vec<PieceVal> = var
                         .values
                         .iter()
@@ -1043,6 +1113,10 @@ impl Walker {
                         text: ".".to_owned(),
                         ..PieceVal::default()
                     }],
+                    "IFS" => vec![PieceVal {
+                        text: " ".to_owned(),
+                        ..PieceVal::default()
+                    }],
                     _ => vec![dynamic_val(&format!("${n}"))],
                 }
             }
@@ -1060,8 +1134,7 @@ fn dynamic_val(text: &str) -> PieceVal {
     PieceVal {
         text: text.to_owned(),
         dynamic: true,
-        taint: Taint::default(),
-        split: false,
+        ..PieceVal::default()
     }
 }
 

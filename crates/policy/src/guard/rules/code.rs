@@ -351,6 +351,22 @@ pub(super) fn check(
             }
         }
         "xargs" => Some(xargs(w, args, stdin)),
+        "awk" | "gawk" | "mawk" | "nawk" => {
+            let runs_shell = args.iter().any(|a| {
+                a.text.contains("system(")
+                    || a.text.contains("| getline")
+                    || a.text.contains("|&")
+                    || a.text.contains("| \"")
+                    || a.text.contains("|\"")
+            });
+            if runs_shell {
+                w.deny(
+                    Family::InlineInterpreter,
+                    format!("`{shown}` runs shell commands from an inline awk program."),
+                );
+            }
+            None
+        }
         "find" => {
             find(w, args);
             None
@@ -410,6 +426,19 @@ fn run_file(w: &mut Walker, script: &Arg, stdin: &Input, shown: &str, is_shell: 
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
         );
+        return Output::unknown();
+    }
+    if let Some(content) = w.written.get(&plain_path(&script.text)).cloned() {
+        // A script the command line itself just wrote.
+        if is_shell {
+            return w.run_script(&content, stdin);
+        }
+        if code_dumps_env(&content) {
+            w.deny(
+                Family::EnvDump,
+                format!("`{shown}` prints the whole environment, secrets included."),
+            );
+        }
         return Output::unknown();
     }
     if matches!(

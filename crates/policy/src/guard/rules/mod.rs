@@ -108,6 +108,10 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
             format!("`{shown}` runs a file that was just downloaded."),
         );
     }
+    if let Some(script) = w.written.get(&plain_path(&head.text)).cloned() {
+        // A script the command line itself just wrote.
+        w.run_script(&script, stdin);
+    }
     for a in args {
         check_path_word(w, &a.text, &shown);
     }
