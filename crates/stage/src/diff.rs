@@ -58,14 +58,38 @@ fn old_side(store: &Store, e: &StagedEntry) -> Result<Side, StageError> {
             bytes: target.clone(),
             mode: SYMLINK_MODE,
         },
-        Fingerprint::File { hash, mode } => Side::Content {
-            bytes: store
-                .blobs()
-                .get(hash)
-                .map_err(|err| StageError::io("read the base of", &e.path, err))?,
-            mode: FILE_MODE | mode,
+        Fingerprint::File { hash, mode } => match store.blobs().get(hash) {
+            Ok(bytes) => Side::Content {
+                bytes,
+                mode: FILE_MODE | mode,
+            },
+            // The base is normally kept at first touch; without it, the disk serves only if it
+            // still holds exactly the base.
+            Err(err) => match base_from_disk(store, &e.path, hash) {
+                Some(bytes) => Side::Content {
+                    bytes,
+                    mode: FILE_MODE | mode,
+                },
+                None => return Err(StageError::io("read the base of", &e.path, err)),
+            },
         },
     })
+}
+
+fn base_from_disk(
+    store: &Store,
+    path: &RelPath,
+    hash: &crate::model::ContentHash,
+) -> Option<Vec<u8>> {
+    let md = store
+        .workspace_dir()
+        .symlink_metadata(path.as_path())
+        .ok()?;
+    if !md.is_file() {
+        return None;
+    }
+    let bytes = store.workspace_dir().read(path.as_path()).ok()?;
+    (crate::model::ContentHash::of(&bytes) == *hash).then_some(bytes)
 }
 
 fn new_side(store: &Store, e: &StagedEntry) -> Result<Side, StageError> {

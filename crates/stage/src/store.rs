@@ -216,7 +216,8 @@ pub enum StageOp {
         to: RelPath,
     },
     /// The general form used by the sandbox harvest: any change, lenient about what is there.
-    /// A `Change::Write` must name content already in the blob store.
+    /// A `Change::Write` must name content already in the blob store; it may have been stored
+    /// with [`BlobStore::put_deferred`], as the batch flushes the blob store before it commits.
     Entry {
         /// The path.
         path: RelPath,
@@ -399,7 +400,17 @@ impl Store {
                 _ => None,
             });
         }
-        let wrote = hashes.iter().any(Option::is_some);
+        // Harvested writes may name blobs stored with `put_deferred`: flush those too.
+        let wrote = hashes.iter().any(Option::is_some)
+            || ops.iter().any(|op| {
+                matches!(
+                    op,
+                    StageOp::Entry {
+                        change: Change::Write { .. },
+                        ..
+                    }
+                )
+            });
         let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
