@@ -136,6 +136,23 @@ def test_a_write_is_staged_not_written(workspace: Path, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_long_output_is_cut_with_a_paging_marker(workspace: Path, mode: str) -> None:
+    (workspace / "big.txt").write_text("".join(f"line {i}\n" for i in range(50_000)))
+
+    async def go() -> None:
+        async with Client(params(workspace), mode=mode) as client:
+            r = await client.call_tool("read_file", {"path": "big.txt"})
+            assert not r.is_error
+            assert r.meta is not None and r.meta.get("airlock/truncated") is True, r.meta
+            text = text_of(r)
+            assert "offset=" in text and "line 49999" not in text, text[-300:]
+            r = await client.call_tool("read_file", {"path": "README.md"})
+            assert not (r.meta or {}).get("airlock/truncated")
+
+    run(go)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_bad_arguments_are_a_validation_denial(workspace: Path, mode: str) -> None:
     async def go() -> None:
         async with Client(params(workspace, "--mode", "build"), mode=mode) as client:

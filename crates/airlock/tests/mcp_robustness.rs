@@ -249,6 +249,62 @@ fn processes_with(marker: &str) -> Vec<u32> {
     found
 }
 
+/// Wait until a process with `marker` in its command line runs; panics if the call ends first.
+fn wait_for_process(s: &Server, marker: &str) {
+    let deadline = Instant::now() + WAIT;
+    while processes_with(marker).is_empty() {
+        if let Ok(line) = s.lines.try_recv() {
+            panic!("the call ended instead of running: {line}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the bash call never started its sleep"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Wait until no process with `marker` in its command line is left.
+fn wait_gone(marker: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_with(marker).is_empty() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_cancelled_call_kills_its_sandbox_and_the_session_goes_on() {
+    let ws = workspace();
+    let marker = "27.1828";
+    let mut s = Server::start(ws.path(), &["--mode", "build"]);
+    s.initialize();
+    s.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "bash",
+        "arguments": {"command": format!("sleep {marker} && echo done > done.txt")}}}),
+    );
+    wait_for_process(&s, marker);
+    s.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": 1, "reason": "the user pressed Esc"}}),
+    );
+    wait_gone(marker, "the sandboxed sleep outlived the cancelled call");
+    s.ping(2);
+    s.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "read_file", "arguments": {"path": "done.txt"}}}),
+    );
+    let r = s.response(3);
+    assert_eq!(
+        r["result"]["isError"], true,
+        "done.txt was never staged: {r}"
+    );
+    assert!(!ws.path().join("done.txt").exists());
+    let (status, _) = s.hang_up();
+    assert!(status.success());
+}
+
 #[test]
 fn a_client_hanging_up_mid_call_cancels_the_call_and_the_server_exits() {
     let ws = workspace();
@@ -261,17 +317,7 @@ fn a_client_hanging_up_mid_call_cancels_the_call_and_the_server_exits() {
         "arguments": {"command": format!("sleep {marker} && echo done > done.txt")}}}),
     );
     // The call is running once its sleep shows up.
-    let deadline = Instant::now() + WAIT;
-    while processes_with(marker).is_empty() {
-        if let Ok(line) = s.lines.try_recv() {
-            panic!("the call ended instead of running: {line}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the bash call never started its sleep"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_process(&s, marker);
     let (status, took) = s.hang_up();
     assert!(
         status.success(),
