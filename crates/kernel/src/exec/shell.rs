@@ -60,7 +60,7 @@ pub(crate) fn prepare_run(
     for d in [&layer, &upper, &work] {
         std::fs::create_dir_all(d).map_err(|e| format!("cannot create `{}`: {e}", d.display()))?;
     }
-    airlock_stage::layer::materialize_layer(&snapshot, k.store.blobs(), &layer)
+    airlock_stage::layer::materialize_layer_over(&snapshot, k.store.blobs(), &layer, &k.root)
         .map_err(|e| format!("cannot materialise the staged changes for the sandbox: {e}"))?;
     Ok((
         RunDirs {
@@ -201,7 +201,10 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
 pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>, String> {
     let changes = airlock_sandbox::harvest(upper).map_err(|e| e.to_string())?;
     let mut summary = Vec::new();
+    // Harvest lists parents before children, so a directory's delete precedes anything staged
+    // below it (a delete drops staged entries below it).
     let mut batch: Vec<StageOp> = Vec::new();
+    let mut ignore = airlock_stage::view::IgnoreRules::new(&k.root);
     for change in changes {
         let path = change.path().to_path_buf();
         let Ok(rel) = RelPath::new(&path) else {
@@ -216,7 +219,7 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
             continue; // airlock's own state is never harvested
         }
         let is_dir = matches!(change, UpperChange::Dir { .. });
-        let session_local = airlock_stage::view::is_ignored(&k.root, &rel, is_dir);
+        let session_local = ignore.is_ignored(&rel, is_dir);
         let sensitive = airlock_policy::jail::sensitive_rule(&rel).map(|d| d.reason);
         let (staged, mark) = match change {
             UpperChange::Unsupported { kind, .. } => {
@@ -226,7 +229,11 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
             UpperChange::File { mode, .. } => {
                 let bytes = std::fs::read(upper.join(&path))
                     .map_err(|e| format!("reading `{rel}` from the sandbox: {e}"))?;
-                let content = k.store.blobs().put(&bytes).map_err(|e| e.to_string())?;
+                let content = k
+                    .store
+                    .blobs()
+                    .put_deferred(&bytes)
+                    .map_err(|e| e.to_string())?;
                 (
                     Change::Write {
                         content,
@@ -291,6 +298,11 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
             flagged: mark,
         });
     }
+    // One flush for every blob of the harvest, before the changeset names them.
+    k.store
+        .blobs()
+        .sync()
+        .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
     Ok(summary)
 }
