@@ -132,14 +132,10 @@ pub struct KernelConfig {
 
 /// The bash guard's verdict for one command string, with the normalised command.
 pub fn guard_check(script: &str) -> GuardCheck {
-    let _ = script;
+    let report = airlock_policy::guard::evaluate(script);
     GuardCheck {
-        decision: Decision::deny(
-            airlock_policy::Stage::Guard,
-            "not_implemented",
-            "The guard is not wired yet.",
-        ),
-        normalized: String::new(),
+        decision: report.decision,
+        normalized: report.normalized,
     }
 }
 
