@@ -48,7 +48,7 @@
 //!   The sandbox maps its root to the caller's uid; for an unprivileged caller RLIMIT_NPROC is
 //!   the exact bound, counted per user namespace. When the caller is the host's root the kernel
 //!   exempts uid 0 from RLIMIT_NPROC, and `pid_max` is the bound. Environment scrubbed to an
-//!   allow-list ([`env`]).
+//!   allow-list ([`mod@env`]).
 //!
 //! - Landlock also forbids ptrace-class access from the command to PID 1 (a copy of the
 //!   caller's memory and environment), and scopes signals and abstract unix sockets to the

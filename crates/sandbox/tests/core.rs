@@ -244,3 +244,35 @@ fn without_stdin_the_command_reads_eof() {
     assert!(!out.timed_out);
     assert_eq!(stdout(&out), "done\n");
 }
+
+#[test]
+fn cargo_test_runs_with_read_only_toolchain_dirs() {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+        return;
+    };
+    if !home.join(".cargo/bin/cargo").exists() || !home.join(".rustup").is_dir() {
+        eprintln!("skipped: no rustup toolchain under $HOME");
+        return;
+    }
+    let fx = Fixture::new();
+    fx.write(
+        "Cargo.toml",
+        "[package]\nname = \"t\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    fx.write(
+        "src/lib.rs",
+        "#[test]\nfn adds() { assert_eq!(1 + 1, 2); }\n",
+    );
+    let mut spec = fx.spec("cargo test --offline -q 2>&1");
+    spec.home = Some(home);
+    spec.home_binds = vec![".cargo".into(), ".rustup".into()];
+    spec.timeout = Duration::from_secs(240);
+    let out = run(&spec);
+    assert_eq!(out.exit_code, Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("1 passed"), "{}", stdout(&out));
+    assert!(
+        fx.upper.join("target").is_dir(),
+        "build output did not land in the upper layer"
+    );
+    assert!(!fx.workspace.join("target").exists());
+}
