@@ -218,6 +218,8 @@ pub(crate) fn apply(k: &Kernel) -> crate::CallOutcome {
     let ctx = ApplyContext::new(k.session(), turn_id());
     match apply_verified(&k.root, &verified, k.store.blobs(), &journal, &ctx) {
         Ok(report) => {
+            // Each call is a turn of its own: the committed apply is durable work, never redone.
+            let _ = journal.finish_turn(&ctx.session, ctx.turn);
             if let Err(e) = k.store.clear_applied(&verified.snapshot().hash) {
                 return failure(
                     format!("Applied, but the staged entries could not be cleared: {e}"),
@@ -265,7 +267,10 @@ pub(crate) fn undo(k: &Kernel) -> crate::CallOutcome {
     };
     let ctx = ApplyContext::new(k.session(), turn_id());
     match undo_last(&k.root, &journal, &ctx) {
-        Ok(report) => success(serde_json::to_value(&report).unwrap_or(Value::Null), false),
+        Ok(report) => {
+            let _ = journal.finish_turn(&ctx.session, ctx.turn);
+            success(serde_json::to_value(&report).unwrap_or(Value::Null), false)
+        }
         Err(e @ UndoError::Conflict(_)) => {
             failure(format!("Nothing was undone: {e}"), EXIT_CONFLICT)
         }
