@@ -291,15 +291,6 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
             fail_stage(ctx, Stage::ParentDeath);
         }
-        // The parent may have died before PDEATHSIG was armed: its end of the pipe is then closed.
-        let mut pfd = libc::pollfd {
-            fd: ctx.alive_r,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        if libc::poll(&mut pfd, 1, 0) != 0 {
-            libc::_exit(125);
-        }
         reset_signals();
         if libc::dup2(ctx.stdin, 0) < 0
             || libc::dup2(ctx.stdout, 1) < 0
@@ -318,6 +309,16 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         ];
         sort_small(&mut keep);
         close_all_except(&keep);
+        // The parent may have died before PDEATHSIG was armed: the write end of the alive pipe
+        // is then closed everywhere (our own inherited copy was just closed above).
+        let mut pfd = libc::pollfd {
+            fd: ctx.alive_r,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::poll(&mut pfd, 1, 0) != 0 {
+            libc::_exit(125);
+        }
 
         if !write_file(c"/proc/self/setgroups", b"deny")
             || !write_file(c"/proc/self/uid_map", ctx.uid_map.to_bytes())
