@@ -458,3 +458,53 @@ fn landlock_blocks_writes_the_mounts_would_allow() {
         out.stderr.text_lossy()
     );
 }
+
+/// Run by `killing_the_caller_kills_the_sandbox` in a child process: a sandbox that sleeps.
+#[test]
+#[ignore = "helper process for killing_the_caller_kills_the_sandbox"]
+fn helper_sandbox_that_sleeps() {
+    let Some(marker) = std::env::var_os("AIRLOCK_HELPER_MARKER") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let mut spec = fx.spec("");
+    let script = format!("exec -a {} sleep 60", marker.to_string_lossy());
+    spec.argv = vec!["bash".into(), "-c".into(), script.into()];
+    let _ = run(&spec);
+}
+
+#[test]
+fn killing_the_caller_kills_the_sandbox() {
+    let marker = format!("airlock-orphan-{}", std::process::id());
+    let mut caller = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "helper_sandbox_that_sleeps",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("AIRLOCK_HELPER_MARKER", &marker)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while host_processes_with(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the sandboxed sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    caller.kill().unwrap();
+    caller.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !host_processes_with(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "orphans survived: {:?}",
+            host_processes_with(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
