@@ -269,6 +269,10 @@ fn deep_nesting_is_refused_not_overflowed() {
             assert_eq!(r.decision.decision, Verdict::Deny, "{open:?} x{n}");
         }
     }
+    // Re-parsing a large string many times is bounded too.
+    let big = "x".repeat(100_000);
+    let repeated = format!("s='echo {big}'; {}", "eval $s; ".repeat(40));
+    assert_eq!(evaluate(&repeated).decision.rule, "unparseable");
     let backticks = format!("{}ls{}", "`".repeat(500), "`".repeat(500));
     assert_eq!(evaluate(&backticks).decision.decision, Verdict::Deny);
 }

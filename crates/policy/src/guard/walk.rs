@@ -31,6 +31,8 @@ const MAX_ALTERNATIVES: usize = 16;
 const MAX_VALUES: usize = 8;
 /// Most wrappers peeled off one command.
 const MAX_WRAPPERS: usize = 16;
+/// Most bytes of code parsed for one script, nested scripts included (`eval $x` repeated).
+const MAX_PARSED_BYTES: usize = 2 * 1024 * 1024;
 
 /// The result of walking one script.
 pub(crate) struct Outcome {
@@ -138,6 +140,8 @@ pub(crate) struct Walker {
     extra_separators: Vec<char>,
     /// Files the script wrote with statically known contents.
     pub(crate) written: HashMap<String, String>,
+    /// Bytes of code parsed so far.
+    parsed_bytes: usize,
 }
 
 impl Walker {
@@ -165,6 +169,11 @@ impl Walker {
             self.exhaust(
                 "The script nests shells and substitutions deeper than the guard analyses.",
             );
+            return Output::unknown();
+        }
+        self.parsed_bytes += src.len();
+        if self.parsed_bytes > MAX_PARSED_BYTES {
+            self.exhaust("The script expands to more code than the guard analyses.");
             return Output::unknown();
         }
         match parse::parse_script(src) {
