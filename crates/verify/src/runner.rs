@@ -176,6 +176,8 @@ impl CommandRunner for SandboxRunner {
         spec.home_binds = req.home_binds.clone();
         spec.ro_binds = req.ro_binds.clone();
         spec.cancel = req.cancel.clone();
+        // airlock's own state (journal, blobs, spool) is never visible to the project's tests.
+        spec.masked = vec![std::path::PathBuf::from(".airlock")];
         let outcome = self.backend.run(&spec).map_err(|e| match e {
             airlock_sandbox::SandboxError::Exec { .. } => {
                 VerifyError::RunnerNotFound(e.to_string())

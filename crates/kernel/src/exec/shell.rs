@@ -140,6 +140,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.output_limit = OUTPUT_LIMIT;
     spec.spool_dir = Some(spool);
     spec.home_binds = home_binds();
+    spec.masked = vec![PathBuf::from(".airlock")];
     spec.env = vec![(OsString::from("CARGO_NET_OFFLINE"), OsString::from("true"))];
     spec.cancel = Some(ctx.cancel.flag());
 
