@@ -52,6 +52,9 @@ pub(crate) struct Output {
     pub(crate) text: Option<String>,
     /// Only the contents of files named in the script (`cat a b`).
     pub(crate) files_only: bool,
+    /// The output lists paths (`ls`, `find`): one representative path per listed tree, as
+    /// `xargs` will pass them on.
+    pub(crate) listed: Option<Vec<String>>,
 }
 
 impl Output {
@@ -72,6 +75,7 @@ impl Output {
             _ => None,
         };
         self.files_only &= next.files_only;
+        self.listed = None;
         self
     }
 }

@@ -446,6 +446,7 @@ impl Walker {
                     },
                     text: None,
                     files_only: true,
+                    listed: None,
                 };
             }
             return Output::text(String::new());
@@ -1180,6 +1181,7 @@ fn text_input(arg: Arg) -> Input {
             taint: arg.taint,
             text: None,
             files_only: false,
+            listed: None,
         })
     } else {
         Input::Static(arg.text)

@@ -652,6 +652,11 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
     }
     let items: Vec<String> = match stdin {
         Input::Static(t) => t.split_whitespace().map(str::to_owned).take(16).collect(),
+        // `find / | xargs rm -rf`: judge the command on what the listing can contain.
+        Input::Stream(Output {
+            listed: Some(paths),
+            ..
+        }) => paths.clone(),
         _ => Vec::new(),
     };
     let runtime_items = matches!(stdin, Input::Stream(_) | Input::File(_));
@@ -682,6 +687,7 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
             taint,
             text: None,
             files_only: false,
+            listed: None,
         }
     } else {
         out

@@ -211,7 +211,7 @@ fn git(w: &mut Walker, args: &[Arg], shown: &str) {
     let rest = &args[i + 1..];
     match sub {
         "clean" => {
-            let p = parse_args(rest, &Spec::gnu("eq", &["exclude"]));
+            let p = parse_args(rest, &Spec::gnu("e", &["exclude"]));
             let force = p.has('f', "force");
             let dry = p.has('n', "dry-run");
             let wide = p.has_short('x') || p.has_short('d') || p.has_short('X');

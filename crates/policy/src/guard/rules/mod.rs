@@ -323,6 +323,7 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             taint,
             text: None,
             files_only: matches!(stdin, Input::File(_)),
+            listed: None,
         }
     };
     match name {
@@ -355,6 +356,7 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
                 taint: arg_taint,
                 text: (!any_dynamic).then_some(text),
                 files_only: false,
+                listed: None,
             }
         }
         "printf" => {
@@ -367,9 +369,32 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
                 taint: arg_taint,
                 text,
                 files_only: false,
+                listed: None,
             }
         }
         "true" | ":" => Output::text(String::new()),
+        "ls" if args.iter().all(|a| a.text.starts_with('-')) => Output {
+            listed: Some(vec!["*".to_owned()]),
+            ..Output::default()
+        },
+        "find" => {
+            let parts = destruction::FindParts::parse(args);
+            let listed = parts
+                .roots
+                .iter()
+                .map(|r| {
+                    if parts.has_filter {
+                        format!("{}/{{}}", r.text.trim_end_matches('/'))
+                    } else {
+                        r.text.clone()
+                    }
+                })
+                .collect();
+            Output {
+                listed: Some(listed),
+                ..Output::default()
+            }
+        }
         "pwd" => Output::text(".\n".to_owned()),
         "whoami" | "id" | "hostname" | "uname" | "groups" | "logname" => Output {
             taint: Taint {
