@@ -342,15 +342,15 @@ fn print_outcome(g: &Global, tool: &str, outcome: &CallOutcome, style: Style) {
         let _ = writeln!(out, "{v}");
         return;
     }
-    if style == Style::Direct {
-        if let Some(text) = human_text(tool, &outcome.output) {
-            if outcome.ok || tool == "verify" || tool == "bash" {
-                let _ = write!(out, "{text}");
-            } else {
-                eprint!("airlock: {text}");
-            }
-            return;
+    if style == Style::Direct
+        && let Some(text) = human_text(tool, &outcome.output)
+    {
+        if outcome.ok || tool == "verify" || tool == "bash" {
+            let _ = write!(out, "{text}");
+        } else {
+            eprint!("airlock: {text}");
         }
+        return;
     }
     let text = match &outcome.output {
         Value::String(s) => s.clone(),

@@ -295,16 +295,16 @@ impl Kernel {
     fn check_staged_ancestors(&self, rel: &airlock_policy::RelPath) -> Result<(), Decision> {
         let mut cur = rel.parent();
         while let Some(dir) = cur {
-            if let Ok(Some(entry)) = self.store.get(&dir) {
-                if matches!(entry.change, airlock_stage::Change::Symlink { .. }) {
-                    return Err(Decision::deny(
-                        Stage::Jail,
-                        "jail_staged_symlink",
-                        format!(
-                            "`{rel}` lies below `{dir}`, which is a staged symbolic link; write to the link's target path instead."
-                        ),
-                    ));
-                }
+            if let Ok(Some(entry)) = self.store.get(&dir)
+                && matches!(entry.change, airlock_stage::Change::Symlink { .. })
+            {
+                return Err(Decision::deny(
+                    Stage::Jail,
+                    "jail_staged_symlink",
+                    format!(
+                        "`{rel}` lies below `{dir}`, which is a staged symbolic link; write to the link's target path instead."
+                    ),
+                ));
             }
             cur = dir.parent();
         }
@@ -314,18 +314,18 @@ impl Kernel {
     fn check_sizes(&self, tool: &str, args: &Value) -> Result<(), Decision> {
         if tool == "write_file" || tool == "edit_file" || tool == "apply_patch" {
             for field in ["content", "new_string", "patch"] {
-                if let Some(s) = args.get(field).and_then(Value::as_str) {
-                    if s.len() as u64 > self.max_file_bytes * 4 / 3 + 4 {
-                        return Err(Decision::deny(
-                            Stage::Validation,
-                            "content_too_large",
-                            format!(
-                                "Argument `/{field}` is {} bytes; the limit is {} bytes per file (configurable as limits.max_file_bytes).",
-                                s.len(),
-                                self.max_file_bytes
-                            ),
-                        ));
-                    }
+                if let Some(s) = args.get(field).and_then(Value::as_str)
+                    && s.len() as u64 > self.max_file_bytes * 4 / 3 + 4
+                {
+                    return Err(Decision::deny(
+                        Stage::Validation,
+                        "content_too_large",
+                        format!(
+                            "Argument `/{field}` is {} bytes; the limit is {} bytes per file (configurable as limits.max_file_bytes).",
+                            s.len(),
+                            self.max_file_bytes
+                        ),
+                    ));
                 }
             }
         }

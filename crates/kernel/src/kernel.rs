@@ -158,10 +158,13 @@ impl Kernel {
     }
 }
 
+/// Per-path write locks, keyed by path bytes.
+type PathLocks = HashMap<Vec<u8>, Arc<Mutex<()>>>;
+
 /// Writes are serialised per path, with a bound on how many run at once.
 pub(crate) struct WriteGate {
     limit: usize,
-    state: Mutex<(usize, HashMap<Vec<u8>, Arc<Mutex<()>>>)>,
+    state: Mutex<(usize, PathLocks)>,
     freed: Condvar,
 }
 

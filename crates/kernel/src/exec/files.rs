@@ -97,15 +97,13 @@ pub(crate) fn read_file(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
         }
     }
     let next = offset + shown;
-    if truncated || next <= total_lines {
-        if next <= total_lines {
-            let _ = writeln!(
-                body,
-                "[… {} more lines not shown; call read_file with offset={next} to read on]",
-                total_lines - next + 1
-            );
-            truncated = true;
-        }
+    if next <= total_lines {
+        let _ = writeln!(
+            body,
+            "[… {} more lines not shown; call read_file with offset={next} to read on]",
+            total_lines - next + 1
+        );
+        truncated = true;
     }
     success(json!(untrusted(&rel.display(), &body)), truncated)
 }
@@ -241,10 +239,11 @@ pub(crate) fn grep(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
     let mut hits = 0usize;
     let mut more = 0usize;
     for f in &files {
-        if let Some(g) = &file_glob {
-            if !g.is_match(f.path.as_path()) && !g.is_match(f.path.file_name()) {
-                continue;
-            }
+        if let Some(g) = &file_glob
+            && !g.is_match(f.path.as_path())
+            && !g.is_match(f.path.file_name())
+        {
+            continue;
         }
         let Ok(Some(bytes)) = view::read_merged(&k.store, &f.path) else {
             continue;
