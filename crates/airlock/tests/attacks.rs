@@ -1,0 +1,834 @@
+//! Attacks for real, through the `airlock` binary: payload scripts in a temporary workspace run
+//! through `airlock exec`, and each test checks the host side, not just the payload's own report.
+//!
+//! Every attack runs twice where the bash guard could stop it: once as a plain command line (the
+//! guard may deny it; that is a valid first line of defence), and once as a script file staged
+//! with `airlock call write_file` and run as `airlock exec -- sh payload.sh`, which the guard lets
+//! through, so the sandbox itself is what is tested.
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_airlock");
+
+/// A temporary workspace with a private `HOME` and config home beside it.
+struct Fx {
+    _t: tempfile::TempDir,
+    root: PathBuf,
+    ws: PathBuf,
+    home: PathBuf,
+}
+
+impl Fx {
+    fn new() -> Fx {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        let home = root.join("home");
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(ws.join("README.md"), "# sample\n").unwrap();
+        Fx {
+            _t: t,
+            root,
+            ws,
+            home,
+        }
+    }
+
+    /// The airlock command for this workspace, with the private homes set.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--workspace")
+            .arg(&self.ws)
+            .args(args)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("airlock runs")
+    }
+
+    /// `airlock --mode build exec -- ARGV`.
+    fn exec(&self, argv: &[&str]) -> Output {
+        let mut args = vec!["--mode", "build", "exec", "--"];
+        args.extend_from_slice(argv);
+        self.run(&args)
+    }
+
+    /// Stage `body` as `rel` through the whole chain (`airlock call write_file`).
+    fn stage(&self, rel: &str, body: &str) {
+        let args = serde_json::json!({ "path": rel, "content": body }).to_string();
+        let o = self.run(&["--mode", "build", "call", "write_file", &args]);
+        assert_eq!(o.status.code(), Some(0), "staging {rel}: {}", err(&o));
+        assert!(
+            !self.ws.join(rel).exists(),
+            "{rel} must be staged, not written"
+        );
+    }
+
+    /// Stage a payload script and run it with `sh`, past the guard.
+    fn script(&self, body: &str, timeout: Option<u64>) -> Output {
+        self.script_named("payload.sh", body, timeout)
+    }
+
+    /// Stage a payload script as `name` and run it with `sh`.
+    fn script_named(&self, name: &str, body: &str, timeout: Option<u64>) -> Output {
+        self.stage(name, body);
+        let mut args = vec!["--mode", "build", "exec"];
+        let t;
+        if let Some(secs) = timeout {
+            t = secs.to_string();
+            args.extend_from_slice(&["--timeout", &t]);
+        }
+        args.extend_from_slice(&["--", "sh", name]);
+        self.run(&args)
+    }
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A guard denial through `exec`: exit 3 and a decision naming the guard stage.
+fn assert_guard_denied(o: &Output, what: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{what}: expected a guard denial; stdout {} stderr {}",
+        out(o),
+        err(o)
+    );
+    assert!(err(o).contains("guard"), "{what}: {}", err(o));
+}
+
+/// Either the guard denied the plain command line, or it ran and `check` holds for its output.
+fn denied_or(o: &Output, what: &str, check: impl FnOnce(&str)) {
+    if o.status.code() == Some(3) && err(o).contains("guard") {
+        eprintln!("{what}: refused by the guard: {}", err(o).trim());
+        return;
+    }
+    eprintln!("{what}: passed the guard; checking the sandbox");
+    check(&out(o));
+}
+
+/// Every entry under `root` (without airlock's own `.airlock/`) with its content and mode.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    let mut map = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let rel = entry.path().strip_prefix(root).unwrap().to_path_buf();
+            if rel == Path::new(".airlock") {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            let mode = meta.permissions().mode();
+            if meta.is_dir() {
+                stack.push(entry.path());
+                map.insert(rel, (Vec::new(), mode));
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(entry.path()).unwrap();
+                map.insert(rel, (target.into_os_string().into_encoded_bytes(), 0));
+            } else {
+                map.insert(rel, (std::fs::read(entry.path()).unwrap(), mode));
+            }
+        }
+    }
+    map
+}
+
+/// Host processes whose command line contains `marker` (this test binary excluded).
+fn host_processes_with(marker: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == me || !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+/// A unique marker per test and run.
+fn marker(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("airlock-e2e-{what}-{}-{nanos}", std::process::id())
+}
+
+/// Removes a file when dropped, so a failing test still cleans the real host.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn host_secrets_under_home_are_unreadable() {
+    let fx = Fx::new();
+    let secrets = [
+        (".ssh/id_ed25519", "Zq7-FAKE-SSH-KEY-e2e"),
+        (".aws/credentials", "Zq7-FAKE-AWS-KEY-e2e"),
+        (".config/gh/hosts.yml", "Zq7-FAKE-GH-TOKEN-e2e"),
+    ];
+    for (rel, body) in secrets {
+        let p = fx.home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, body).unwrap();
+    }
+    // The real /root/.ssh too, with a planted key for the duration of the test.
+    let real_ssh = PathBuf::from("/root/.ssh");
+    std::fs::create_dir_all(&real_ssh).unwrap();
+    let planted = real_ssh.join(format!("airlock-e2e-{}", std::process::id()));
+    std::fs::write(&planted, "Zq7-REAL-ROOT-KEY-e2e").unwrap();
+    let _cleanup = RemoveOnDrop(planted.clone());
+    let home = fx.home.display().to_string();
+    let payload = format!(
+        "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.config/gh/hosts.yml 2>&1\n\
+         cat {home}/.ssh/id_ed25519 {planted} 2>&1\n\
+         ls -A /root/.ssh 2>/dev/null | sed 's/^/listing: /'\n\
+         ls -A ~ 2>&1\n\
+         grep -rs 'Zq[7]-' ~ /root /tmp /etc /home 2>/dev/null | head -3\n\
+         echo payload-done\n",
+        planted = planted.display()
+    );
+    // Plain command line: the guard may stop it; if it runs, no secret may show.
+    let plain = fx.exec(&[
+        "sh",
+        "-c",
+        &format!("cat ~/.ssh/id_ed25519 {home}/.aws/credentials 2>&1; ls -A /root/.ssh 2>&1; echo plain-done"),
+    ]);
+    denied_or(&plain, "plain cat", |text| {
+        assert!(!text.contains("Zq7"), "a secret leaked: {text}");
+        assert!(text.contains("plain-done"), "{text}");
+    });
+    let o = fx.script(&payload, Some(60));
+    let text = out(&o);
+    assert!(
+        text.contains("payload-done"),
+        "the payload did not run: {text} {}",
+        err(&o)
+    );
+    assert!(!text.contains("Zq7"), "a secret leaked: {text}");
+    assert!(!err(&o).contains("Zq7"), "a secret leaked: {}", err(&o));
+    assert!(text.contains("No such file"), "{text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with("listing: ")),
+        "/root/.ssh was listable: {text}"
+    );
+    // The host side: the secrets are where they were, unchanged.
+    for (rel, body) in secrets {
+        assert_eq!(std::fs::read_to_string(fx.home.join(rel)).unwrap(), body);
+    }
+    assert_eq!(
+        std::fs::read_to_string(&planted).unwrap(),
+        "Zq7-REAL-ROOT-KEY-e2e"
+    );
+}
+
+#[test]
+fn writes_outside_the_workspace_never_reach_the_host() {
+    let fx = Fx::new();
+    let tag = marker("outside");
+    let beside = fx.root.join(format!("{tag}.txt"));
+    let home_file = fx.home.join(".bashrc");
+    let targets = [
+        beside.clone(),
+        home_file.clone(),
+        PathBuf::from(format!("/tmp/{tag}")),
+        PathBuf::from(format!("/etc/{tag}")),
+        PathBuf::from(format!("/{tag}")),
+        PathBuf::from(format!("/usr/local/{tag}")),
+        PathBuf::from(format!("/var/tmp/{tag}")),
+    ];
+    let _cleanup: Vec<RemoveOnDrop> = targets.iter().cloned().map(RemoveOnDrop).collect();
+    let list: Vec<String> = targets.iter().map(|p| p.display().to_string()).collect();
+    let list = list.join(" ");
+    let plain = fx.exec(&[
+        "sh",
+        "-c",
+        &format!("echo pwned > /etc/{tag}; echo plain-done"),
+    ]);
+    denied_or(&plain, "plain write to /etc", |text| {
+        assert!(text.contains("plain-done"), "{text}");
+    });
+    let payload = format!(
+        "for p in {list}; do echo pwned > \"$p\" 2>/dev/null && echo wrote \"$p\"; done\n\
+         echo pwned >> ~/.profile 2>/dev/null && echo wrote-profile\n\
+         cp /bin/sh /usr/bin/{tag} 2>/dev/null && echo wrote-usr-bin\n\
+         echo payload-done\n"
+    );
+    let o = fx.script(&payload, Some(60));
+    let text = out(&o);
+    assert!(text.contains("payload-done"), "{text} {}", err(&o));
+    for p in &targets {
+        assert!(!p.exists(), "{} reached the host: {text}", p.display());
+    }
+    assert!(!fx.home.join(".profile").exists(), "{text}");
+    assert!(!Path::new(&format!("/usr/bin/{tag}")).exists(), "{text}");
+    // Nothing outside the workspace became a staged change either.
+    let o = fx.run(&["--json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+    let paths: Vec<&str> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["payload.sh"], "{v}");
+}
+
+#[test]
+fn writes_into_the_workspace_are_staged_and_the_disk_stays_byte_for_byte() {
+    let fx = Fx::new();
+    std::fs::create_dir_all(fx.ws.join("deep/a/b")).unwrap();
+    std::fs::write(fx.ws.join("deep/a/b/c.txt"), "c\n").unwrap();
+    std::fs::write(fx.ws.join("run.sh"), "#!/bin/sh\necho ok\n").unwrap();
+    std::fs::set_permissions(fx.ws.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = snapshot(&fx.ws);
+    let ws = fx.ws.display().to_string();
+    let payload = format!(
+        "echo evil > src/main.rs\n\
+         echo abs > {ws}/abs.txt\n\
+         rm -rf deep\n\
+         chmod 000 run.sh\n\
+         mv README.md R2.md\n\
+         truncate -s 0 R2.md\n\
+         touch -d 2001-01-01 src\n\
+         mkdir -p n/e/w && echo new > n/e/w/file\n\
+         ls -A .airlock 2>&1; echo evil > .airlock/evil 2>&1; rm -rf .airlock 2>&1\n\
+         echo payload-done\n"
+    );
+    let o = fx.script(&payload, Some(60));
+    assert_eq!(o.status.code(), Some(0), "{} {}", out(&o), err(&o));
+    assert!(out(&o).contains("payload-done"));
+    assert_eq!(snapshot(&fx.ws), before, "the real workspace changed");
+    assert!(
+        !fx.ws.join(".airlock/evil").exists(),
+        "the payload reached airlock's own state"
+    );
+    let o = fx.run(&["status"]);
+    let status = out(&o);
+    for line in [
+        "M src/main.rs",
+        "A abs.txt",
+        "D deep",
+        "M run.sh",
+        "D README.md",
+        "A R2.md",
+        "A n/e/w/file",
+        "A payload.sh",
+    ] {
+        assert!(
+            status.lines().any(|l| l.trim() == line),
+            "`{line}` missing from status:\n{status}"
+        );
+    }
+    assert!(!status.contains(".airlock"), "{status}");
+    assert!(!status.contains("evil"), "{status}");
+    // Later commands see the staged state, the disk still does not.
+    let o = fx.exec(&["cat", "src/main.rs"]);
+    assert_eq!(out(&o), "evil\n", "{}", err(&o));
+    assert_eq!(snapshot(&fx.ws), before);
+}
+
+#[test]
+fn airlock_state_in_the_workspace_is_hidden_from_commands() {
+    let fx = Fx::new();
+    // Another session's staged content lives in `.airlock/` (blobs, session databases).
+    let args =
+        serde_json::json!({"path": "plan.txt", "content": "Zq7-OTHER-SESSION-e2e"}).to_string();
+    let o = fx.run(&[
+        "--session",
+        "other",
+        "--mode",
+        "build",
+        "call",
+        "write_file",
+        &args,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let state = fx.ws.join(".airlock");
+    assert!(state.is_dir());
+    let before = snapshot(&state);
+    let ws = fx.ws.display().to_string();
+    let o = fx.script(
+        &format!(
+            "ls -A .airlock {ws}/.airlock 2>&1 | sed 's/^/listing: /'\n\
+             grep -rs 'Zq[7]-' . {ws} 2>/dev/null\n\
+             echo evil > .airlock/evil 2>/dev/null && echo wrote-state\n\
+             rm -rf .airlock/* 2>/dev/null; mv .airlock gone 2>/dev/null && echo moved-state\n\
+             echo payload-done\n"
+        ),
+        Some(60),
+    );
+    let text = out(&o);
+    assert!(text.contains("payload-done"), "{text} {}", err(&o));
+    assert!(
+        !text.contains("Zq7"),
+        "another session's staged content leaked: {text}"
+    );
+    let listed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("listing: "))
+        .filter(|l| !l.is_empty() && !l.ends_with(':'))
+        .collect();
+    assert!(
+        listed.is_empty(),
+        "`.airlock` is visible to the command: {text}"
+    );
+    assert!(!text.contains("wrote-state"), "{text}");
+    assert!(!text.contains("moved-state"), "{text}");
+    // On the host, the state is intact, and nothing of it was staged.
+    let after = snapshot(&state);
+    for (path, entry) in &before {
+        if path.starts_with("blobs") {
+            assert_eq!(after.get(path), Some(entry), "{} changed", path.display());
+        }
+    }
+    assert!(!state.join("evil").exists());
+    let st = out(&fx.run(&["status"]));
+    assert_eq!(st.trim(), "A payload.sh", "{st}");
+}
+
+#[test]
+fn the_host_loopback_listener_receives_nothing() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fx = Fx::new();
+    let plain = fx.exec(&[
+        "bash",
+        "-c",
+        &format!("echo leak > /dev/tcp/127.0.0.1/{port} && echo connected; echo plain-done"),
+    ]);
+    denied_or(&plain, "plain /dev/tcp", |text| {
+        assert!(!text.contains("connected"), "{text}");
+    });
+    fx.stage(
+        "probe.py",
+        &format!(
+            "import socket\n\
+             try:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    s.sendall(b'leak')\n    print('py-connected')\n\
+             except Exception as e:\n    print('py-refused', type(e).__name__, e)\n"
+        ),
+    );
+    let payload = format!(
+        "bash -c 'echo leak > /dev/tcp/127.0.0.1/{port}' 2>&1 && echo bash-connected\n\
+         /usr/bin/python3 probe.py\n\
+         curl -s -m 2 http://127.0.0.1:{port}/ 2>&1 && echo curl-connected\n\
+         echo payload-done\n"
+    );
+    let o = fx.script(&payload, Some(60));
+    let text = out(&o);
+    assert!(text.contains("payload-done"), "{text} {}", err(&o));
+    assert!(text.contains("py-refused"), "the probe did not run: {text}");
+    assert!(!text.contains("connected\n"), "{text}");
+    assert!(!text.contains("py-connected"), "{text}");
+    match listener.accept() {
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+        Ok((_, peer)) => {
+            panic!("a sandboxed process reached the host listener from {peer}: {text}")
+        }
+        Err(e) => panic!("accept: {e}"),
+    }
+}
+
+#[test]
+fn host_environment_secrets_are_invisible() {
+    let fx = Fx::new();
+    let secrets = [
+        ("AWS_SECRET_ACCESS_KEY", "Zq7-aws-secret-e2e"),
+        ("GITHUB_TOKEN", "Zq7-ghp-token-e2e"),
+        ("OPENAI_API_KEY", "Zq7-openai-e2e"),
+        ("LD_PRELOAD", "/nonexistent/libZq7-e2e.so"),
+    ];
+    let run = |args: &[&str]| {
+        let mut c = fx.cmd(args);
+        for (k, v) in secrets {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let plain = run(&["--mode", "build", "exec", "--", "printenv"]);
+    denied_or(&plain, "printenv", |text| {
+        assert!(!text.contains("Zq7"), "{text}");
+    });
+    let plain = run(&[
+        "--mode",
+        "build",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "echo \"aws=${AWS_SECRET_ACCESS_KEY:-absent} gh=${GITHUB_TOKEN:-absent} pre=${LD_PRELOAD:-absent}\"",
+    ]);
+    denied_or(&plain, "expansion", |text| {
+        assert!(text.contains("aws=absent gh=absent pre=absent"), "{text}");
+    });
+    fx.stage(
+        "payload.sh",
+        "env\n\
+         echo \"aws=${AWS_SECRET_ACCESS_KEY:-absent} gh=${GITHUB_TOKEN:-absent} pre=${LD_PRELOAD:-absent}\"\n\
+         for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null; done\n\
+         cat /etc/ld.so.preload 2>/dev/null\n\
+         echo payload-done\n",
+    );
+    let o = run(&["--mode", "build", "exec", "--", "sh", "payload.sh"]);
+    let text = out(&o);
+    assert!(text.contains("payload-done"), "{text} {}", err(&o));
+    assert!(text.contains("PATH="), "env did not run: {text}");
+    assert!(text.contains("aws=absent gh=absent pre=absent"), "{text}");
+    assert!(
+        !text.contains("Zq7"),
+        "a host secret reached the command: {text}"
+    );
+    assert!(!text.contains("LD_PRELOAD"), "{text}");
+    // The command's stderr carries no loader complaint about the host's LD_PRELOAD either.
+    let stderr = err(&o);
+    // (The loader complains once, for airlock itself; a leak would repeat it per program.)
+    assert!(
+        stderr.matches("libZq7").count() <= 1,
+        "LD_PRELOAD reached the sandbox: {stderr}"
+    );
+}
+
+#[test]
+fn host_processes_cannot_be_signalled_or_traced() {
+    let fx = Fx::new();
+    let mut victim = Command::new("sleep").arg("120").spawn().unwrap();
+    let pid = victim.id();
+    let plain = fx.exec(&["kill", "-9", &pid.to_string()]);
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the host process died: {} {}",
+        out(&plain),
+        err(&plain)
+    );
+    fx.stage(
+        "trace.py",
+        &format!(
+            "import ctypes, os\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             for target in ({pid}, 1, os.getppid()):\n\
+             \x20   r = libc.ptrace(16, target, 0, 0)\n\
+             \x20   print('ptrace', target, r, os.strerror(ctypes.get_errno()))\n\
+             try:\n    os.kill({pid}, 9)\n    print('py-killed')\n\
+             except OSError as e:\n    print('py-kill-refused', e)\n\
+             try:\n    open('/proc/{pid}/mem', 'rb').read(1)\n    print('mem-read')\n\
+             except OSError as e:\n    print('mem-refused', e)\n"
+        ),
+    );
+    let payload = format!(
+        "kill -9 {pid} 2>&1; echo kill=$?\n\
+         kill -9 -1 2>&1; echo killall=$?\n\
+         /usr/bin/python3 trace.py\n\
+         timeout 3 strace -p {pid} 2>&1 | head -2\n\
+         timeout 5 gdb -batch -p {pid} 2>&1 | grep -ci attached\n\
+         echo payload-done\n"
+    );
+    let o = fx.script(&payload, Some(60));
+    let text = out(&o);
+    assert!(text.contains("payload-done"), "{text} {}", err(&o));
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the host process died: {text}"
+    );
+    assert!(!text.contains("kill=0"), "{text}");
+    assert!(text.contains(&format!("ptrace {pid} -1")), "{text}");
+    assert!(text.contains("ptrace 1 -1"), "{text}");
+    assert!(text.contains("py-kill-refused"), "{text}");
+    assert!(text.contains("mem-refused"), "{text}");
+    assert!(!text.contains(&format!("Process {pid} attached")), "{text}");
+    // The victim is not being traced by anything.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.lines().any(|l| l == "TracerPid:\t0"), "{status}");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn mounting_is_refused() {
+    let fx = Fx::new();
+    let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let plain = fx.exec(&["mount", "-t", "tmpfs", "none", "/mnt"]);
+    denied_or(&plain, "plain mount", |_| {
+        assert_ne!(plain.status.code(), Some(0), "{}", err(&plain));
+    });
+    let o = fx.script(
+        "mount -t tmpfs none /mnt 2>&1; echo mount=$?\n\
+         mount --bind / /mnt 2>&1; echo bind=$?\n\
+         unshare -rm sh -c 'mount -t tmpfs none /mnt && echo inner-mounted' 2>&1; echo unshare=$?\n\
+         echo payload-done\n",
+        Some(60),
+    );
+    let text = out(&o);
+    assert!(text.contains("payload-done"), "{text} {}", err(&o));
+    for key in ["mount=", "bind=", "unshare="] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key}: {text}"));
+        assert_ne!(line, format!("{key}0"), "{text}");
+    }
+    assert!(!text.contains("inner-mounted"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(" /mnt "))
+            .count(),
+        host_mounts.lines().filter(|l| l.contains(" /mnt ")).count()
+    );
+}
+
+#[test]
+fn a_fork_bomb_is_bounded_and_leaves_no_survivor() {
+    let fx = Fx::new();
+    let tag = marker("bomb");
+    // A counted bomb: every child sleeps on, carrying the marker in its command line (the
+    // script's name); the parent reports and exits, leaving them all behind.
+    let script = format!("{tag}.py");
+    fx.stage(
+        &script,
+        "import os, time\n\
+         forked = failed = 0\n\
+         for i in range(3000):\n\
+         \x20   try:\n\
+         \x20       pid = os.fork()\n\
+         \x20   except OSError:\n\
+         \x20       failed += 1\n\
+         \x20       if failed > 50: break\n\
+         \x20       continue\n\
+         \x20   if pid == 0:\n\
+         \x20       try:\n\
+         \x20           time.sleep(300)\n\
+         \x20       finally:\n\
+         \x20           os._exit(1)\n\
+         \x20   forked += 1\n\
+         print('forked', forked, 'failed', failed, flush=True)\n",
+    );
+    let t = Instant::now();
+    let o = fx.run(&[
+        "--mode",
+        "build",
+        "exec",
+        "--timeout",
+        "60",
+        "--",
+        "/usr/bin/python3",
+        &script,
+    ]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{text} {}", err(&o));
+    let forked: usize = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {text} {}", err(&o)));
+    assert!(forked < 3000, "the bomb was never bounded: {text}");
+    assert!(forked >= 100, "the bomb never forked: {text}");
+    assert!(
+        !text.contains("failed 0"),
+        "forks were never refused: {text}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(40), "{:?}", t.elapsed());
+    assert!(
+        host_processes_with(&tag).is_empty(),
+        "survivors: {:?}",
+        host_processes_with(&tag)
+    );
+
+    // The classic shell bomb: the guard refuses the command line; as a script it runs until
+    // the timeout, and nothing survives.
+    let plain = fx.run(&[
+        "--mode",
+        "build",
+        "exec",
+        "--timeout",
+        "3",
+        "--",
+        "bash",
+        "-c",
+        "b() { b | b & }; b",
+    ]);
+    assert_guard_denied(&plain, "shell fork bomb");
+    let t = Instant::now();
+    let o = fx.script_named(
+        &format!("{tag}.sh"),
+        "b() { b | b & }; b; sleep 300\n",
+        Some(3),
+    );
+    assert_eq!(o.status.code(), Some(124), "{} {}", out(&o), err(&o));
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert!(
+        host_processes_with(&tag).is_empty(),
+        "survivors: {:?}",
+        host_processes_with(&tag)
+    );
+}
+
+/// Peak RSS in KiB of a command run under `/usr/bin/time -v`.
+fn max_rss_kib(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no max RSS in: {stderr}"))
+}
+
+#[test]
+fn an_output_flood_is_cut_with_a_marker_and_memory_stays_bounded() {
+    let fx = Fx::new();
+    let total: u64 = 200_000_000;
+    fx.stage(
+        "flood.sh",
+        &format!("head -c {total} /dev/zero | tr '\\0' x; echo; echo THE-END\n"),
+    );
+    let mut c = Command::new("/usr/bin/time");
+    c.arg("-v")
+        .arg(BIN)
+        .arg("--workspace")
+        .arg(&fx.ws)
+        .args([
+            "--mode",
+            "build",
+            "exec",
+            "--timeout",
+            "60",
+            "--",
+            "sh",
+            "flood.sh",
+        ])
+        .env("HOME", &fx.home)
+        .env("XDG_CONFIG_HOME", fx.home.join(".config"))
+        .stdin(Stdio::null());
+    let t = Instant::now();
+    let o = c.output().unwrap();
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(t.elapsed() < Duration::from_secs(60));
+    // The output is cut: head and tail kept, the middle named by its size.
+    assert!(text.len() < 1 << 20, "{} bytes printed", text.len());
+    assert!(text.starts_with("xxxx"), "{}", &text[..text.len().min(200)]);
+    assert!(
+        text.ends_with("\nTHE-END\n"),
+        "{}",
+        &text[text.len().saturating_sub(200)..]
+    );
+    let (head, rest) = text.split_once("\n[… ").expect("an omission marker");
+    let (marker, tail) = rest.split_once("]\n").unwrap();
+    let omitted: u64 = marker
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in the marker: {marker}"));
+    assert!(marker.contains("bytes omitted"), "{marker}");
+    assert!(
+        head.bytes().all(|b| b == b'x'),
+        "the head is not the output's start"
+    );
+    let kept = (head.len() + tail.len()) as u64;
+    assert!(kept <= 64 << 10, "{kept} bytes kept in memory");
+    assert_eq!(kept + omitted, total + 9, "kept {kept} + omitted {omitted}");
+    let rss = max_rss_kib(&err(&o));
+    eprintln!(
+        "airlock peak RSS {rss} KiB for {total} bytes in {:?}",
+        t.elapsed()
+    );
+    assert!(
+        rss < 64 << 10,
+        "airlock's peak RSS was {rss} KiB for {total} bytes of output"
+    );
+}
+
+#[test]
+fn a_daemon_does_not_outlive_exec() {
+    let fx = Fx::new();
+    let tag = marker("daemon");
+    // setsid + double fork: the grandchild is re-parented, in its own session, then writes a
+    // marker into the workspace after exec should be over.
+    let daemon = format!(
+        "( setsid bash -c 'exec -a {tag} bash -c \"sleep 4; echo escaped > escaped.txt; echo escaped > $HOME/escaped.txt\"' & ) &\n\
+         echo started\n"
+    );
+    let plain = fx.run(&[
+        "--mode",
+        "build",
+        "exec",
+        "--timeout",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        &format!("{daemon} sleep 60"),
+    ]);
+    denied_or(&plain, "plain daemon", |text| {
+        assert_eq!(plain.status.code(), Some(124), "{text}");
+        assert!(
+            host_processes_with(&tag).is_empty(),
+            "a daemon survived the timeout: {:?}",
+            host_processes_with(&tag)
+        );
+    });
+    // 1: the command times out while the daemon sleeps.
+    let t = Instant::now();
+    let o = fx.script(&format!("{daemon}sleep 60\n"), Some(2));
+    assert_eq!(o.status.code(), Some(124), "{} {}", out(&o), err(&o));
+    assert_eq!(out(&o), "started\n", "{}", err(&o));
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert!(
+        host_processes_with(&tag).is_empty(),
+        "a daemon survived the timeout: {:?}",
+        host_processes_with(&tag)
+    );
+    // 2: the command exits at once, leaving the daemon behind.
+    let o = fx.script(&daemon, Some(60));
+    assert_eq!(o.status.code(), Some(0), "{} {}", out(&o), err(&o));
+    assert!(
+        host_processes_with(&tag).is_empty(),
+        "a daemon survived exec: {:?}",
+        host_processes_with(&tag)
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(host_processes_with(&tag).is_empty());
+    assert!(
+        !fx.ws.join("escaped.txt").exists(),
+        "a daemon wrote to the workspace"
+    );
+    assert!(
+        !fx.home.join("escaped.txt").exists(),
+        "a daemon wrote to $HOME"
+    );
+    let o = fx.run(&["status"]);
+    assert!(!out(&o).contains("escaped.txt"), "{}", out(&o));
+}

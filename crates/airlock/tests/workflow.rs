@@ -1,0 +1,614 @@
+//! The whole loop through the `airlock` binary on a real node:test project: a failing verify
+//! names the failing test's file and line, a staged fix passes, apply writes exactly the staged
+//! files, undo reverts byte for byte, stale verdicts and on-disk conflicts are refused, and an
+//! apply killed with SIGKILL at any moment is recovered to the full pre- or post-state.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_airlock");
+
+const PACKAGE_JSON: &str = r#"{
+  "name": "airlock-e2e",
+  "private": true,
+  "type": "module",
+  "scripts": { "test": "node --test" }
+}
+"#;
+
+const MATH_JS: &str = "export function add(a, b) {\n  return a - b;\n}\n\nexport function twice(a) {\n  return 2 * a;\n}\n";
+
+const MATH_TEST_JS: &str = "import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { add, twice } from '../src/math.js';
+
+test('adds zero', () => {
+  assert.equal(add(2, 0), 2);
+});
+
+test('adds small numbers', () => {
+  assert.equal(add(2, 3), 5);
+});
+
+test('doubles', () => {
+  assert.equal(twice(4), 8);
+});
+";
+
+/// The line of `assert.equal(add(2, 3), 5)` in `MATH_TEST_JS`.
+const FAILING_LINE: u64 = 10;
+
+struct Fx {
+    _t: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+impl Fx {
+    /// A temporary workspace holding the node:test project.
+    fn node_project() -> Fx {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let fx = Fx { _t: t, home, ws };
+        fx.write("package.json", PACKAGE_JSON);
+        fx.write("src/math.js", MATH_JS);
+        fx.write("test/math.test.js", MATH_TEST_JS);
+        fx.write("bin/tool.sh", "#!/bin/sh\necho tool\n");
+        std::fs::set_permissions(
+            fx.ws.join("bin/tool.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        fx
+    }
+
+    fn write(&self, rel: &str, body: &str) {
+        let p = self.ws.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+
+    fn cmd_in(&self, ws: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--workspace")
+            .arg(ws)
+            .args(args)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run_in(&self, ws: &Path, args: &[&str]) -> Output {
+        self.cmd_in(ws, args).output().expect("airlock runs")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_in(&self.ws, args)
+    }
+
+    /// `airlock --mode build ARGS`, asserting the exit code.
+    fn build(&self, args: &[&str], code: i32) -> Output {
+        let mut all = vec!["--mode", "build"];
+        all.extend_from_slice(args);
+        let o = self.run(&all);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "airlock {args:?}: stdout {} stderr {}",
+            out(&o),
+            err(&o)
+        );
+        o
+    }
+
+    fn verify_json(&self, extra: &[&str], code: i32) -> Value {
+        let mut args = vec!["--json", "verify", "--timeout", "60"];
+        args.extend_from_slice(extra);
+        json(&self.build(&args, code))
+    }
+
+    fn call(&self, tool: &str, args: Value) {
+        self.build(&["call", tool, &args.to_string()], 0);
+    }
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    let text = out(o);
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {text}; stderr {}", err(o)))
+}
+
+/// Every entry under `root` (without `.airlock/`): content (or link target) and mode.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    let mut map = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let rel = entry.path().strip_prefix(root).unwrap().to_path_buf();
+            if rel == Path::new(".airlock") {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            let mode = meta.permissions().mode();
+            if meta.is_dir() {
+                stack.push(entry.path());
+                map.insert(rel, (Vec::new(), mode));
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(entry.path()).unwrap();
+                map.insert(rel, (target.into_os_string().into_encoded_bytes(), 0));
+            } else {
+                map.insert(rel, (std::fs::read(entry.path()).unwrap(), mode));
+            }
+        }
+    }
+    map
+}
+
+/// Paths whose entry differs between two snapshots.
+fn changed_paths(
+    a: &BTreeMap<PathBuf, (Vec<u8>, u32)>,
+    b: &BTreeMap<PathBuf, (Vec<u8>, u32)>,
+) -> BTreeSet<PathBuf> {
+    a.keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect()
+}
+
+/// Host processes whose command line contains `marker` (this test binary excluded).
+fn host_processes_with(marker: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == me || !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+/// The verdict JSON has exactly the CLI.md keys (plus only documented optional extensions).
+fn assert_verdict_shape(v: &Value) {
+    let required: BTreeSet<&str> = [
+        "verdict",
+        "changeset",
+        "runner",
+        "tests",
+        "failures",
+        "diagnostics",
+        "duration_ms",
+    ]
+    .into();
+    let optional: BTreeSet<&str> = ["exit_code", "degraded", "failures_omitted", "baseline"].into();
+    let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert!(required.is_subset(&keys), "missing keys in {v}");
+    let extra: Vec<_> = keys.difference(&required).collect();
+    assert!(
+        extra.iter().all(|k| optional.contains(*k)),
+        "undocumented keys {extra:?} in {v}"
+    );
+    assert!(
+        ["passed", "failed", "no_tests", "timeout", "error"]
+            .contains(&v["verdict"].as_str().unwrap()),
+        "{v}"
+    );
+    assert!(v["changeset"].as_str().is_some_and(|h| !h.is_empty()));
+    assert!(v["runner"].is_string());
+    let tests: BTreeSet<&str> = v["tests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(tests, ["passed", "failed", "skipped"].into(), "{v}");
+    for k in ["passed", "failed", "skipped"] {
+        assert!(v["tests"][k].is_u64(), "{v}");
+    }
+    for f in v["failures"].as_array().unwrap() {
+        for k in ["test", "message"] {
+            assert!(f[k].is_string(), "failure without {k}: {f}");
+        }
+    }
+    assert!(v["diagnostics"].is_string());
+    assert!(v["duration_ms"].is_u64());
+}
+
+#[test]
+fn verify_fix_apply_undo_through_the_cli() {
+    let fx = Fx::node_project();
+    let pristine = snapshot(&fx.ws);
+
+    // 1. The bug: verify fails and names the failing test's file and line.
+    let v = fx.verify_json(&[], 4);
+    assert_verdict_shape(&v);
+    assert_eq!(v["verdict"], "failed", "{v}");
+    assert_eq!(v["runner"], "node", "{v}");
+    assert_eq!(v["tests"]["failed"], 1, "{v}");
+    assert_eq!(v["tests"]["passed"], 2, "{v}");
+    let failure = v["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["test"] == "adds small numbers")
+        .unwrap_or_else(|| panic!("no failure for the test: {v}"));
+    assert_eq!(failure["file"], "test/math.test.js", "{v}");
+    assert_eq!(failure["line"], FAILING_LINE, "{v}");
+    let diag = v["diagnostics"].as_str().unwrap();
+    assert!(
+        diag.contains(&format!("test/math.test.js:{FAILING_LINE}")),
+        "diagnostics without file:line: {diag}"
+    );
+    assert_eq!(snapshot(&fx.ws), pristine, "verify wrote to the workspace");
+
+    // 2. Stage the fix (an edit and a mode change), plus a new file.
+    fx.call(
+        "edit_file",
+        serde_json::json!({"path": "src/math.js", "old_string": "a - b", "new_string": "a + b"}),
+    );
+    fx.call(
+        "write_file",
+        serde_json::json!({"path": "docs/NOTES.md", "content": "fixed add\n"}),
+    );
+    fx.build(&["exec", "--", "chmod", "700", "bin/tool.sh"], 0);
+    assert_eq!(snapshot(&fx.ws), pristine, "staging wrote to the workspace");
+    let status = out(&fx.run(&["status"]));
+    for line in ["M src/math.js", "A docs/NOTES.md", "M bin/tool.sh"] {
+        assert!(status.lines().any(|l| l.trim() == line), "{status}");
+    }
+
+    // 3. Verify passes, bound to the staged changeset.
+    let v = fx.verify_json(&[], 0);
+    assert_verdict_shape(&v);
+    assert_eq!(v["verdict"], "passed", "{v}");
+    assert_eq!(v["tests"]["passed"], 3, "{v}");
+    assert_eq!(v["tests"]["failed"], 0, "{v}");
+    assert_eq!(v["failures"].as_array().unwrap().len(), 0, "{v}");
+    let st = json(&fx.run(&["--json", "status"]));
+    assert_eq!(
+        v["changeset"], st["changeset"],
+        "the verdict names the changeset"
+    );
+
+    // 4. Apply writes exactly the staged files.
+    let o = fx.build(&["--json", "apply"], 0);
+    let report = json(&o);
+    let applied = snapshot(&fx.ws);
+    let changed = changed_paths(&pristine, &applied);
+    let expected: BTreeSet<PathBuf> = ["src/math.js", "docs/NOTES.md", "docs", "bin/tool.sh"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    assert_eq!(changed, expected, "report {report}");
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("src/math.js")).unwrap(),
+        MATH_JS.replace("a - b", "a + b")
+    );
+    assert_eq!(
+        std::fs::metadata(fx.ws.join("bin/tool.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o700
+    );
+    let st = json(&fx.run(&["--json", "status"]));
+    assert_eq!(st["entries"].as_array().unwrap().len(), 0, "{st}");
+
+    // 5. Undo reverts byte for byte, modes too.
+    fx.build(&["undo"], 0);
+    assert_eq!(
+        snapshot(&fx.ws),
+        pristine,
+        "undo did not restore the pre-state"
+    );
+
+    // 6. The journal lists the apply and the undo, newest last.
+    let j = json(&fx.run(&["--json", "journal"]));
+    let records = j.as_array().unwrap_or_else(|| panic!("{j}"));
+    let tools: Vec<&str> = records
+        .iter()
+        .map(|r| r["tool"].as_str().unwrap())
+        .collect();
+    let apply_at = tools
+        .iter()
+        .position(|t| *t == "apply")
+        .expect("apply record");
+    let undo_at = tools
+        .iter()
+        .rposition(|t| *t == "undo")
+        .expect("undo record");
+    assert!(apply_at < undo_at, "{tools:?}");
+    assert_eq!(records[undo_at]["reverts"], records[apply_at]["id"], "{j}");
+    for r in [&records[apply_at], &records[undo_at]] {
+        assert_eq!(r["state"], "committed", "{r}");
+    }
+    let paths: BTreeSet<&str> = records[apply_at]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    for p in ["src/math.js", "docs/NOTES.md", "bin/tool.sh"] {
+        assert!(paths.contains(p), "{p} not in the apply record: {paths:?}");
+    }
+}
+
+#[test]
+fn stale_verdicts_and_disk_conflicts_are_refused() {
+    let fx = Fx::node_project();
+    fx.call(
+        "edit_file",
+        serde_json::json!({"path": "src/math.js", "old_string": "a - b", "new_string": "a + b"}),
+    );
+    fx.verify_json(&[], 0);
+    // A change staged after verify: the verdict no longer covers the changeset.
+    fx.call(
+        "write_file",
+        serde_json::json!({"path": "late.txt", "content": "late\n"}),
+    );
+    let pristine = snapshot(&fx.ws);
+    let o = fx.build(&["apply"], 4);
+    assert!(err(&o).to_lowercase().contains("verif"), "{}", err(&o));
+    assert_eq!(snapshot(&fx.ws), pristine, "a stale apply wrote");
+
+    // Verify again, then edit a staged file on disk: conflict, nothing written.
+    fx.verify_json(&[], 0);
+    fx.write(
+        "src/math.js",
+        "export const add = (a, b) => b + a;\nexport const twice = (a) => a + a;\n",
+    );
+    let edited = snapshot(&fx.ws);
+    let o = fx.build(&["apply"], 5);
+    assert!(err(&o).contains("src/math.js"), "{}", err(&o));
+    assert_eq!(snapshot(&fx.ws), edited, "a conflicting apply wrote");
+    assert!(!fx.ws.join("late.txt").exists());
+    // The changeset is still staged; nothing was journaled as applied.
+    let st = json(&fx.run(&["--json", "status"]));
+    assert_eq!(st["entries"].as_array().unwrap().len(), 2, "{st}");
+    let j = json(&fx.run(&["--json", "journal"]));
+    assert!(
+        j.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["tool"] != "apply" || r["state"] != "committed"),
+        "{j}"
+    );
+}
+
+#[test]
+fn undo_refuses_after_a_later_edit() {
+    let fx = Fx::node_project();
+    fx.call(
+        "edit_file",
+        serde_json::json!({"path": "src/math.js", "old_string": "a - b", "new_string": "a + b"}),
+    );
+    fx.verify_json(&[], 0);
+    fx.build(&["apply"], 0);
+    fx.write("src/math.js", "// edited by hand\n");
+    let edited = snapshot(&fx.ws);
+    fx.build(&["undo"], 5);
+    assert_eq!(snapshot(&fx.ws), edited, "a refused undo wrote");
+}
+
+#[test]
+fn no_tests_and_timeouts_never_pass() {
+    // No test file at all: node --test runs nothing.
+    let fx = Fx::node_project();
+    std::fs::remove_dir_all(fx.ws.join("test")).unwrap();
+    let v = fx.verify_json(&[], 4);
+    assert_verdict_shape(&v);
+    assert_eq!(v["verdict"], "no_tests", "{v}");
+    assert_eq!(v["tests"]["passed"], 0, "{v}");
+    fx.build(&["apply"], 4);
+
+    // A hanging test: timeout, and nothing it started survives.
+    let marker = format!("airlock-e2e-hang-{}", std::process::id());
+    fx.write(
+        "test/hang.test.js",
+        &format!(
+            "import {{ test }} from 'node:test';\n\
+             import {{ spawn }} from 'node:child_process';\n\
+             test('hangs', async () => {{\n\
+             \x20 spawn('/bin/sh', ['-c', 'exec -a {marker} sleep 600'], {{ detached: true, stdio: 'ignore' }}).unref();\n\
+             \x20 await new Promise(() => setInterval(() => {{}}, 1000));\n\
+             }});\n"
+        ),
+    );
+    let t = Instant::now();
+    let o = fx.run(&["--mode", "build", "--json", "verify", "--timeout", "5"]);
+    assert_eq!(o.status.code(), Some(4), "{} {}", out(&o), err(&o));
+    let v = json(&o);
+    assert_verdict_shape(&v);
+    assert_eq!(v["verdict"], "timeout", "{v}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert!(
+        host_processes_with(&marker).is_empty(),
+        "survivors: {:?}",
+        host_processes_with(&marker)
+    );
+    fx.build(&["apply"], 4);
+}
+
+/// Stage a large changeset (2,000 new files, plus edits and a delete) and verify it.
+fn large_verified_changeset() -> Fx {
+    let fx = Fx::node_project();
+    for i in 0..20 {
+        fx.write(&format!("old/f{i}.txt"), &format!("old {i}\n"));
+    }
+    fx.call(
+        "edit_file",
+        serde_json::json!({"path": "src/math.js", "old_string": "a - b", "new_string": "a + b"}),
+    );
+    fx.build(
+        &[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "mkdir -p gen && i=0; while [ $i -lt 2000 ]; do echo \"generated $i\" > gen/f$i.txt; i=$((i+1)); done; \
+             for f in old/*.txt; do echo changed >> $f; done; rm old/f0.txt",
+        ],
+        0,
+    );
+    let st = json(&fx.run(&["--json", "status"]));
+    assert!(
+        st["entries"].as_array().unwrap().len() >= 2021,
+        "{}",
+        st["entries"].as_array().unwrap().len()
+    );
+    fx.verify_json(&[], 0);
+    fx
+}
+
+/// `cp -a` of a whole workspace (staging store included) into `dest`.
+fn clone_workspace(src: &Path, dest: &Path) {
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(src)
+        .arg(dest)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn an_apply_killed_at_any_moment_is_recovered_to_pre_or_post_state() {
+    let start = Instant::now();
+    let fx = large_verified_changeset();
+    eprintln!("setup took {:?}", start.elapsed());
+    let pre = snapshot(&fx.ws);
+    let parent = fx.ws.parent().unwrap().to_path_buf();
+
+    // The post-state, from an uninterrupted apply on a copy; its duration sets the kill delays.
+    let full = parent.join("full");
+    clone_workspace(&fx.ws, &full);
+    let t = Instant::now();
+    let o = fx.run_in(&full, &["--mode", "build", "apply"]);
+    let took = t.elapsed();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let post = snapshot(&full);
+    assert_ne!(pre, post);
+    assert_eq!(post.keys().filter(|p| p.starts_with("gen")).count(), 2001);
+
+    let mut interrupted = 0;
+    let mut outcomes = Vec::new();
+    for (n, fraction) in [0.3, 0.6, 0.9].iter().enumerate() {
+        let ws = parent.join(format!("kill{n}"));
+        clone_workspace(&fx.ws, &ws);
+        let mut child = fx
+            .cmd_in(&ws, &["--mode", "build", "apply"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(took.mul_f64(*fraction));
+        let _ = child.kill(); // SIGKILL
+        let status = child.wait().unwrap();
+        let killed = status.code().is_none();
+
+        let o = fx.run_in(&ws, &["--mode", "build", "--json", "recover"]);
+        assert_eq!(o.status.code(), Some(0), "{} {}", out(&o), err(&o));
+        let report = json(&o);
+        // Opening the kernel already resolves interrupted applies (reported on stderr), so the
+        // outcome is in the `recover` report or in a start-up notice.
+        let mut resolved: Vec<Value> = report
+            .as_array()
+            .unwrap_or_else(|| panic!("{report}"))
+            .clone();
+        resolved.extend(err(&o).lines().filter_map(|l| {
+            l.split_once("recovered an interrupted operation at start-up: ")
+                .map(|(_, j)| serde_json::from_str::<Value>(j).unwrap())
+        }));
+        let state = snapshot(&ws);
+        let at_pre = state == pre;
+        let at_post = state == post;
+        assert!(
+            at_pre || at_post,
+            "kill at {fraction} of {took:?} left a mixed workspace: {} paths differ from pre, {} from post; report {report}; stderr {}",
+            changed_paths(&state, &pre).len(),
+            changed_paths(&state, &post).len(),
+            err(&o)
+        );
+        for r in &resolved {
+            let outcome = r["outcome"].as_str().unwrap();
+            assert!(["rolled_back", "completed"].contains(&outcome), "{r}");
+            if outcome == "rolled_back" {
+                assert!(at_pre, "{r}");
+            } else {
+                assert!(at_post, "{r}");
+            }
+        }
+        // The journal agrees: no apply is left pending, and its state matches the disk.
+        let j = json(&fx.run_in(&ws, &["--json", "journal"]));
+        let applies: Vec<&Value> = j
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["tool"] == "apply")
+            .collect();
+        assert!(applies.len() <= 1, "{j}");
+        if let Some(r) = applies.first() {
+            let expected = if at_pre { "rolled_back" } else { "completed" };
+            let st = r["state"].as_str().unwrap();
+            assert!(
+                st == expected || (st == "committed" && !killed),
+                "journal says {st}, the disk is at {}: {r}",
+                if at_pre { "pre" } else { "post" }
+            );
+            assert_eq!(
+                resolved.len(),
+                usize::from(st != "committed"),
+                "the interrupted apply was not reported: {report} / {}",
+                err(&o)
+            );
+            if killed && st != "committed" {
+                interrupted += 1;
+            }
+        } else {
+            assert!(at_pre && resolved.is_empty(), "{j}");
+        }
+        eprintln!("round {n} done at {:?}", start.elapsed());
+        outcomes.push(format!(
+            "{fraction}: killed={killed} resolved={} pre={at_pre}",
+            resolved.len()
+        ));
+        // A second recovery finds nothing left to do.
+        let o = fx.run_in(&ws, &["--mode", "build", "--json", "recover"]);
+        assert_eq!(json(&o).as_array().map(Vec::len), Some(0), "{}", out(&o));
+        assert!(!err(&o).contains("recovered"), "{}", err(&o));
+        assert_eq!(
+            snapshot(&ws),
+            state,
+            "a second recovery changed the workspace"
+        );
+    }
+    eprintln!("full apply {took:?}; kills: {outcomes:?}");
+    assert!(
+        interrupted >= 1,
+        "no kill landed inside an apply (full apply took {took:?}): {outcomes:?}"
+    );
+}
