@@ -31,11 +31,11 @@ def airlock_bin() -> str:
     return path
 
 
-def params(workspace: Path, *flags: str) -> StdioServerParameters:
+def params(workspace: Path, *flags: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     return StdioServerParameters(
         command=airlock_bin(),
         args=["--workspace", str(workspace), *flags, "mcp"],
-        env={"AIRLOCK_LOG": "error"},
+        env={"AIRLOCK_LOG": "error", **(env or {})},
     )
 
 
@@ -273,3 +273,25 @@ def test_ask_mode_without_elicitation_denies_and_says_why(workspace: Path, mode:
             assert "elicitation" in text_of(r), text_of(r)
 
     run(go)
+
+
+def test_an_unanswered_approval_times_out_as_a_denial(workspace: Path) -> None:
+    """Handshake lifecycle: the server waits for the operator only up to its timeout."""
+    asked: list[str] = []
+
+    async def slow_operator(context: Any, p: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(p.message)
+        await anyio.sleep(5)
+        return types.ElicitResult(action="accept", content={"decision": "once"})
+
+    async def go() -> None:
+        flags = ("--mode", "build", "--permission", "ask")
+        server = params(workspace, *flags, env={"AIRLOCK_APPROVAL_TIMEOUT_SECS": "1"})
+        async with Client(server, mode="legacy", elicitation_callback=slow_operator) as client:
+            started = anyio.current_time()
+            r = await client.call_tool("bash", {"command": "echo too-late"})
+            assert anyio.current_time() - started < 4.5, "the server waited past its timeout"
+            assert r.is_error and "within 1 s" in text_of(r), text_of(r)
+
+    run(go)
+    assert len(asked) == 1
