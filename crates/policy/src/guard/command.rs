@@ -378,6 +378,47 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
             );
             run_at(&parsed, args.len())
         }
+        // Project runners: `uv run python -c …`, `poetry run …` run their operands.
+        "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "pixi" | "conda" | "mamba"
+        | "micromamba" => {
+            let top = parse_args(args, &Spec::posix("", &[]));
+            let Some(sub) = args.get(top.rest) else {
+                return Wrap::No;
+            };
+            if sub.text != "run" {
+                return Wrap::No;
+            }
+            let rest = &args[top.rest + 1..];
+            let parsed = parse_args(
+                rest,
+                &Spec::posix(
+                    "pnw",
+                    &[
+                        "with",
+                        "with-requirements",
+                        "python",
+                        "env-file",
+                        "directory",
+                        "project",
+                        "package",
+                        "extra",
+                        "group",
+                        "index",
+                        "name",
+                        "prefix",
+                        "environment",
+                    ],
+                ),
+            );
+            if parsed.rest < rest.len() {
+                Wrap::Run {
+                    start: top.rest + 1 + parsed.rest,
+                    prepend: Vec::new(),
+                }
+            } else {
+                Wrap::NoCommand
+            }
+        }
         "busybox" => {
             if args.is_empty() || args[0].text.starts_with('-') {
                 Wrap::Inspect

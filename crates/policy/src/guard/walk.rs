@@ -142,6 +142,13 @@ pub(crate) struct Walker {
     pub(crate) written: HashMap<String, String>,
     /// Bytes of code parsed so far.
     parsed_bytes: usize,
+    /// Functions the script defined: name and body source, re-walked at each call with the
+    /// call's arguments as `$1`, `$@` (`wipe() { rm -rf "$1"; }; wipe /`).
+    defined: HashMap<String, String>,
+    /// Positional parameters of the function calls being walked, innermost last.
+    positional: Vec<Vec<Arg>>,
+    /// Functions being called, innermost last (recursion stops the re-walk).
+    calling: Vec<String>,
 }
 
 impl Walker {
@@ -245,6 +252,18 @@ impl Walker {
                 self.after_output(out, out_file)
             }
             ast::Command::Function(def) => {
+                use brush_parser::ast::SourceLocation;
+                let body_src = def
+                    .body
+                    .location()
+                    .and_then(|span| {
+                        self.sources
+                            .last()
+                            .and_then(|src| src.get(span.start.index..span.end.index))
+                            .map(str::to_owned)
+                    })
+                    .unwrap_or_else(|| def.body.to_string());
+                self.defined.insert(def.fname.value.clone(), body_src);
                 self.functions.push(def.fname.value.clone());
                 let ast::FunctionBody(body, redirects) = &def.body;
                 let mut stdin = Input::Inherited;
@@ -755,6 +774,17 @@ impl Walker {
                 }
             }
         }
+        if let Some(body) = self.defined.get(program_name(&argv[0].text)).cloned() {
+            let name = argv[0].text.clone();
+            if !self.calling.contains(&name) {
+                self.calling.push(name);
+                self.positional.push(argv[1..].to_vec());
+                let out = self.run_script(&body, stdin);
+                self.positional.pop();
+                self.calling.pop();
+                return out;
+            }
+        }
         rules::judge(self, &argv, stdin)
     }
 
@@ -1134,7 +1164,42 @@ impl Walker {
                 text: "$$".to_owned(),
                 ..PieceVal::default()
             }],
+            Parameter::Special(SpecialParameter::AllPositionalParameters { .. })
+                if self
+                    .positional
+                    .last()
+                    .is_some_and(|args| !args.iter().any(|a| a.dynamic)) =>
+            {
+                let args = self
+                    .positional
+                    .last()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let mut taint = Taint::default();
+                for a in args {
+                    taint.merge(a.taint);
+                }
+                let text: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
+                vec![PieceVal {
+                    text: text.join(" "),
+                    taint,
+                    force_split: true,
+                    ..PieceVal::default()
+                }]
+            }
             Parameter::Special(s) => vec![dynamic_val(&format!("${s}"))],
+            Parameter::Positional(n) if *n > 0 => match self.positional.last() {
+                Some(args) => match args.get(*n as usize - 1) {
+                    Some(a) if !a.dynamic => vec![PieceVal {
+                        text: a.text.clone(),
+                        taint: a.taint,
+                        ..PieceVal::default()
+                    }],
+                    Some(_) => vec![dynamic_val(&format!("${n}"))],
+                    None => vec![PieceVal::default()],
+                },
+                None => vec![dynamic_val(&format!("${n}"))],
+            },
             Parameter::Positional(n) => vec![dynamic_val(&format!("${n}"))],
         }
     }

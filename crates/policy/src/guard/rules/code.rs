@@ -9,6 +9,7 @@ use super::super::normalize::{Arg, Input, Output, Taint};
 use super::super::walk::{Walker, stream_input};
 use super::destruction::FindParts;
 use super::env_dump::code_dumps_env;
+use super::exfiltration::code_sends_data;
 use super::target::plain_path;
 
 fn is_shell(name: &str) -> bool {
@@ -116,6 +117,15 @@ fn lang(name: &str) -> Option<Lang> {
             inline: "e",
             long_inline: &[],
             val: "ls",
+            attached: "",
+            long_val: &[],
+            module: "",
+        },
+        // Tcl reads its program from a file operand or standard input only.
+        "tclsh" | "wish" => Lang {
+            inline: "",
+            long_inline: &[],
+            val: "",
             attached: "",
             long_val: &[],
             module: "",
@@ -289,11 +299,12 @@ pub(super) fn check(
             }
             Some(Output::text(String::new()))
         }
-        "su" | "sg" | "script" | "flock" => {
+        "su" | "sg" | "runuser" | "newgrp" | "script" | "flock" => {
             let inspect = args
                 .iter()
                 .all(|a| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V"));
-            if (name == "su" || name == "sg") && (args.is_empty() || !inspect) {
+            let switches_user = matches!(name, "su" | "sg" | "runuser" | "newgrp");
+            if switches_user && (args.is_empty() || !inspect) {
                 w.deny(
                     Family::Privilege,
                     format!("`{shown}` runs commands as another user or group."),
@@ -302,13 +313,14 @@ pub(super) fn check(
             let p = parse_args(
                 args,
                 &Spec::gnu(
-                    "cswgGEOqt",
+                    "cswgGEOqtu",
                     &[
                         "command",
                         "shell",
                         "group",
                         "supp-group",
                         "whitelist-environment",
+                        "user",
                     ],
                 ),
             );
@@ -327,6 +339,11 @@ pub(super) fn check(
                 };
                 w.run_code(&code, stdin, shown);
             }
+            // `runuser -u USER cmd …` runs its operands as a command line.
+            if name == "runuser" && p.has('u', "user") && !p.operands.is_empty() {
+                let argv: Vec<Arg> = p.operands.iter().map(|a| (*a).clone()).collect();
+                w.run_argv(argv, stdin);
+            }
             if name == "sg" && !p.has('c', "command") && p.operands.len() >= 2 {
                 let code = join(
                     &p.operands[1..]
@@ -337,6 +354,20 @@ pub(super) fn check(
                 w.run_code(&code, stdin, shown);
             }
             Some(Output::unknown())
+        }
+        // `machinectl shell|login [USER@]MACHINE` opens a shell as another user.
+        "machinectl" => {
+            let p = parse_args(args, &Spec::gnu("M", &["machine", "uid"]));
+            if p.operands
+                .first()
+                .is_some_and(|a| matches!(a.text.as_str(), "shell" | "login"))
+            {
+                w.deny(
+                    Family::Privilege,
+                    format!("`{shown}` opens a shell as another user."),
+                );
+            }
+            None
         }
         "watch" => {
             let p = parse_args(args, &Spec::posix("nq", &["interval"]));
@@ -516,11 +547,31 @@ fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bool) -> Outp
     }
 }
 
+/// Inline code that forks in a loop (`perl -e 'fork while 1'`, `while True: os.fork()`).
+fn code_forks_forever(code: &str) -> bool {
+    code.contains("fork")
+        && ["while", "loop", "for ", "for(", "until", "repeat"]
+            .iter()
+            .any(|k| code.contains(k))
+}
+
 fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
     if code.taint.download {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs code downloaded from the network."),
+        );
+    } else if code_forks_forever(&code.text) {
+        w.deny(
+            Family::Destruction,
+            format!("`{shown}` is a fork bomb: it spawns processes in an endless loop."),
+        );
+    } else if code_sends_data(&code.text) {
+        w.deny(
+            Family::Exfiltration,
+            format!(
+                "`{shown}` runs inline code that sends files or the environment over the network."
+            ),
         );
     } else if code_dumps_env(&code.text) {
         w.deny(
@@ -587,6 +638,7 @@ fn deno(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
 fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
     let mut i = 0;
     let mut replace: Option<String> = None;
+    let mut arg_file: Option<String> = None;
     while i < args.len() {
         let t = args[i].text.as_str();
         if t == "--" {
@@ -599,6 +651,11 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
                 .map_or((long, None), |(n, v)| (n, Some(v)));
             if name == "replace" {
                 replace = Some(value.unwrap_or("{}").to_owned());
+            }
+            if name == "arg-file" {
+                arg_file = value
+                    .map(str::to_owned)
+                    .or_else(|| args.get(i + 1).map(|a| a.text.clone()));
             }
             let takes = matches!(
                 name,
@@ -618,6 +675,13 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
             for (j, c) in chars.iter().enumerate() {
                 let rest: String = chars[j + 1..].iter().collect();
                 if "aEdILnPs".contains(*c) {
+                    if *c == 'a' {
+                        arg_file = if rest.is_empty() {
+                            args.get(i + 1).map(|a| a.text.clone())
+                        } else {
+                            Some(rest.clone())
+                        };
+                    }
                     if *c == 'I' {
                         replace = Some(if rest.is_empty() {
                             args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
@@ -659,7 +723,39 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
         }) => paths.clone(),
         _ => Vec::new(),
     };
-    let runtime_items = matches!(stdin, Input::Stream(_) | Input::File(_));
+    let arg_file = arg_file.filter(|f| f != "/dev/null");
+    let runtime_items = arg_file.is_some() || matches!(stdin, Input::Stream(_) | Input::File(_));
+    // Items only known at run time carry what their source brought in: a file's contents
+    // (`xargs -a .env curl …`), a download (`curl … | xargs bash -c`).
+    let item_taint = if arg_file.is_some() {
+        Taint {
+            secret: true,
+            ..Taint::default()
+        }
+    } else {
+        stdin.taint()
+    };
+    if items.is_empty() && runtime_items && (item_taint.secret || item_taint.download) {
+        cmd = cmd
+            .into_iter()
+            .map(|mut a| {
+                if replace
+                    .as_ref()
+                    .is_some_and(|r| a.text.contains(r.as_str()))
+                {
+                    a.taint.merge(item_taint);
+                }
+                a
+            })
+            .collect();
+        if replace.is_none() {
+            cmd.push(Arg {
+                text: "{xargs-items}".to_owned(),
+                taint: item_taint,
+                ..Arg::default()
+            });
+        }
+    }
     let out = match replace {
         Some(r) if !items.is_empty() => {
             let mut out = Output::unknown();
@@ -701,19 +797,31 @@ fn find(w: &mut Walker, args: &[Arg]) {
             continue;
         }
         for root in parts.roots.iter().take(4) {
-            let found = if parts.has_filter {
-                format!("{}/{{}}", root.text.trim_end_matches('/'))
+            let base = root.text.trim_end_matches('/');
+            // `{}` is the root itself without tests; with `-name X` it is `root/…/X`, judged
+            // as `root/X` (`find . -name .git -exec rm -rf {} +` removes `./.git`).
+            let found: Vec<String> = if !parts.has_filter {
+                vec![root.text.clone()]
+            } else if parts.names.is_empty() {
+                vec![format!("{base}/{{}}")]
             } else {
-                root.text.clone()
+                parts
+                    .names
+                    .iter()
+                    .take(4)
+                    .map(|n| format!("{base}/{n}"))
+                    .collect()
             };
-            let line: Vec<Arg> = exec
-                .iter()
-                .map(|a| Arg {
-                    text: a.text.replace("{}", &found),
-                    ..a.clone()
-                })
-                .collect();
-            w.run_argv(line, &Input::Inherited);
+            for f in &found {
+                let line: Vec<Arg> = exec
+                    .iter()
+                    .map(|a| Arg {
+                        text: a.text.replace("{}", f),
+                        ..a.clone()
+                    })
+                    .collect();
+                w.run_argv(line, &Input::Inherited);
+            }
         }
     }
 }

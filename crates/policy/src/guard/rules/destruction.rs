@@ -164,6 +164,32 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
                 );
             }
         }
+        // `rsync --delete empty/ ~/` deletes everything in the destination the source lacks.
+        "rsync" => {
+            let deletes = args.iter().any(|a| {
+                a.text.starts_with("--delete") || a.text == "--del" || a.text == "--remove"
+            });
+            let p = parse_args(
+                args,
+                &Spec::gnu(
+                    "eBfMT",
+                    &["rsh", "filter", "exclude", "include", "files-from", "port"],
+                ),
+            );
+            if deletes
+                && p.operands.len() >= 2
+                && let Some(dest) = p.operands.last()
+                && let Some(t) = classify(&dest.text, &w.cwd)
+            {
+                w.deny(
+                    Family::Destruction,
+                    format!(
+                        "`{shown}` deletes whatever the source lacks from {}.",
+                        t.describe()
+                    ),
+                );
+            }
+        }
         "mv" => {
             let p = parse_args(args, &Spec::gnu("St", &["suffix", "target-directory"]));
             let n = p.operands.len();
@@ -246,6 +272,8 @@ pub(crate) struct FindParts {
     pub(crate) roots: Vec<Arg>,
     pub(crate) has_filter: bool,
     pub(crate) delete: bool,
+    /// Exact file names the tests ask for (`-name .git`): what `{}` names besides the roots.
+    pub(crate) names: Vec<String>,
     /// The command lines of `-exec`, `-execdir`, `-ok`, `-okdir` (without the terminator).
     pub(crate) execs: Vec<Vec<Arg>>,
 }
@@ -280,6 +308,7 @@ impl FindParts {
             roots,
             has_filter: false,
             delete: false,
+            names: Vec::new(),
             execs: Vec::new(),
         };
         while i < args.len() {
@@ -294,6 +323,15 @@ impl FindParts {
                         i += 1;
                     }
                     parts.execs.push(cmd);
+                }
+                "-name" | "-iname"
+                    if args
+                        .get(i + 1)
+                        .is_some_and(|n| !n.text.contains(['*', '?', '[', '/'])) =>
+                {
+                    parts.has_filter = true;
+                    i += 1;
+                    parts.names.push(args[i].text.clone());
                 }
                 "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-iwholename"
                 | "-regex" | "-iregex" | "-newer" | "-mtime" | "-mmin" | "-atime" | "-amin"

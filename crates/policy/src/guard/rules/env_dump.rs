@@ -24,6 +24,14 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
                     .all(|o| matches!(o.short, Some('x') | Some('p')))
         }
         "set" => args.is_empty(),
+        // `compgen -v` / `-e` / `-A variable|export` list the shell's variables.
+        "compgen" => {
+            let p = parse_args(args, &Spec::gnu("AGWFCXPSo", &["action"]));
+            p.has_short('v')
+                || p.has_short('e')
+                || p.values(Some('A'), &["action"])
+                    .any(|v| matches!(v, "variable" | "export"))
+        }
         "ps" => args.iter().any(|a| {
             !a.text.starts_with('-')
                 && a.text.contains('e')

@@ -147,10 +147,17 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
             let local = all_loopback(&p.operands);
             !local && (p.has_long("post-file") || p.has_long("body-file"))
         }
-        "http" | "https" | "xh" | "xhs" => {
-            args.iter()
-                .any(|a| a.text.contains("=@") || a.text.contains(":=@"))
-                || stdin_secret
+        "http" | "https" | "xh" | "xhs" => httpie(args) || stdin_secret,
+        // `ftp host < cmds`, `tftp host -c put f`, `lftp -e 'put f' host`: commands that
+        // upload, given on stdin or the command line.
+        "ftp" | "tftp" => {
+            let p = parse_args(args, &Spec::gnu("cepP", &[]));
+            let puts = args.iter().any(|a| {
+                a.text
+                    .split([' ', ';'])
+                    .any(|w| matches!(w, "put" | "mput" | "send" | "append"))
+            });
+            !p.operands.is_empty() && (stdin_secret || puts)
         }
         "nc" | "ncat" | "netcat" | "telnet" | "openssl" | "mail" | "mailx" | "sendmail"
         | "mutt" => {
@@ -282,6 +289,102 @@ fn curl(args: &[Arg], stdin_secret: bool) -> bool {
         }
     });
     data_file || form_file || upload
+}
+
+/// HTTPie request items that read a file: `@file` (the raw body), `field@file` (a form
+/// upload), `field=@file` and `field:=@file` (a file's text or JSON as a field). Items follow
+/// the optional method and the URL.
+fn httpie(args: &[Arg]) -> bool {
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            "aAsv",
+            &[
+                "auth",
+                "auth-type",
+                "session",
+                "session-read-only",
+                "output",
+                "print",
+                "pretty",
+                "style",
+                "verify",
+                "cert",
+                "cert-key",
+                "proxy",
+                "timeout",
+                "max-redirects",
+                "raw",
+            ],
+        ),
+    );
+    if p.values(None, &["raw"]).any(|v| v.starts_with('@')) {
+        return true;
+    }
+    let mut ops = p.operands.iter().map(|a| a.text.as_str()).peekable();
+    if ops
+        .peek()
+        .is_some_and(|m| !m.is_empty() && m.chars().all(|c| c.is_ascii_uppercase()))
+    {
+        ops.next();
+    }
+    ops.next();
+    ops.any(|item| {
+        if item.len() > 1 && item.starts_with('@') {
+            return true;
+        }
+        let Some(at) = item.find([':', '=', '@']) else {
+            return false;
+        };
+        let rest = &item[at..];
+        at > 0 && (rest.starts_with('@') || rest.starts_with("=@") || rest.starts_with(":=@"))
+    })
+}
+
+/// Inline interpreter code that opens a network connection and reads files or the
+/// environment: the program form of `curl -d @file`.
+pub(crate) fn code_sends_data(code: &str) -> bool {
+    const NETWORK: &[&str] = &[
+        "urlopen",
+        "urllib",
+        "requests.",
+        "http.client",
+        "httplib",
+        "socket",
+        "fetch(",
+        "http.request",
+        "https.request",
+        "net.connect",
+        "Net::HTTP",
+        "LWP::",
+        "HTTP::Tiny",
+        "IO::Socket",
+        "TCPSocket",
+        "curl_exec",
+        "fsockopen",
+        "smtplib",
+        "ftplib",
+        "paramiko",
+    ];
+    const READS: &[&str] = &[
+        "open(",
+        "read_text",
+        "read_bytes",
+        "readFile",
+        "File.read",
+        "File.open",
+        "IO.read",
+        "file_get_contents",
+        "fopen",
+        "os.environ",
+        "process.env",
+        "ENV",
+        "getenv",
+        "io.open",
+        "Deno.readFile",
+        "Bun.file",
+    ];
+    NETWORK.iter().any(|n| code.contains(n)) && READS.iter().any(|r| code.contains(r))
 }
 
 fn reverse_shell_nc(args: &[Arg]) -> bool {

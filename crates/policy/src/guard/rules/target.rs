@@ -168,7 +168,7 @@ pub(crate) fn classify(text: &str, cwd: &Cwd) -> Option<Target> {
     } else {
         (Base::Rel, text)
     };
-    let git = text.split('/').any(|c| c == ".git");
+    let git = names_git_history(text);
     let target = match base {
         Base::Abs => {
             let (comps, _) = resolve(&[], rest);
@@ -207,6 +207,29 @@ pub(crate) fn classify(text: &str, cwd: &Cwd) -> Option<Target> {
         },
     };
     target.or(if git { Some(Target::GitDir) } else { None })
+}
+
+/// The parts of `.git` that hold the history: the directory itself, everything in it (a glob),
+/// the object store, refs, `HEAD`, packed refs and reflogs. Hooks, lock files and messages
+/// (`rm -f .git/index.lock`) are routine maintenance.
+fn names_git_history(text: &str) -> bool {
+    let comps: Vec<&str> = text
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let Some(at) = comps.iter().position(|c| *c == ".git") else {
+        return false;
+    };
+    match comps.get(at + 1) {
+        None => true,
+        Some(next) => {
+            is_glob(next)
+                || matches!(
+                    *next,
+                    "objects" | "refs" | "HEAD" | "packed-refs" | "logs" | "modules" | "worktrees"
+                )
+        }
+    }
 }
 
 fn classify_absolute(comps: &[String]) -> Option<Target> {

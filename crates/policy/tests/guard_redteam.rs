@@ -1,0 +1,62 @@
+//! The guard against red-team cases: variant spellings of each dangerous family and the
+//! benign look-alikes a developer types every day. Every line must get its expected verdict
+//! and, for denials, its rule family.
+
+use airlock_policy::Verdict;
+use airlock_policy::guard::evaluate;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Case {
+    cmd: String,
+    expect: String,
+    family: String,
+}
+
+fn check_file(name: &str) {
+    let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let case: Case =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}:{}: {e}", n + 1));
+        count += 1;
+        let report = evaluate(&case.cmd);
+        let got_verdict = match report.decision.decision {
+            Verdict::Allow => "allow",
+            Verdict::Deny => "deny",
+            Verdict::Ask => "ask",
+        };
+        let ok = got_verdict == case.expect
+            && (case.expect != "deny" || report.decision.rule == case.family);
+        if !ok {
+            failures.push(format!(
+                "{name}:{}: {:?}: expected {} {}, got {} {} ({}) [normalized: {}]",
+                n + 1,
+                case.cmd,
+                case.expect,
+                case.family,
+                got_verdict,
+                report.decision.rule,
+                report.decision.reason,
+                report.normalized
+            ));
+        }
+    }
+    assert!(count > 0, "{name} is empty");
+    assert!(
+        failures.is_empty(),
+        "{} of {count} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn redteam_cases_at_100_percent() {
+    check_file("guard_redteam.jsonl");
+}
