@@ -512,8 +512,13 @@ fn unicode_and_non_utf8_names_are_kept() {
         rel_of(&f.jail, "héllo wörld ✓.txt", Access::Write),
         "héllo wörld ✓.txt"
     );
-    // A fullwidth look-alike is a different, harmless name on this filesystem.
-    assert!(f.jail.confine("．env", Access::Read).is_ok());
+    // A fullwidth look-alike is a different name on this filesystem, but it reads as `.env`
+    // to a person and to some tools: refused, failing closed.
+    assert_eq!(
+        f.jail.confine("．env", Access::Read).unwrap_err().rule,
+        "jail_sensitive_file"
+    );
+    assert!(f.jail.confine("．envy", Access::Read).is_ok());
     let raw = RelPath::new(OsStr::from_bytes(b"src/f\xffo")).unwrap();
     let p = f.jail.confine_rel(&raw, Access::Write).unwrap();
     assert_eq!(p.rel().unwrap().as_bytes(), b"src/f\xffo");

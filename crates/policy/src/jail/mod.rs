@@ -17,7 +17,8 @@
 //! `jail_magic_link`, `jail_nul`, `jail_empty_path`, `jail_too_long`, `jail_sensitive_file`,
 //! `jail_airlock_state`, `jail_hardlink` (writes), `jail_not_a_directory`, `jail_special_file`
 //! (fifos, sockets, devices), `jail_root` (writing the root itself), `jail_unresolvable` (the
-//! disk refused a lookup, e.g. permission denied: fail closed).
+//! disk refused a lookup, e.g. permission denied: fail closed), `jail_unexpanded` (a path
+//! spelled for a shell: `~/x`, `$HOME/x`, `file:///x`).
 //!
 //! Only the jail builds a [`ConfinedPath`]. It proves the check happened at that moment; to stay
 //! race-free, open it through [`Jail::dir`] (cap-std), never through [`ConfinedPath::abs`]
@@ -249,6 +250,19 @@ impl Jail {
                     "The path starting `{}…` is {} bytes long; the limit is {MAX_PATH_BYTES}.",
                     truncate(path, 40),
                     path.len()
+                ),
+            ));
+        }
+        if let Some(what) = unexpanded(path) {
+            // A sensitive name says more (`~/.ssh/id_rsa`).
+            if let Some(d) = lexical_sensitive(&steps_of(Path::new(path), false), shown) {
+                return Err(d);
+            }
+            return Err(deny(
+                "jail_unexpanded",
+                format!(
+                    "`{shown}` starts with {what}, which airlock does not expand; name the path in the workspace (`./{}` for a name that really starts so).",
+                    truncate(path, 40)
                 ),
             ));
         }
@@ -503,6 +517,35 @@ impl Jail {
             inside: true,
         })
     }
+}
+
+/// What a path's beginning means to a shell or a browser but not to the jail: `~` or `~user`
+/// (a home directory), a lone `$VAR` or `${…}` first component (a variable), or `scheme://`
+/// (a URL). Taken literally they would name odd files inside the workspace while the agent
+/// meant somewhere else, so they are refused; `./~`, `./$HOME` name the literal files.
+fn unexpanded(path: &str) -> Option<&'static str> {
+    let first = path.split('/').next().unwrap_or("");
+    if first.starts_with('~') {
+        return Some("`~`, a home directory");
+    }
+    let ident = |s: &str| {
+        let mut cs = s.chars();
+        cs.next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if let Some(var) = first.strip_prefix('$')
+        && (ident(var) || (var.starts_with('{') && var.ends_with('}')))
+    {
+        return Some("a variable");
+    }
+    if let Some((scheme, _)) = path.split_once("://")
+        && ident(&scheme.replace(['+', '-', '.'], "_"))
+        && !scheme.contains('/')
+    {
+        return Some("a URL scheme");
+    }
+    None
 }
 
 fn deny(rule: &'static str, reason: impl Into<String>) -> Decision {

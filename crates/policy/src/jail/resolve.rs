@@ -5,7 +5,9 @@
 //! relative to a handle, never a string path the disk could re-route. Symlinks are expanded
 //! by hand: relative targets continue from their directory, absolute ones restart from the
 //! base (confined: only when they name a place under the root), and `..` pops the stack — past
-//! the base is an escape. Names past the first missing one are kept lexically; a `..` that
+//! the base is an escape, unless the names that follow lead straight back down into the base
+//! through its own canonical, symlink-free ancestors (`../ws/src` from a root named `ws`).
+//! Names past the first missing one are kept lexically; a `..` that
 //! climbs back into existing directories resumes the disk walk, so `new/../link` is still
 //! checked.
 
@@ -226,7 +228,8 @@ impl Walker<'_> {
                         if self.parent_of_base_is_base {
                             continue;
                         }
-                        return Err(WalkError::ParentEscape { from_link });
+                        self.climb_back(&mut pending, from_link)?;
+                        continue;
                     }
                     names.pop();
                     fds.truncate(names.len());
@@ -338,6 +341,36 @@ impl Walker<'_> {
             final_nlink,
             dangling,
         })
+    }
+
+    /// A `..` above the base: follow the names that come next through the base's own
+    /// ancestors, which are real directories since the base path is canonical. Names that lead
+    /// straight back down to the base (`../ws/src` from a root called `ws`) resume the walk
+    /// at the base; any step elsewhere, or ending above it, is an escape.
+    fn climb_back(&self, pending: &mut VecDeque<Step>, from_link: bool) -> Result<(), WalkError> {
+        let escape = WalkError::ParentEscape { from_link };
+        let Some(mut above) = self.base_abs.parent().map(Path::to_path_buf) else {
+            return Err(escape);
+        };
+        while let Some(step) = pending.pop_front() {
+            match step {
+                Step::Parent { .. } => {
+                    if let Some(up) = above.parent() {
+                        above = up.to_path_buf();
+                    }
+                }
+                Step::Name { name, .. } => {
+                    above.push(name);
+                    if above == self.base_abs {
+                        return Ok(());
+                    }
+                    if !self.base_abs.starts_with(&above) {
+                        return Err(escape);
+                    }
+                }
+            }
+        }
+        Err(escape)
     }
 
     /// Procfs (reached through the real tree, e.g. when the base is `/`).
