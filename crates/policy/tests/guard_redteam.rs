@@ -1,6 +1,24 @@
 //! The guard against red-team cases: variant spellings of each dangerous family and the
 //! benign look-alikes a developer types every day. Every line must get its expected verdict
 //! and, for denials, its rule family.
+//!
+//! Choices made for cases a reviewer could read either way:
+//! - `git clean -f` without `-x`/`-d` is allowed: it removes untracked files only, and the
+//!   rule names the forced clean *with* `-x`/`-d`.
+//! - `rm -f .git/index.lock`, `rm -rf .git/hooks/…`, `.git/rebase-merge` are maintenance and
+//!   allowed; `.git` itself, `.git/*`, `objects`, `refs`, `HEAD`, `packed-refs`, `logs` are
+//!   the history and denied.
+//! - `eval "$(pyenv init -)"`, `source <(kubectl completion bash)` run code the guard cannot
+//!   see: denied as `dynamic_command`, like any other generated code.
+//! - `compgen -v`/`-e`/`-A variable` enumerate the environment: `env_dump`.
+//! - Uploads to the loopback host (curl, wget, HTTPie `:3000`, `nc localhost`) stay local and
+//!   are allowed.
+//! - File contents reaching a URL through a variable or a loop (`for l in $(cat f); do curl
+//!   …/$l`) are exfiltration whatever the file is named; so is `xargs -a FILE curl …`.
+//! - A download on an interpreter's standard input is `remote_exec` even with `-c` code.
+//! - Inline code that forks in a loop is `destruction` (a fork bomb); inline code that opens a
+//!   connection and reads files or the environment is `exfiltration`.
+//! - `rsync --delete` into the root, home or workspace is `destruction`.
 
 use airlock_policy::Verdict;
 use airlock_policy::guard::evaluate;

@@ -62,6 +62,8 @@ struct Var {
     arrays: Vec<Vec<String>>,
     /// Some assignment's value is only known at run time.
     unknown: bool,
+    /// What the assigned values brought in (`for l in $(cat .env)`).
+    taint: Taint,
 }
 
 /// One alternative value of a word piece.
@@ -149,6 +151,9 @@ pub(crate) struct Walker {
     positional: Vec<Vec<Arg>>,
     /// Functions being called, innermost last (recursion stops the re-walk).
     calling: Vec<String>,
+    /// Function bodies being walked at their definition: a command named by `$1` or `"$@"`
+    /// there is judged at each call instead.
+    defining: usize,
 }
 
 impl Walker {
@@ -265,6 +270,7 @@ impl Walker {
                     .unwrap_or_else(|| def.body.to_string());
                 self.defined.insert(def.fname.value.clone(), body_src);
                 self.functions.push(def.fname.value.clone());
+                self.defining += 1;
                 let ast::FunctionBody(body, redirects) = &def.body;
                 let mut stdin = Input::Inherited;
                 let mut out_file = None;
@@ -272,6 +278,7 @@ impl Walker {
                     self.apply_redirects(list.0.iter(), &mut stdin, &mut out_file);
                 }
                 self.walk_compound(body, &stdin);
+                self.defining -= 1;
                 self.functions.pop();
                 Output::text(String::new())
             }
@@ -328,6 +335,7 @@ impl Walker {
                             for alt in self.expand_word(&w.value, true) {
                                 for arg in alt {
                                     var.unknown |= arg.dynamic;
+                                    var.taint.merge(arg.taint);
                                     push_value(&mut var, arg.text);
                                 }
                             }
@@ -633,6 +641,7 @@ impl Walker {
                 for alt in self.expand_word(&w.value, false) {
                     let arg = join_fields(alt);
                     var.unknown |= arg.dynamic;
+                    var.taint.merge(arg.taint);
                     push_value(&mut var, arg.text);
                 }
             }
@@ -643,6 +652,7 @@ impl Walker {
                     for (k, alt) in alts.into_iter().enumerate() {
                         for arg in alt {
                             var.unknown |= arg.dynamic;
+                            var.taint.merge(arg.taint);
                             if k == 0 {
                                 elements.push(arg.text.clone());
                             }
@@ -666,10 +676,13 @@ impl Walker {
         }
         if a.append {
             let old = self.vars.get(name).cloned().unwrap_or_default();
+            let mut taint = old.taint;
+            taint.merge(var.taint);
             let mut joined = Var {
                 arrays: old.arrays.clone(),
                 values: Vec::new(),
                 unknown: old.unknown || var.unknown,
+                taint,
             };
             let olds = if old.values.is_empty() {
                 vec![String::new()]
@@ -701,6 +714,7 @@ impl Walker {
     fn merge_var(&mut self, name: &str, var: Var) {
         let entry = self.vars.entry(name.to_owned()).or_default();
         entry.unknown |= var.unknown;
+        entry.taint.merge(var.taint);
         if entry.arrays.len() < MAX_VALUES {
             entry.arrays.extend(var.arrays);
         }
@@ -724,6 +738,9 @@ impl Walker {
             let Some(head) = argv.first() else {
                 return Output::text(String::new());
             };
+            if head.dynamic && self.defining > 0 && names_positional(&head.text) {
+                return Output::unknown();
+            }
             if head.dynamic {
                 let shown = display_argv(&argv);
                 if head.taint.download {
@@ -771,6 +788,22 @@ impl Walker {
                     let mut next = prepend;
                     next.extend(argv.drain(1 + start..));
                     argv = next;
+                }
+            }
+        }
+        // `set -- a b c` (or `set a b`) replaces the positional parameters.
+        if argv[0].text == "set" && argv.len() > 1 {
+            let rest = &argv[1..];
+            let start = rest
+                .iter()
+                .position(|a| a.text == "--")
+                .map(|i| i + 1)
+                .or_else(|| (!rest[0].text.starts_with(['-', '+'])).then_some(0));
+            if let Some(start) = start {
+                let params = rest[start..].to_vec();
+                match self.positional.last_mut() {
+                    Some(top) => *top = params,
+                    None => self.positional.push(params),
                 }
             }
         }
@@ -1123,11 +1156,14 @@ impl Walker {
                             .map(|elements| PieceVal {
                                 text: elements.join(" "),
                                 force_split: true,
+                                taint: var.taint,
                                 ..PieceVal::default()
                             })
                             .collect();
                         if var.unknown {
-                            vals.push(dynamic_val(&format!("${{{n}[@]}}")));
+                            let mut v = dynamic_val(&format!("${{{n}[@]}}"));
+                            v.taint = var.taint;
+                            vals.push(v);
                         }
                         return vals;
                     }
@@ -1136,11 +1172,14 @@ impl Walker {
                         .iter()
                         .map(|v| PieceVal {
                             text: v.clone(),
+                            taint: var.taint,
                             ..PieceVal::default()
                         })
                         .collect();
                     if var.unknown || vals.is_empty() {
-                        vals.push(dynamic_val(&format!("${n}")));
+                        let mut v = dynamic_val(&format!("${n}"));
+                        v.taint = var.taint;
+                        vals.push(v);
                     }
                     return vals;
                 }
@@ -1203,6 +1242,17 @@ impl Walker {
             Parameter::Positional(n) => vec![dynamic_val(&format!("${n}"))],
         }
     }
+}
+
+/// A word that is exactly a positional parameter: `$1`, `$@`, `${2}`, `$*`.
+fn names_positional(text: &str) -> bool {
+    let inner = text
+        .strip_prefix("${")
+        .and_then(|t| t.strip_suffix('}'))
+        .or_else(|| text.strip_prefix('$'));
+    inner.is_some_and(|t| {
+        t == "@" || t == "*" || (!t.is_empty() && t.chars().all(|c| c.is_ascii_digit()))
+    })
 }
 
 fn dynamic_val(text: &str) -> PieceVal {

@@ -382,7 +382,37 @@ pub(super) fn check(
             }
         }
         "xargs" => Some(xargs(w, args, stdin)),
+        "jq" | "gojq" | "jaq" => {
+            // `jq -n env`, `jq -n '$ENV'`: the whole environment as JSON.
+            let p = parse_args(
+                args,
+                &Spec::gnu(
+                    "fL",
+                    &[
+                        "from-file",
+                        "arg",
+                        "argjson",
+                        "slurpfile",
+                        "rawfile",
+                        "indent",
+                    ],
+                ),
+            );
+            if p.operands.first().is_some_and(|f| jq_dumps_env(&f.text)) {
+                w.deny(
+                    Family::EnvDump,
+                    format!("`{shown}` prints the whole environment, secrets included."),
+                );
+            }
+            None
+        }
         "awk" | "gawk" | "mawk" | "nawk" => {
+            if args.iter().any(|a| a.text.contains("in ENVIRON")) {
+                w.deny(
+                    Family::EnvDump,
+                    format!("`{shown}` prints the whole environment, secrets included."),
+                );
+            }
             let runs_shell = args.iter().any(|a| {
                 a.text.contains("system(")
                     || a.text.contains("| getline")
@@ -433,6 +463,14 @@ fn shell(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let p = parse_args(args, &Spec::posix("oO", &["rcfile", "init-file"]));
     let has_c = p.has_short('c') || p.has_long("command");
     if has_c {
+        // `curl … | bash -c "$(cat)"`: code only known at run time, with a download on stdin.
+        if stdin_downloads(stdin) && p.operands.first().is_some_and(|c| c.dynamic) {
+            w.deny(
+                Family::RemoteExec,
+                format!("`{shown}` runs code read from a download on its standard input."),
+            );
+            return Output::unknown();
+        }
         return match p.operands.first() {
             Some(code) => w.run_code(code, stdin, shown),
             None => Output::unknown(),
@@ -444,6 +482,10 @@ fn shell(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
         }
         _ => run_stdin(w, stdin, shown, true),
     }
+}
+
+fn stdin_downloads(stdin: &Input) -> bool {
+    matches!(stdin, Input::Stream(o) if o.taint.download)
 }
 
 /// A shell or `source` running the file `script`.
@@ -547,6 +589,21 @@ fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bool) -> Outp
     }
 }
 
+/// A jq filter naming the environment (`env`, `$ENV`) other than to read one entry.
+fn jq_dumps_env(filter: &str) -> bool {
+    ["$ENV", "env"].iter().any(|name| {
+        filter.match_indices(name).any(|(i, m)| {
+            let before = filter[..i].chars().next_back();
+            let after = filter[i + m.len()..].trim_start().chars().next();
+            let word_start =
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.');
+            let word_end =
+                !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.' || c == '[');
+            word_start && word_end
+        })
+    })
+}
+
 /// Inline code that forks in a loop (`perl -e 'fork while 1'`, `while True: os.fork()`).
 fn code_forks_forever(code: &str) -> bool {
     code.contains("fork")
@@ -588,6 +645,11 @@ fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
 
 fn interpreter(w: &mut Walker, l: &Lang, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     match scan(l, args) {
+        // `curl … | python3 -c 'exec(sys.stdin.read())'`: a download piped into an interpreter.
+        Program::Inline(_) if stdin_downloads(stdin) => w.deny(
+            Family::RemoteExec,
+            format!("`{shown}` feeds a download to an interpreter."),
+        ),
         Program::Inline(code) => inline_program(w, &code, shown),
         Program::Module | Program::Info => {}
         Program::Script(script) => {

@@ -49,8 +49,10 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
             }
             for root in &parts.roots {
                 if let Some(t) = classify(&root.text, &w.cwd) {
-                    let targeted_in_workspace =
-                        parts.has_filter && matches!(t, Target::Workspace | Target::WorkspaceGlob);
+                    // Named files under the workspace or the shared temporary directories.
+                    let scratch = matches!(&t, Target::System(p) if p == "/tmp" || p == "/var/tmp");
+                    let targeted_in_workspace = parts.has_filter
+                        && (scratch || matches!(t, Target::Workspace | Target::WorkspaceGlob));
                     if !targeted_in_workspace {
                         w.deny(
                             Family::Destruction,

@@ -36,6 +36,7 @@ fn is_network(name: &str) -> bool {
             | "rsync"
             | "ftp"
             | "tftp"
+            | "lftp"
             | "whois"
             | "traceroute"
             | "openssl"
@@ -147,10 +148,10 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
             let local = all_loopback(&p.operands);
             !local && (p.has_long("post-file") || p.has_long("body-file"))
         }
-        "http" | "https" | "xh" | "xhs" => httpie(args) || stdin_secret,
+        "http" | "https" | "xh" | "xhs" => httpie(args, stdin_secret),
         // `ftp host < cmds`, `tftp host -c put f`, `lftp -e 'put f' host`: commands that
         // upload, given on stdin or the command line.
-        "ftp" | "tftp" => {
+        "ftp" | "tftp" | "lftp" => {
             let p = parse_args(args, &Spec::gnu("cepP", &[]));
             let puts = args.iter().any(|a| {
                 a.text
@@ -161,6 +162,17 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
         }
         "nc" | "ncat" | "netcat" | "telnet" | "openssl" | "mail" | "mailx" | "sendmail"
         | "mutt" => {
+            // `nc localhost 6379 < cmds.txt`: the loopback host stays on the machine.
+            let host = args
+                .iter()
+                .map(|a| a.text.as_str())
+                .find(|t| !t.starts_with('-') && !t.chars().all(|c| c.is_ascii_digit()));
+            if matches!(name, "nc" | "ncat" | "netcat" | "telnet")
+                && host.is_some_and(is_loopback_url)
+                && !reverse_shell_nc(args)
+            {
+                return;
+            }
             if matches!(name, "nc" | "ncat" | "netcat") && reverse_shell_nc(args) {
                 w.deny(
                     Family::RemoteExec,
@@ -294,7 +306,7 @@ fn curl(args: &[Arg], stdin_secret: bool) -> bool {
 /// HTTPie request items that read a file: `@file` (the raw body), `field@file` (a form
 /// upload), `field=@file` and `field:=@file` (a file's text or JSON as a field). Items follow
 /// the optional method and the URL.
-fn httpie(args: &[Arg]) -> bool {
+fn httpie(args: &[Arg], stdin_secret: bool) -> bool {
     let p = parse_args(
         args,
         &Spec::gnu(
@@ -318,9 +330,6 @@ fn httpie(args: &[Arg]) -> bool {
             ],
         ),
     );
-    if p.values(None, &["raw"]).any(|v| v.starts_with('@')) {
-        return true;
-    }
     let mut ops = p.operands.iter().map(|a| a.text.as_str()).peekable();
     if ops
         .peek()
@@ -328,7 +337,16 @@ fn httpie(args: &[Arg]) -> bool {
     {
         ops.next();
     }
-    ops.next();
+    // `:3000/x` is HTTPie's shorthand for localhost.
+    if ops
+        .next()
+        .is_some_and(|url| url.starts_with(':') || is_loopback_url(url))
+    {
+        return false;
+    }
+    if stdin_secret || p.values(None, &["raw"]).any(|v| v.starts_with('@')) {
+        return true;
+    }
     ops.any(|item| {
         if item.len() > 1 && item.starts_with('@') {
             return true;

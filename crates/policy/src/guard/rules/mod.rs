@@ -214,6 +214,11 @@ fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
                 if let Some((n, v)) = a.text.split_once('=')
                     && is_assignment(&a.text)
                 {
+                    // `declare -a a=(rm -rf /)`: an array assignment, as bash reads it.
+                    if !a.dynamic && v.starts_with('(') && v.ends_with(')') {
+                        w.run_script(&a.text, &Input::Inherited);
+                        continue;
+                    }
                     let value = if a.dynamic { None } else { Some(v.to_owned()) };
                     w.set_var(n.trim_end_matches('+'), value);
                 }

@@ -304,7 +304,7 @@ pub(crate) fn is_device(path: &str) -> bool {
     };
     const DEVICES: &[&str] = &[
         "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk/", "mapper/", "md", "loop", "dm-", "sr",
-        "mem", "kmem", "port", "root", "nbd", "rbd", "bcache", "zram",
+        "mem", "kmem", "port", "root", "nbd", "rbd", "bcache", "zram", "disk", "rdisk",
     ];
     DEVICES.iter().any(|d| dev.starts_with(d))
 }
