@@ -94,6 +94,12 @@ fn workspace() -> Ws {
     symlink("../wsx", ws.join("up_sibling")).unwrap();
     symlink("..", ws.join("dotdot")).unwrap();
     symlink("src/missing.rs", ws.join("dangling_in")).unwrap();
+    symlink(
+        "../../../../../../../../../../proc/self/root",
+        ws.join("src/rel_proc"),
+    )
+    .unwrap();
+    symlink("fifo", ws.join("fifo_link")).unwrap();
     symlink("../outside/missing.txt", ws.join("dangling_out")).unwrap();
     symlink("missing_dir/x", ws.join("dangling_deep")).unwrap();
     symlink(".git", ws.join("gitdir")).unwrap();
@@ -294,6 +300,9 @@ fn symlinks_of_every_shape() {
     ] {
         cases.extend(both(p, Deny("jail_magic_link")));
     }
+    // A relative link that climbs all the way up into procfs.
+    cases.extend(both("src/rel_proc", Deny("jail_magic_link")));
+    cases.extend(both("src/rel_proc/etc/passwd", Deny("jail_magic_link")));
     for p in ["tmp_link", "tmp_link/x", "tmp_link/..", "devnull_link"] {
         cases.extend(both(p, Deny("jail_symlink_escape")));
     }
@@ -394,6 +403,12 @@ fn sensitive_names_and_look_alikes() {
         "server.\u{212a}ey",
         ".g\u{200c}it/config",
         ".npmr\u{ff43}",
+        ".g\u{131}t/config",
+        ".env:stream",
+        ".env::$DATA",
+        ".git/config.worktree",
+        ".git/config.lock",
+        "sub/.git/modules/m/hooks/post-checkout",
     ] {
         cases.extend(both(p, Deny("jail_sensitive_file")));
     }
@@ -425,6 +440,15 @@ fn sensitive_names_and_look_alikes() {
         "README.md",
         "café/x",
         "cafe\u{301}/x",
+        ".\u{435}nv",
+        ".git/info/exclude",
+        ".git/objects/ab/cdef",
+        ".gitmodules",
+        "src/config",
+        "hooks/pre-commit",
+        "my.keystore",
+        "pubkeys/known.pub",
+        " .env",
     ] {
         cases.extend(both(p, Allow(p)));
     }
@@ -439,6 +463,7 @@ fn files_that_are_not_plain() {
     cases.push(("hl_a".into(), W, Deny("jail_hardlink")));
     cases.push(("hl_b".into(), W, Deny("jail_hardlink")));
     cases.extend(both("fifo", Deny("jail_special_file")));
+    cases.extend(both("fifo_link", Deny("jail_special_file")));
     cases.extend(both("sock", Deny("jail_special_file")));
     cases.extend(both("/dev/null", Deny("jail_absolute_outside")));
     cases.extend(both("README.md/x", Deny("jail_not_a_directory")));

@@ -365,6 +365,9 @@ impl Walker<'_> {
                         return Ok(());
                     }
                     if !self.base_abs.starts_with(&above) {
+                        if is_magic_abs(&above) {
+                            return Err(WalkError::MagicLink(above.into_os_string()));
+                        }
                         return Err(escape);
                     }
                 }

@@ -1,9 +1,30 @@
 //! The sensitive-name rules: files no tool may read or write, whatever the profile.
 //!
-//! Matching is per path segment, case-insensitive (Unicode lowercase), and ignores trailing
-//! dots and spaces (which some filesystems drop), so `.ENV`, `ID_RSA` and `.env.` all match.
+//! Matching is per path segment and fails closed on names that merely *look* sensitive, even
+//! where Linux would see a different file:
+//!
+//! - case-insensitive (Unicode lowercase, plus `ſ`→`s` and `ı`→`i`, which FAT/NTFS and case
+//!   folding treat as `S` and `I`): `.ENV`, `ID_RSA`, `.ſsh`;
+//! - trailing dots and spaces are ignored (Windows and some filesystems drop them; on Linux
+//!   `.env.` and `.env ` are other names, refused all the same); leading ones are not;
+//! - invisible characters (zero-width spaces and joiners, direction marks, the soft hyphen,
+//!   variation selectors, the byte-order mark) are dropped: `.e<U+200B>nv` is `.env`;
+//! - fullwidth and dot look-alikes map to ASCII (NFKC's mapping): `.ｅnv`, `．env`, `ＩＤ_ＲＳＡ`;
+//!   other scripts' homoglyphs (Cyrillic `е`) are left alone — they are other letters;
+//! - a name is cut at its first `:` (`.env:x` is the stream `x` of `.env` on NTFS mounts).
+//!
 //! A name anywhere in the path counts: `sub/.ssh/known_hosts` is as sensitive as `.ssh/x`, and
-//! below any `.git` directory every `config` and `hooks` counts (`.git/modules/m/config`).
+//! below any `.git` directory every `config`, `config.*` (`config.worktree`, `config.lock`)
+//! and `hooks` counts (`.git/modules/m/config`); `.git/HEAD`, `.github/`, `.gitconfig` and
+//! `.gitignore` do not.
+//!
+//! Choices where the list could be read either way: `.env.*` covers templates too
+//! (`.env.example`, `.env.sample`: refused, since they often hold real values); `.envrc` is not
+//! `.env.*` and is allowed; every name starting with an SSH key's base name is refused,
+//! public keys included (`id_rsa.pub`); `secrets.{yml,yaml,json}` are exact names, so
+//! `secrets.example.yaml` is allowed; `*.tfvars` covers `prod.auto.tfvars` and
+//! `*.tfvars.json`; `.docker/config.json` needs the `.docker` parent (`docker/config.json`
+//! is allowed), while `credentials.json` is refused in any directory.
 
 use crate::decision::{Decision, Stage};
 use crate::path::RelPath;
@@ -45,7 +66,10 @@ pub(crate) fn sensitive_components<'a>(
     for name in names {
         let seg = fold(name);
         // Below `.git`, every `config` and `hooks` counts (`.git/modules/x/config` too).
-        if in_git && found.is_none() && (seg == "config" || seg == "hooks") {
+        if in_git
+            && found.is_none()
+            && (seg == "config" || seg.starts_with("config.") || seg == "hooks")
+        {
             found = Some("git configuration or hooks");
         }
         if seg == ".airlock" {
@@ -72,18 +96,26 @@ pub(crate) fn sensitive_components<'a>(
     })
 }
 
-/// A name as the rules compare it: invisible characters dropped, fullwidth and other
-/// compatibility look-alikes of ASCII mapped to ASCII, lowercased (with `ſ` as `s`, as case
-/// folding does), and trailing dots and spaces trimmed.
+/// A name as the rules compare it: cut at the first `:`, invisible characters dropped,
+/// fullwidth and other compatibility look-alikes of ASCII mapped to ASCII, lowercased (with
+/// `ſ` as `s` and `ı` as `i`), and trailing dots and spaces trimmed.
 pub(crate) fn fold(name: &OsStr) -> String {
     let mut out = String::with_capacity(name.len());
-    for c in name.to_string_lossy().chars() {
+    let lossy = name.to_string_lossy();
+    // `name:stream` is the file `name` on NTFS mounts that expose alternate data streams.
+    let base = lossy.split(':').next().unwrap_or("");
+    for c in base.chars() {
         if is_invisible(c) {
             continue;
         }
         let c = ascii_look_alike(c).unwrap_or(c);
         for l in c.to_lowercase() {
-            out.push(if l == '\u{17f}' { 's' } else { l });
+            // Long s and dotless i upper-case to `S` and `I`, as FAT and NTFS compare names.
+            out.push(match l {
+                '\u{17f}' => 's',
+                '\u{131}' => 'i',
+                l => l,
+            });
         }
     }
     let kept = out.trim_end_matches(['.', ' ']).len();
