@@ -31,7 +31,7 @@ if [ -z "$AIRLOCK_BIN" ]; then
     sandboxed() { echo "$RUNNER $1 -- true"; }
     LABEL="sandbox (examples/run)"
 else
-    sandboxed() { echo "bash -c 'cd $1 && exec $AIRLOCK_BIN exec -- true'"; }
+    sandboxed() { echo "bash -c 'cd $1 && exec $AIRLOCK_BIN --mode build exec -- true'"; }
     LABEL="airlock exec"
 fi
 

@@ -577,3 +577,41 @@ fn usage_errors_exit_2() {
         "unrestricted is never settable from the command line"
     );
 }
+
+#[test]
+fn commands_of_one_session_are_serialised_across_processes() {
+    let (_t, ws) = workspace();
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .arg("--workspace")
+            .arg(&ws)
+            .args([
+                "--mode",
+                "build",
+                "exec",
+                "--",
+                "sh",
+                "-c",
+                "date +%s%N; sleep 1; date +%s%N",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let window = |c: std::process::Child| -> (u128, u128) {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0));
+        let n: Vec<u128> = stdout(&o)
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        (n[0], n[1])
+    };
+    let (a, b) = (window(a), window(b));
+    assert!(
+        a.1 <= b.0 || b.1 <= a.0,
+        "the two runs overlapped: {a:?} {b:?}"
+    );
+}

@@ -107,7 +107,10 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         .get("timeout_secs")
         .and_then(Value::as_u64)
         .unwrap_or(DEFAULT_TIMEOUT);
-    let _serial = k.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = match k.session_run() {
+        Ok(g) => g,
+        Err(e) => return failure(e, 1),
+    };
 
     let backend = match airlock_sandbox::default_backend(false) {
         Ok(b) => b,

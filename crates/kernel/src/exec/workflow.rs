@@ -87,7 +87,10 @@ pub(crate) fn discard(k: &Kernel) -> crate::CallOutcome {
 }
 
 pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate::CallOutcome {
-    let _serial = k.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = match k.session_run() {
+        Ok(g) => g,
+        Err(e) => return failure(e, 1),
+    };
     let (dirs, snapshot) = match prepare_run(k) {
         Ok(x) => x,
         Err(e) => return failure(e, 1),
@@ -186,7 +189,10 @@ fn open_journal(k: &Kernel) -> Result<Journal, crate::CallOutcome> {
 }
 
 pub(crate) fn apply(k: &Kernel) -> crate::CallOutcome {
-    let _serial = k.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = match k.session_run() {
+        Ok(g) => g,
+        Err(e) => return failure(e, 1),
+    };
     let verified = match k.store.verified() {
         Ok(v) => v,
         Err(e) => return failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED),
@@ -260,7 +266,10 @@ fn turn_id() -> u64 {
 }
 
 pub(crate) fn undo(k: &Kernel) -> crate::CallOutcome {
-    let _serial = k.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = match k.session_run() {
+        Ok(g) => g,
+        Err(e) => return failure(e, 1),
+    };
     let journal = match open_journal(k) {
         Ok(j) => j,
         Err(o) => return o,
@@ -290,7 +299,10 @@ pub(crate) fn journal(k: &Kernel) -> crate::CallOutcome {
 }
 
 pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
-    let _serial = k.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = match k.session_run() {
+        Ok(g) => g,
+        Err(e) => return failure(e, 1),
+    };
     let journal = match open_journal(k) {
         Ok(j) => j,
         Err(o) => return o,
