@@ -702,6 +702,13 @@ impl Walker {
 
     /// Remember a value for a variable. Values accumulate: a later use may see any value
     /// assigned earlier on some path, so every one of them is judged.
+    /// Mark a variable as holding what `taint` describes (`read l < .env`).
+    pub(crate) fn taint_var(&mut self, name: &str, taint: Taint) {
+        let entry = self.vars.entry(name.to_owned()).or_default();
+        entry.unknown = true;
+        entry.taint.merge(taint);
+    }
+
     pub(crate) fn set_var(&mut self, name: &str, value: Option<String>) {
         let mut var = Var::default();
         match value {

@@ -597,8 +597,7 @@ fn jq_dumps_env(filter: &str) -> bool {
             let after = filter[i + m.len()..].trim_start().chars().next();
             let word_start =
                 !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.');
-            let word_end =
-                !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.' || c == '[');
+            let word_end = !after.is_some_and(|c| c.is_alphanumeric() || "_.[:".contains(c));
             word_start && word_end
         })
     })

@@ -65,6 +65,20 @@ pub(crate) fn code_dumps_env(code: &str) -> bool {
         || code.contains("$_SERVER")
         || code.contains("os.getenv()")
         || code.contains("Sys.getenv()")
+        || code.contains("Bun.env")
+        || code.contains("Deno.env.toObject")
+        || runs_env_command(code)
+}
+
+/// Code that runs `env`/`printenv` as a command: `os.system("env")`, `` `env` ``,
+/// `subprocess.run(["printenv"])`, `do shell script "env"`.
+fn runs_env_command(code: &str) -> bool {
+    ["env", "printenv", "export -p", "set"].iter().any(|cmd| {
+        ['"', '\'', '`']
+            .iter()
+            .any(|q| code.contains(&format!("{q}{cmd}{q}")))
+            || code.contains(&format!("qx({cmd})"))
+    })
 }
 
 fn ruby_env_dump(code: &str) -> bool {

@@ -97,6 +97,10 @@ const CURL: Spec = Spec::gnu(
         "output-dir",
         "unix-socket",
         "expect100-timeout",
+        "url-query",
+        "proxy-header",
+        "mail-from",
+        "mail-rcpt",
     ],
 );
 
@@ -300,7 +304,11 @@ fn curl(args: &[Arg], stdin_secret: bool) -> bool {
             true
         }
     });
-    data_file || form_file || upload
+    // `-H @file` reads headers and `--url-query @file` a query from a file.
+    let other_file = p
+        .values(Some('H'), &["header", "url-query", "proxy-header"])
+        .any(|v| v.len() > 1 && v.starts_with('@') || v.contains("=@"));
+    data_file || form_file || upload || other_file
 }
 
 /// HTTPie request items that read a file: `@file` (the raw body), `field@file` (a form

@@ -122,6 +122,18 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
         return out;
     }
     effects(w, &name, args);
+    if matches!(name.as_str(), "read" | "mapfile" | "readarray") {
+        // Variables read from a file or a stream carry what it brought in.
+        let taint = stdin.taint();
+        let p = parse_args(args, &Spec::gnu("adnNptuCcOs", &[]));
+        for n in p.operands.iter().map(|a| a.text.clone()).chain(
+            p.values(Some('a'), &[])
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
+        ) {
+            w.taint_var(&n, taint);
+        }
+    }
     produce(w, &name, args, stdin)
 }
 
@@ -401,6 +413,12 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             }
         }
         "pwd" => Output::text(".\n".to_owned()),
+        // `$(git rev-parse --show-toplevel)` is the workspace root.
+        "git" if args.iter().any(|a| a.text == "--show-toplevel") => match &w.cwd {
+            Cwd::Root => Output::text(".\n".to_owned()),
+            Cwd::Workspace(down) => Output::text(format!("{}\n", vec![".."; down.len()].join("/"))),
+            _ => passthrough(),
+        },
         "whoami" | "id" | "hostname" | "uname" | "groups" | "logname" => Output {
             taint: Taint {
                 secret: true,
@@ -448,7 +466,22 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             out
         }
         _ if is_file_reader(name) => {
-            let operands: Vec<&Arg> = args.iter().filter(|a| !a.text.starts_with('-')).collect();
+            let mut operands: Vec<&Arg> =
+                args.iter().filter(|a| !a.text.starts_with('-')).collect();
+            // The first operand of a filter language is its program, not a file
+            // (`jq -r .url`, `grep KEY`), unless the program came from an option.
+            let program_first = matches!(
+                name,
+                "jq" | "yq" | "sed" | "awk" | "gawk" | "grep" | "egrep" | "fgrep" | "rg"
+            ) && !args.iter().any(|a| {
+                matches!(
+                    a.text.as_str(),
+                    "-e" | "-f" | "--expression" | "--file" | "--from-file"
+                )
+            });
+            if program_first && !operands.is_empty() {
+                operands.remove(0);
+            }
             let mut out = passthrough();
             if !operands.is_empty() || matches!(stdin, Input::File(_)) {
                 out.taint.secret = true;
