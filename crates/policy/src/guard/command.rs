@@ -278,6 +278,7 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
             run_at(&parse_args(args, &Spec::posix("", &[])), args.len())
         }
         "exec" => run_at(&parse_args(args, &Spec::posix("a", &[])), args.len()),
+        "ssh-agent" => run_at(&parse_args(args, &Spec::posix("aEPt", &[])), args.len()),
         "command" => {
             let parsed = parse_args(args, &Spec::posix("", &[]));
             if parsed.has_short('v') || parsed.has_short('V') {
@@ -380,12 +381,16 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
         }
         // Project runners: `uv run python -c …`, `poetry run …` run their operands.
         "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "pixi" | "conda" | "mamba"
-        | "micromamba" => {
+        | "micromamba" | "bundle" | "pnpm" | "yarn" | "npm" => {
             let top = parse_args(args, &Spec::posix("", &[]));
             let Some(sub) = args.get(top.rest) else {
                 return Wrap::No;
             };
-            if sub.text != "run" {
+            let runs = match name {
+                "bundle" | "pnpm" | "yarn" | "npm" => sub.text == "exec",
+                _ => sub.text == "run",
+            };
+            if !runs {
                 return Wrap::No;
             }
             let rest = &args[top.rest + 1..];

@@ -148,7 +148,7 @@ pub(crate) struct Walker {
     /// call's arguments as `$1`, `$@` (`wipe() { rm -rf "$1"; }; wipe /`).
     defined: HashMap<String, String>,
     /// Positional parameters of the function calls being walked, innermost last.
-    positional: Vec<Vec<Arg>>,
+    positional: Vec<(Option<Arg>, Vec<Arg>)>,
     /// Functions being called, innermost last (recursion stops the re-walk).
     calling: Vec<String>,
     /// Function bodies being walked at their definition: a command named by `$1` or `"$@"`
@@ -809,8 +809,8 @@ impl Walker {
             if let Some(start) = start {
                 let params = rest[start..].to_vec();
                 match self.positional.last_mut() {
-                    Some(top) => *top = params,
-                    None => self.positional.push(params),
+                    Some(top) => top.1 = params,
+                    None => self.positional.push((None, params)),
                 }
             }
         }
@@ -818,7 +818,7 @@ impl Walker {
             let name = argv[0].text.clone();
             if !self.calling.contains(&name) {
                 self.calling.push(name);
-                self.positional.push(argv[1..].to_vec());
+                self.positional.push((None, argv[1..].to_vec()));
                 let out = self.run_script(&body, stdin);
                 self.positional.pop();
                 self.calling.pop();
@@ -826,6 +826,21 @@ impl Walker {
             }
         }
         rules::judge(self, &argv, stdin)
+    }
+
+    /// Run `bash -c CODE NAME ARGS…`: the code sees NAME as `$0` and ARGS as `$1`….
+    pub(crate) fn run_code_with_args(
+        &mut self,
+        code: &Arg,
+        stdin: &Input,
+        shown: &str,
+        zero: &Arg,
+        args: &[Arg],
+    ) -> Output {
+        self.positional.push((Some(zero.clone()), args.to_vec()));
+        let out = self.run_code(code, stdin, shown);
+        self.positional.pop();
+        out
     }
 
     /// Run a string as shell code: a `bash -c` argument, an `eval` line, a trap.
@@ -1214,12 +1229,12 @@ impl Walker {
                 if self
                     .positional
                     .last()
-                    .is_some_and(|args| !args.iter().any(|a| a.dynamic)) =>
+                    .is_some_and(|(_, args)| !args.iter().any(|a| a.dynamic)) =>
             {
                 let args = self
                     .positional
                     .last()
-                    .map(Vec::as_slice)
+                    .map(|(_, args)| args.as_slice())
                     .unwrap_or_default();
                 let mut taint = Taint::default();
                 for a in args {
@@ -1233,9 +1248,19 @@ impl Walker {
                     ..PieceVal::default()
                 }]
             }
+            Parameter::Positional(0) | Parameter::Special(SpecialParameter::ShellName) => {
+                match self.positional.last() {
+                    Some((Some(a), _)) if !a.dynamic => vec![PieceVal {
+                        text: a.text.clone(),
+                        taint: a.taint,
+                        ..PieceVal::default()
+                    }],
+                    _ => vec![dynamic_val("$0")],
+                }
+            }
             Parameter::Special(s) => vec![dynamic_val(&format!("${s}"))],
-            Parameter::Positional(n) if *n > 0 => match self.positional.last() {
-                Some(args) => match args.get(*n as usize - 1) {
+            Parameter::Positional(n) => match self.positional.last() {
+                Some((_, args)) => match args.get(*n as usize - 1) {
                     Some(a) if !a.dynamic => vec![PieceVal {
                         text: a.text.clone(),
                         taint: a.taint,
@@ -1246,7 +1271,6 @@ impl Walker {
                 },
                 None => vec![dynamic_val(&format!("${n}"))],
             },
-            Parameter::Positional(n) => vec![dynamic_val(&format!("${n}"))],
         }
     }
 }

@@ -310,10 +310,15 @@ pub(super) fn check(
                     format!("`{shown}` runs commands as another user or group."),
                 );
             }
+            let values = if name == "script" {
+                "cEIOBT"
+            } else {
+                "cswgGEOqtu"
+            };
             let p = parse_args(
                 args,
                 &Spec::gnu(
-                    "cswgGEOqtu",
+                    values,
                     &[
                         "command",
                         "shell",
@@ -472,6 +477,10 @@ fn shell(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
             return Output::unknown();
         }
         return match p.operands.first() {
+            Some(code) if p.operands.len() > 1 => {
+                let args: Vec<Arg> = p.operands[2..].iter().map(|a| (*a).clone()).collect();
+                w.run_code_with_args(code, stdin, shown, p.operands[1], &args)
+            }
             Some(code) => w.run_code(code, stdin, shown),
             None => Output::unknown(),
         };
