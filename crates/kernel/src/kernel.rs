@@ -23,6 +23,8 @@ pub struct Kernel {
     pub(crate) tools: BTreeMap<&'static str, ToolDef>,
     pub(crate) max_file_bytes: u64,
     pub(crate) notices: Vec<String>,
+    /// Outcomes of the recovery run at start-up, reported again by the `recover` tool.
+    pub(crate) startup_outcomes: Vec<serde_json::Value>,
     pub(crate) session_approvals: Mutex<HashSet<String>>,
     pub(crate) writes: WriteGate,
     /// Commands of one session run one at a time (the sandbox harvest mutates the changeset):
@@ -91,7 +93,8 @@ impl Kernel {
         })?;
         let store =
             Store::open(&root, &config.session).map_err(|e| OpenError::Stage(e.to_string()))?;
-        notices.extend(crate::exec::workflow::recover_at_startup(&root));
+        let startup = crate::exec::workflow::recover_at_startup(&root);
+        notices.extend(startup.notices);
         Ok(Kernel {
             config,
             root,
@@ -101,6 +104,7 @@ impl Kernel {
             tools: tools::registry(cfg.max_file_bytes),
             max_file_bytes: cfg.max_file_bytes,
             notices,
+            startup_outcomes: startup.outcomes,
             session_approvals: Mutex::new(HashSet::new()),
             writes: WriteGate::new(4),
             exec_lock: Mutex::new(()),

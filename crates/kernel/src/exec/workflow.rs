@@ -309,15 +309,17 @@ pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
     };
     match airlock_stage::recover::recover(&k.root, &journal) {
         Ok(outcomes) => {
-            let attention = outcomes.iter().any(|o| {
-                serde_json::to_value(o)
-                    .map(|v| v["outcome"] == "needs_attention")
-                    .unwrap_or(false)
-            });
-            let out = serde_json::to_value(&outcomes).unwrap_or(Value::Null);
+            // Records this process already resolved at start-up come first, then any new ones.
+            let mut all: Vec<Value> = k.startup_outcomes.clone();
+            all.extend(
+                outcomes
+                    .iter()
+                    .map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
+            );
+            let attention = all.iter().any(|v| v["outcome"] == "needs_attention");
             crate::CallOutcome {
                 ok: !attention,
-                output: out,
+                output: Value::Array(all),
                 truncated: false,
                 denial: None,
                 exit_code: if attention { 1 } else { 0 },
@@ -327,27 +329,53 @@ pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
     }
 }
 
-/// At start-up: resolve interrupted applies before anything else runs. Returns notices.
-pub(crate) fn recover_at_startup(root: &Path) -> Vec<String> {
+/// What start-up recovery did: notices for the operator, and the per-record outcomes that the
+/// `recover` tool reports (so a crash resolved at start-up is still reported by `recover`).
+pub(crate) struct StartupRecovery {
+    pub(crate) notices: Vec<String>,
+    pub(crate) outcomes: Vec<Value>,
+}
+
+/// At start-up: resolve interrupted applies before anything else runs.
+pub(crate) fn recover_at_startup(root: &Path) -> StartupRecovery {
+    let mut out = StartupRecovery {
+        notices: Vec::new(),
+        outcomes: Vec::new(),
+    };
     if !root.join(".airlock").join("journal.db").exists() {
-        return Vec::new();
+        return out;
     }
-    let (journal, mut notices) = match Journal::open(root) {
+    let (journal, notices) = match Journal::open(root) {
         Ok(x) => x,
-        Err(e) => return vec![format!("the journal cannot be opened: {e}")],
+        Err(e) => {
+            out.notices
+                .push(format!("the journal cannot be opened: {e}"));
+            return out;
+        }
     };
     match airlock_stage::recover::recover(root, &journal) {
         Ok(outcomes) => {
+            // The journal's own "run `airlock recover`" advice is moot: it just ran.
+            out.notices.extend(
+                notices
+                    .into_iter()
+                    .filter(|n| !n.contains("run `airlock recover`")),
+            );
             for o in outcomes {
                 let v = serde_json::to_value(&o).unwrap_or(Value::Null);
-                notices.push(format!(
+                out.notices.push(format!(
                     "recovered an interrupted operation at start-up: {v}"
                 ));
+                out.outcomes.push(v);
             }
         }
-        Err(e) => notices.push(format!("recovery at start-up failed: {e}")),
+        Err(e) => {
+            out.notices.extend(notices);
+            out.notices
+                .push(format!("recovery at start-up failed: {e}"));
+        }
     }
-    notices
+    out
 }
 
 pub(crate) fn ask_user(p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate::CallOutcome {
