@@ -9,7 +9,7 @@ use super::super::normalize::{Arg, Input, Output, Taint};
 use super::super::walk::{Walker, stream_input};
 use super::destruction::FindParts;
 use super::env_dump::code_dumps_env;
-use super::exfiltration::code_sends_data;
+use super::exfiltration::{code_runs_download, code_sends_data};
 use super::target::plain_path;
 
 fn is_shell(name: &str) -> bool {
@@ -626,6 +626,11 @@ fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
             Family::RemoteExec,
             format!("`{shown}` runs code downloaded from the network."),
         );
+    } else if code_runs_download(&code.text) {
+        w.deny(
+            Family::RemoteExec,
+            format!("`{shown}` runs inline code that fetches code from the network and runs it."),
+        );
     } else if code_forks_forever(&code.text) {
         w.deny(
             Family::Destruction,
@@ -652,7 +657,10 @@ fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
 }
 
 fn interpreter(w: &mut Walker, l: &Lang, args: &[Arg], stdin: &Input, shown: &str) -> Output {
-    match scan(l, args) {
+    let program = scan(l, args);
+    // Code that prints the environment hands the secrets to whatever reads its output.
+    let dumps_env = matches!(&program, Program::Inline(c) if code_dumps_env(&c.text));
+    match program {
         // `curl … | python3 -c 'exec(sys.stdin.read())'`: a download piped into an interpreter.
         Program::Inline(_) if stdin_downloads(stdin) => w.deny(
             Family::RemoteExec,
@@ -683,7 +691,9 @@ fn interpreter(w: &mut Walker, l: &Lang, args: &[Arg], stdin: &Input, shown: &st
             run_stdin(w, stdin, shown, false);
         }
     }
-    Output::unknown()
+    let mut out = Output::unknown();
+    out.taint.secret |= dumps_env;
+    out
 }
 
 fn deno(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
@@ -1052,6 +1062,23 @@ mod tests {
 
     fn words(ws: &[&str]) -> Vec<Arg> {
         ws.iter().map(|w| Arg::literal(*w)).collect()
+    }
+
+    #[test]
+    fn jq_filters_that_print_the_environment() {
+        for dump in ["env", "$ENV", "env | keys", "[env]"] {
+            assert!(jq_dumps_env(dump), "{dump}");
+        }
+        for one in [
+            ".env",
+            "env.HOME",
+            "$ENV.PATH",
+            "{env: .e}",
+            ".[$env]",
+            "environment",
+        ] {
+            assert!(!jq_dumps_env(one), "{one}");
+        }
     }
 
     #[test]

@@ -370,7 +370,53 @@ fn httpie(args: &[Arg], stdin_secret: bool) -> bool {
 /// Inline interpreter code that opens a network connection and reads files or the
 /// environment: the program form of `curl -d @file`.
 pub(crate) fn code_sends_data(code: &str) -> bool {
+    code_uses_network(code) && READS.iter().any(|r| code.contains(r))
+}
+
+/// Inline code that fetches code and runs it: `exec(urlopen(…).read())`,
+/// `eval(file_get_contents('https://…'))`, `perl -MLWP::Simple -e 'eval get(…)'`.
+pub(crate) fn code_runs_download(code: &str) -> bool {
+    code_uses_network(code)
+        && [
+            "exec(",
+            "eval(",
+            "eval ",
+            "Function(",
+            "instance_eval",
+            "system(",
+            "| sh",
+            "| bash",
+            "|sh",
+            "|bash",
+        ]
+        .iter()
+        .any(|r| code.contains(r))
+}
+
+/// Files and the environment, as inline code reads them.
+const READS: &[&str] = &[
+    "open(",
+    "read_text",
+    "read_bytes",
+    "readFile",
+    "File.read",
+    "File.open",
+    "IO.read",
+    "file_get_contents",
+    "fopen",
+    "os.environ",
+    "process.env",
+    "ENV",
+    "getenv",
+    "io.open",
+    "Deno.readFile",
+    "Bun.file",
+];
+
+fn code_uses_network(code: &str) -> bool {
     const NETWORK: &[&str] = &[
+        "http://",
+        "https://",
         "urlopen",
         "urllib",
         "requests.",
@@ -392,25 +438,7 @@ pub(crate) fn code_sends_data(code: &str) -> bool {
         "ftplib",
         "paramiko",
     ];
-    const READS: &[&str] = &[
-        "open(",
-        "read_text",
-        "read_bytes",
-        "readFile",
-        "File.read",
-        "File.open",
-        "IO.read",
-        "file_get_contents",
-        "fopen",
-        "os.environ",
-        "process.env",
-        "ENV",
-        "getenv",
-        "io.open",
-        "Deno.readFile",
-        "Bun.file",
-    ];
-    NETWORK.iter().any(|n| code.contains(n)) && READS.iter().any(|r| code.contains(r))
+    NETWORK.iter().any(|n| code.contains(n))
 }
 
 fn reverse_shell_nc(args: &[Arg]) -> bool {

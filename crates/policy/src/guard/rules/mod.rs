@@ -483,7 +483,8 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
                 operands.remove(0);
             }
             let mut out = passthrough();
-            if !operands.is_empty() || matches!(stdin, Input::File(_)) {
+            let exports_keys = name == "gpg" && args.iter().any(|a| a.text.starts_with("--export"));
+            if !operands.is_empty() || matches!(stdin, Input::File(_)) || exports_keys {
                 out.taint.secret = true;
             }
             out.files_only = name == "cat"

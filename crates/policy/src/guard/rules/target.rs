@@ -365,6 +365,27 @@ mod tests {
     }
 
     #[test]
+    fn git_history_versus_maintenance_files() {
+        for history in [
+            ".git",
+            "./.git/",
+            ".git/*",
+            ".git/objects",
+            "sub/.git/refs/heads",
+        ] {
+            assert!(names_git_history(history), "{history}");
+        }
+        for routine in [
+            ".git/index.lock",
+            ".git/hooks/pre-commit",
+            ".github",
+            ".gitignore",
+        ] {
+            assert!(!names_git_history(routine), "{routine}");
+        }
+    }
+
+    #[test]
     fn devices() {
         assert!(is_device("/dev/sda"));
         assert!(is_device("/dev/nvme0n1"));
