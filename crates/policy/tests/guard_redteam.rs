@@ -19,6 +19,8 @@
 //! - Inline code that forks in a loop is `destruction` (a fork bomb); inline code that opens a
 //!   connection and reads files or the environment is `exfiltration`.
 //! - `rsync --delete` into the root, home or workspace is `destruction`.
+//! - `select` is not parsed by the shell parser the guard uses: it fails closed
+//!   (`unparseable`), as anything the guard cannot read must.
 
 use airlock_policy::Verdict;
 use airlock_policy::guard::evaluate;
