@@ -750,7 +750,9 @@ impl Walker {
             }
             if head.dynamic {
                 let shown = display_argv(&argv);
-                if head.taint.download {
+                // `curl … | $SHELL`: an unknown program handed a download is taken for a shell.
+                let fed_download = matches!(stdin, Input::Stream(o) if o.taint.download);
+                if head.taint.download || fed_download {
                     self.deny(
                         Family::RemoteExec,
                         format!("`{shown}` runs a command downloaded at run time."),

@@ -803,6 +803,19 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
         }) => paths.clone(),
         _ => Vec::new(),
     };
+    // Items from a file the script itself wrote are known: `echo / > t; xargs rm -rf < t`.
+    let source = arg_file.clone().or_else(|| match stdin {
+        Input::File(p) => Some(p.clone()),
+        _ => None,
+    });
+    let items = match source.and_then(|f| w.written.get(&plain_path(&f)).cloned()) {
+        Some(text) if !text.trim().is_empty() => text
+            .split_whitespace()
+            .map(str::to_owned)
+            .take(16)
+            .collect(),
+        _ => items,
+    };
     let arg_file = arg_file.filter(|f| f != "/dev/null");
     let runtime_items = arg_file.is_some() || matches!(stdin, Input::Stream(_) | Input::File(_));
     // Items only known at run time carry what their source brought in: a file's contents
