@@ -211,6 +211,38 @@ fn lexical_spellings() {
     // `..` that climbs out of the root and straight back in resolves inside.
     cases.extend(both("../ws/src/lib.rs", Allow("src/lib.rs")));
     cases.extend(both(format!("{root}/../ws/README.md"), Allow("README.md")));
+    let base = w.base.display().to_string();
+    let rest = base.trim_start_matches('/');
+    let first = rest.split('/').next().unwrap();
+    let last = rest.rsplit('/').next().unwrap();
+    // `..` among the root's own ancestors is followed; a `..` after any other name is not
+    // (that name could be a symlink), so the path counts as outside.
+    cases.extend(both(
+        format!("/{first}/../{rest}/ws/src/lib.rs"),
+        Allow("src/lib.rs"),
+    ));
+    cases.extend(both(
+        format!("{base}/../{last}/ws/.env"),
+        Deny("jail_sensitive_file"),
+    ));
+    cases.extend(both(
+        format!("{base}/../{last}/ws/README.md"),
+        Allow("README.md"),
+    ));
+    cases.extend(both(
+        format!("{base}/outside/../ws/src/lib.rs"),
+        Deny("jail_absolute_outside"),
+    ));
+    cases.extend(both(
+        format!("{base}/outside/../outside/secret.txt"),
+        Deny("jail_absolute_outside"),
+    ));
+    cases.extend(both(
+        format!("{base}/ws/../../ws"),
+        Deny("jail_parent_escape"),
+    ));
+    cases.extend(both(format!("{base}/.."), Deny("jail_absolute_outside")));
+    cases.extend(both("/..", Deny("jail_absolute_outside")));
     cases.extend(both("../ws/.env", Deny("jail_sensitive_file")));
     cases.extend(both("../wsx/y", Deny("jail_parent_escape")));
     cases.extend(

@@ -20,6 +20,28 @@
 //! disk refused a lookup, e.g. permission denied: fail closed), `jail_unexpanded` (a path
 //! spelled for a shell: `~/x`, `$HOME/x`, `file:///x`).
 //!
+//! Choices where the rules could be read either way (all fail closed or match the kernel):
+//!
+//! - `..` is physical, as in the kernel; a `..` above the root is an escape unless the names
+//!   after it lead straight back down into the root through its canonical ancestors:
+//!   `../ws/src` (from a root named `ws`), a symlink to `../ws/src`, and
+//!   `/tmp/../tmp/ws/src` all resolve inside. A `..` after any name off that line of ancestors
+//!   (`/tmp/other/../ws`) is not followed — `other` could be a symlink — so the path is
+//!   outside.
+//! - Nothing is expanded: `~/x`, `~user/x`, a lone `$VAR` or `${VAR}` first component and
+//!   `scheme://…` are refused (`jail_unexpanded`, or the sensitive rule when one applies)
+//!   rather than taken as odd names in the workspace; `./~/x` and `./$HOME` name such files
+//!   literally. Backslashes, `%2e%2e` and `C:` are ordinary characters on Linux.
+//! - An absolute path outside the root is `jail_absolute_outside` even when it also names a
+//!   sensitive file (`/root/.ssh/id_rsa`); a relative one that climbs out is
+//!   `jail_parent_escape` unless its folded names are sensitive (`../.env`).
+//! - Reads through a dangling in-tree symlink are allowed (they find nothing); writes are not.
+//!   Reads of a hard-linked file are allowed; writes are not. Fifos, sockets and devices are
+//!   refused for reads too (a read could block or consume a device). The root may be read
+//!   (listed) but not written.
+//! - Sensitive names are folded before matching (case, look-alikes, invisible characters,
+//!   trailing dots and spaces): see [`sensitive_rule`].
+//!
 //! Only the jail builds a [`ConfinedPath`]. It proves the check happened at that moment; to stay
 //! race-free, open it through [`Jail::dir`] (cap-std), never through [`ConfinedPath::abs`]
 //! alone. Staged state is the kernel's business: the jail looks at the disk only, and a path
@@ -278,6 +300,7 @@ impl Jail {
         let steps = if p.is_absolute() {
             match self.strip_root(p) {
                 Some(rest) => steps_of(rest, false),
+                None if let Some(steps) = self.descend_to_root(p) => steps,
                 None => {
                     return Err(deny(
                         "jail_absolute_outside",
@@ -331,6 +354,30 @@ impl Jail {
             &rel.display(),
             How::new(access, true),
         )
+    }
+
+    /// An absolute path that reaches the root through `..` among its (canonical, hence
+    /// symlink-free) ancestors, like `/tmp/x/../ws/src`: the steps below the root, or `None`
+    /// when it leaves the root's line of ancestors before reaching it.
+    fn descend_to_root(&self, p: &Path) -> Option<Vec<Step>> {
+        let mut at = PathBuf::from("/");
+        let mut comps = p.components();
+        for c in comps.by_ref() {
+            match c {
+                std::path::Component::Normal(n) => at.push(n),
+                std::path::Component::ParentDir => {
+                    at.pop();
+                }
+                _ => {}
+            }
+            if at == self.root {
+                return Some(steps_of(comps.as_path(), false));
+            }
+            if !self.root.starts_with(&at) {
+                return None;
+            }
+        }
+        None
     }
 
     fn strip_root<'p>(&self, p: &'p Path) -> Option<&'p Path> {
