@@ -209,6 +209,17 @@ impl Walker {
         }
     }
 
+    /// A loop body: walked again when it defined a function, since a later iteration can
+    /// call what an earlier one defined.
+    fn walk_loop_body(&mut self, list: &ast::CompoundList, input: &Input) -> Output {
+        let before = self.defined.clone();
+        let out = self.walk_list(list, input);
+        if self.defined != before {
+            return out.then(&self.walk_list(list, input));
+        }
+        out
+    }
+
     fn walk_list(&mut self, list: &ast::CompoundList, input: &Input) -> Output {
         let mut out = Output::text(String::new());
         for ast::CompoundListItem(and_or, sep) in &list.0 {
@@ -344,7 +355,7 @@ impl Walker {
                     None => var.unknown = true,
                 }
                 self.merge_var(&f.variable_name, var);
-                self.walk_list(&f.body.list, input)
+                self.walk_loop_body(&f.body.list, input)
             }
             ast::CompoundCommand::ArithmeticForClause(f) => {
                 for e in [&f.initializer, &f.condition, &f.updater]
@@ -353,7 +364,7 @@ impl Walker {
                 {
                     self.expand_word(&e.value, false);
                 }
-                self.walk_list(&f.body.list, input)
+                self.walk_loop_body(&f.body.list, input)
             }
             ast::CompoundCommand::CaseClause(c) => {
                 self.expand_word(&c.value.value, false);
@@ -383,7 +394,7 @@ impl Walker {
             ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
                 let ast::WhileOrUntilClauseCommand(cond, body, _) = w;
                 let out = self.walk_list(cond, input);
-                out.then(&self.walk_list(&body.list, input))
+                out.then(&self.walk_loop_body(&body.list, input))
             }
             ast::CompoundCommand::Arithmetic(a) => {
                 // `((…))` is arithmetic; `( (…) )` with a space, or `((…))` that is not
