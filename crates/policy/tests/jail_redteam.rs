@@ -100,6 +100,13 @@ fn workspace() -> Ws {
     )
     .unwrap();
     symlink("fifo", ws.join("fifo_link")).unwrap();
+    symlink("hl_a", ws.join("hl_link")).unwrap();
+    // A chain of 40 in-tree links resolves (the kernel's limit); one more is a loop.
+    fs::create_dir(ws.join("chain")).unwrap();
+    symlink("../README.md", ws.join("chain/l0")).unwrap();
+    for i in 1..=40 {
+        symlink(format!("l{}", i - 1), ws.join(format!("chain/l{i}"))).unwrap();
+    }
     symlink("../outside/missing.txt", ws.join("dangling_out")).unwrap();
     symlink("missing_dir/x", ws.join("dangling_deep")).unwrap();
     symlink(".git", ws.join("gitdir")).unwrap();
@@ -496,6 +503,24 @@ fn files_that_are_not_plain() {
     cases.push(("hl_b".into(), W, Deny("jail_hardlink")));
     cases.extend(both("fifo", Deny("jail_special_file")));
     cases.extend(both("fifo_link", Deny("jail_special_file")));
+    cases.push(("hl_link".into(), R, Allow("hl_a")));
+    cases.push(("hl_link".into(), W, Deny("jail_hardlink")));
+    cases.extend(both("chain/l39", Allow("README.md")));
+    cases.extend(both("chain/l40", Deny("jail_symlink_loop")));
+    // A character device (creating one needs privileges; skipped without them).
+    let root = fs::File::open(&w.ws).unwrap();
+    let null = rustix::fs::makedev(1, 3);
+    if rustix::fs::mknodat(
+        &root,
+        "null_dev",
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        null,
+    )
+    .is_ok()
+    {
+        cases.extend(both("null_dev", Deny("jail_special_file")));
+    }
     cases.extend(both("sock", Deny("jail_special_file")));
     cases.extend(both("/dev/null", Deny("jail_absolute_outside")));
     cases.extend(both("README.md/x", Deny("jail_not_a_directory")));
