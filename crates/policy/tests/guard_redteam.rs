@@ -19,6 +19,12 @@
 //! - Inline code that forks in a loop is `destruction` (a fork bomb); inline code that opens a
 //!   connection and reads files or the environment is `exfiltration`.
 //! - `rsync --delete` into the root, home or workspace is `destruction`.
+//! - `env $(cat .env | xargs) npm start`: the words after `env` could be assignments or the
+//!   command itself, known only at run time: `dynamic_command`. `export $(cat .env | xargs)`
+//!   only sets variables and is allowed.
+//! - Lines of a file turned into URLs (`while read -r url; do curl -O "$url"; done < urls.txt`)
+//!   are exfiltration: the guard cannot tell a list of URLs from `.env`. `wget -i urls.txt`
+//!   reads the file itself and is allowed.
 //! - `select` is not parsed by the shell parser the guard uses: it fails closed
 //!   (`unparseable`), as anything the guard cannot read must.
 
