@@ -483,6 +483,7 @@ fn sensitive_names_and_look_alikes() {
         ".git/info/exclude",
         ".git/objects/ab/cdef",
         ".gitmodules",
+        "prod.env",
         "src/config",
         "hooks/pre-commit",
         "my.keystore",
@@ -543,6 +544,10 @@ fn decide_and_json_shape_for_a_mixed_batch() {
     let d = w.jail.decide("~/x", R);
     assert_eq!(d.decision, Verdict::Deny);
     assert!(d.reason.contains("~/x"), "{}", d.reason);
+    assert!(d.reason.contains("./~/x"), "{}", d.reason);
+    let d = w.jail.decide("file:///etc/passwd", R);
+    assert_eq!(d.rule, "jail_unexpanded");
+    assert!(!d.reason.contains("./file:"), "{}", d.reason);
     let d = w.jail.decide(".\u{ff45}nv", R);
     assert_eq!(d.rule, "jail_sensitive_file");
 }

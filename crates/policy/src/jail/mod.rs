@@ -280,11 +280,18 @@ impl Jail {
             if let Some(d) = lexical_sensitive(&steps_of(Path::new(path), false), shown) {
                 return Err(d);
             }
+            let literal = if what.contains("URL") {
+                String::new()
+            } else {
+                format!(
+                    " (`./{}` for a name that really starts so)",
+                    truncate(path, 40)
+                )
+            };
             return Err(deny(
                 "jail_unexpanded",
                 format!(
-                    "`{shown}` starts with {what}, which airlock does not expand; name the path in the workspace (`./{}` for a name that really starts so).",
-                    truncate(path, 40)
+                    "`{shown}` starts with {what}, which airlock does not expand; name the path in the workspace{literal}."
                 ),
             ));
         }

@@ -19,8 +19,8 @@
 //! `.gitignore` do not.
 //!
 //! Choices where the list could be read either way: `.env.*` covers templates too
-//! (`.env.example`, `.env.sample`: refused, since they often hold real values); `.envrc` is not
-//! `.env.*` and is allowed; every name starting with an SSH key's base name is refused,
+//! (`.env.example`, `.env.sample`: refused, since they often hold real values); `.envrc` and
+//! `prod.env` are neither `.env` nor `.env.*` and are allowed; every name starting with an SSH key's base name is refused,
 //! public keys included (`id_rsa.pub`); `secrets.{yml,yaml,json}` are exact names, so
 //! `secrets.example.yaml` is allowed; `*.tfvars` covers `prod.auto.tfvars` and
 //! `*.tfvars.json`; `.docker/config.json` needs the `.docker` parent (`docker/config.json`
