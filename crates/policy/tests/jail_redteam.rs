@@ -551,3 +551,91 @@ fn decide_and_json_shape_for_a_mixed_batch() {
     let d = w.jail.decide(".\u{ff45}nv", R);
     assert_eq!(d.rule, "jail_sensitive_file");
 }
+
+mod disguises {
+    use super::*;
+    use airlock_policy::RelPath;
+    use airlock_policy::jail::sensitive_rule;
+    use proptest::prelude::*;
+
+    /// How one character of a sensitive name is disguised.
+    #[derive(Debug, Clone, Copy)]
+    enum Mask {
+        Keep,
+        Upper,
+        Fullwidth,
+        Invisible(char),
+    }
+
+    fn mask() -> impl Strategy<Value = Mask> {
+        prop_oneof![
+            3 => Just(Mask::Keep),
+            2 => Just(Mask::Upper),
+            1 => Just(Mask::Fullwidth),
+            1 => prop::sample::select(vec!['\u{200b}', '\u{200d}', '\u{ad}', '\u{feff}', '\u{2060}', '\u{fe0f}'])
+                .prop_map(Mask::Invisible),
+        ]
+    }
+
+    fn disguise(name: &str, masks: &[Mask], tail: &str) -> String {
+        let mut out = String::new();
+        for (c, m) in name.chars().zip(masks.iter().cycle()) {
+            match m {
+                Mask::Keep => out.push(c),
+                Mask::Upper => out.push(c.to_ascii_uppercase()),
+                Mask::Fullwidth if c.is_ascii_graphic() && c != '/' => {
+                    out.push(char::from_u32(c as u32 + 0xfee0).unwrap())
+                }
+                Mask::Fullwidth => out.push(c),
+                Mask::Invisible(z) => {
+                    out.push(c);
+                    if c != '/' {
+                        out.push(*z);
+                    }
+                }
+            }
+        }
+        out + tail
+    }
+
+    proptest! {
+        /// Case, fullwidth look-alikes, invisible characters and trailing dots or spaces never
+        /// hide a sensitive name, from the pure rule or from the jail on a real workspace.
+        #[test]
+        fn disguised_sensitive_names_stay_denied(
+            name in prop::sample::select(vec![
+                ".env", ".env.local", ".git/config", ".git/hooks/x", ".npmrc", "id_rsa",
+                "server.pem", "tls.key", ".ssh/known_hosts", ".aws/credentials",
+                "credentials.json", "secrets.yaml", "prod.tfvars", ".docker/config.json",
+                ".airlock/x",
+            ]),
+            masks in prop::collection::vec(mask(), 1..24),
+            tail in prop::sample::select(vec!["", ".", " ", ". ", ".."]),
+        ) {
+            let path = disguise(name, &masks, tail);
+            let want = if name.starts_with(".airlock") {
+                "jail_airlock_state"
+            } else {
+                "jail_sensitive_file"
+            };
+            let rel = RelPath::new(&path).unwrap();
+            let pure = sensitive_rule(&rel).map(|d| d.rule.into_owned());
+            prop_assert_eq!(pure.as_deref(), Some(want), "{:?}", path);
+            let w = ws();
+            for access in [R, W] {
+                let d = w.confine(&path, access).unwrap_err();
+                prop_assert_eq!(&*d.rule, want, "{:?}", path);
+            }
+        }
+    }
+
+    fn ws() -> &'static Jail {
+        static WS: std::sync::OnceLock<(TempDir, Jail)> = std::sync::OnceLock::new();
+        &WS.get_or_init(|| {
+            let tmp = tempfile::tempdir().unwrap();
+            let jail = Jail::open(tmp.path()).unwrap();
+            (tmp, jail)
+        })
+        .1
+    }
+}
