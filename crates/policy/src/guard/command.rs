@@ -55,7 +55,9 @@ impl Parsed<'_> {
         self.opts.iter().any(|o| o.short == Some(c))
     }
     pub(crate) fn has_long(&self, name: &str) -> bool {
-        self.opts.iter().any(|o| o.long.as_deref() == Some(name))
+        self.opts
+            .iter()
+            .any(|o| o.long.as_deref().is_some_and(|l| long_matches(l, name)))
     }
     pub(crate) fn has(&self, c: char, long: &str) -> bool {
         self.has_short(c) || self.has_long(long)
@@ -70,10 +72,25 @@ impl Parsed<'_> {
             .iter()
             .filter(move |o| {
                 (c.is_some() && o.short == c)
-                    || o.long.as_deref().is_some_and(|l| longs.contains(&l))
+                    || o.long
+                        .as_deref()
+                        .is_some_and(|l| longs.iter().any(|name| long_matches(l, name)))
             })
             .filter_map(|o| o.value.as_deref())
     }
+}
+
+/// getopt_long (and curl) accept any unambiguous prefix of a long option: `rm --rec --for`,
+/// `curl --upload`. A given option of three letters or more matches the names it begins.
+fn long_matches(given: &str, name: &str) -> bool {
+    given == name || (given.len() >= 3 && name.starts_with(given))
+}
+
+/// Whether `--name` takes the next word as its value: named in the spec, or a prefix of
+/// exactly one such option (`--upload` for `--upload-file`).
+fn takes_value(spec: &Spec, name: &str) -> bool {
+    spec.long_val.contains(&name)
+        || (name.len() >= 4 && spec.long_val.iter().filter(|l| l.starts_with(name)).count() == 1)
 }
 
 /// Split `args` (the words after the command name) per `spec`.
@@ -96,7 +113,7 @@ pub(crate) fn parse_args<'a>(args: &'a [Arg], spec: &Spec) -> Parsed<'a> {
                 Some((n, v)) => (n, Some(v.to_owned())),
                 None => (long, None),
             };
-            let value = if value.is_none() && spec.long_val.contains(&name) {
+            let value = if value.is_none() && takes_value(spec, name) {
                 i += 1;
                 args.get(i).map(|a| a.text.clone())
             } else {
@@ -481,6 +498,20 @@ mod tests {
             assert_eq!(p.operands.len(), 1);
             assert_eq!(p.operands[0].text, "/");
         }
+    }
+
+    #[test]
+    fn long_option_prefixes() {
+        let spec = Spec::gnu("", &["upload-file", "header"]);
+        let words = args(&["--rec", "--upload", "f", "--head", "url"]);
+        let p = parse_args(&words, &spec);
+        assert!(p.has('r', "recursive"));
+        assert_eq!(p.values(None, &["upload-file"]).collect::<Vec<_>>(), ["f"]);
+        assert!(!p.has_long("re"));
+        // Too short to be taken as an abbreviation of a value option.
+        let short = args(&["--up", "x"]);
+        let p = parse_args(&short, &spec);
+        assert_eq!(p.operands.len(), 1);
     }
 
     #[test]
