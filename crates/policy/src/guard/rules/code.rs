@@ -719,6 +719,9 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
     let mut i = 0;
     let mut replace: Option<String> = None;
     let mut arg_file: Option<String> = None;
+    // How the input splits into items: blanks, lines (`-I`, `-d '\n'`), or none (`-0`).
+    let mut null = false;
+    let mut lines = false;
     while i < args.len() {
         let t = args[i].text.as_str();
         if t == "--" {
@@ -731,6 +734,14 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
                 .map_or((long, None), |(n, v)| (n, Some(v)));
             if name == "replace" {
                 replace = Some(value.unwrap_or("{}").to_owned());
+            }
+            null |= name == "null";
+            if name == "delimiter" {
+                let d = value
+                    .map(str::to_owned)
+                    .or_else(|| args.get(i + 1).map(|a| a.text.clone()));
+                lines |= matches!(d.as_deref(), Some("\n" | "\\n"));
+                null |= !matches!(d.as_deref(), Some("\n" | "\\n" | " "));
             }
             if name == "arg-file" {
                 arg_file = value
@@ -754,6 +765,16 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
             let mut skip = 1;
             for (j, c) in chars.iter().enumerate() {
                 let rest: String = chars[j + 1..].iter().collect();
+                null |= *c == '0';
+                if *c == 'd' {
+                    let d = if rest.is_empty() {
+                        args.get(i + 1).map(|a| a.text.clone())
+                    } else {
+                        Some(rest.clone())
+                    };
+                    lines |= matches!(d.as_deref(), Some("\n" | "\\n"));
+                    null |= !matches!(d.as_deref(), Some("\n" | "\\n" | " "));
+                }
                 if "aEdILnPs".contains(*c) {
                     if *c == 'a' {
                         arg_file = if rest.is_empty() {
@@ -795,7 +816,7 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
         cmd.push(Arg::literal("echo"));
     }
     let items: Vec<String> = match stdin {
-        Input::Static(t) => t.split_whitespace().map(str::to_owned).take(16).collect(),
+        Input::Static(t) => split_items(t, null, lines || replace.is_some()),
         // `find / | xargs rm -rf`: judge the command on what the listing can contain.
         Input::Stream(Output {
             listed: Some(paths),
@@ -809,11 +830,9 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
         _ => None,
     });
     let items = match source.and_then(|f| w.written.get(&plain_path(&f)).cloned()) {
-        Some(text) if !text.trim().is_empty() => text
-            .split_whitespace()
-            .map(str::to_owned)
-            .take(16)
-            .collect(),
+        Some(text) if !text.trim().is_empty() => {
+            split_items(&text, null, lines || replace.is_some())
+        }
         _ => items,
     };
     let arg_file = arg_file.filter(|f| f != "/dev/null");
@@ -881,6 +900,24 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
     } else {
         out
     }
+}
+
+/// xargs items of a known input: the whole input with `-0`, lines with `-I`, else words.
+fn split_items(text: &str, null: bool, lines: bool) -> Vec<String> {
+    let items: Vec<String> = if null {
+        text.split('\0')
+            .map(|s| s.trim_end_matches('\n').to_owned())
+            .collect()
+    } else if lines {
+        text.lines().map(|l| l.trim().to_owned()).collect()
+    } else {
+        text.split_whitespace().map(str::to_owned).collect()
+    };
+    items
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .take(16)
+        .collect()
 }
 
 fn find(w: &mut Walker, args: &[Arg]) {
