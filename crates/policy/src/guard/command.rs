@@ -295,6 +295,15 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
             run_at(&parse_args(args, &Spec::posix("", &[])), args.len())
         }
         "exec" => run_at(&parse_args(args, &Spec::posix("a", &[])), args.len()),
+        // `npx node -e …`: the package's program runs with the remaining words.
+        "npx" | "pnpx" | "bunx" => {
+            let parsed = parse_args(args, &Spec::posix("pc", &["package", "call"]));
+            if parsed.has('c', "call") {
+                Wrap::No
+            } else {
+                run_at(&parsed, args.len())
+            }
+        }
         "ssh-agent" => run_at(&parse_args(args, &Spec::posix("aEPt", &[])), args.len()),
         "command" => {
             let parsed = parse_args(args, &Spec::posix("", &[]));

@@ -374,6 +374,23 @@ pub(super) fn check(
             }
             None
         }
+        // `npx -c 'cmd'` runs a shell command line.
+        "npx" | "pnpx" | "bunx" => {
+            let p = parse_args(args, &Spec::posix("pc", &["package", "call"]));
+            let codes: Vec<Arg> = p
+                .values(Some('c'), &["call"])
+                .map(|c| Arg {
+                    text: c.to_owned(),
+                    dynamic: args.iter().any(|a| a.dynamic),
+                    taint: taint_of(args),
+                    proc_sub: None,
+                })
+                .collect();
+            for code in &codes {
+                w.run_code(code, stdin, shown);
+            }
+            None
+        }
         "watch" => {
             let p = parse_args(args, &Spec::posix("nq", &["interval"]));
             let rest = &args[p.rest.min(args.len())..];
@@ -709,6 +726,20 @@ fn deno(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
         }
         Some("run") if p.operands.get(1).is_some_and(|a| a.text == "-") => {
             run_stdin(w, stdin, shown, false);
+        }
+        // `deno run https://…/x.ts` fetches a program and runs it.
+        Some("run" | "x")
+            if p.operands[1..]
+                .iter()
+                .find(|a| !a.text.starts_with('-'))
+                .is_some_and(|a| {
+                    a.text.starts_with("http://") || a.text.starts_with("https://")
+                }) =>
+        {
+            w.deny(
+                Family::RemoteExec,
+                format!("`{shown}` runs a program fetched from the network."),
+            );
         }
         _ => {}
     }
