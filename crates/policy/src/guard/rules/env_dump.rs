@@ -65,6 +65,7 @@ pub(crate) fn code_dumps_env(code: &str) -> bool {
         || code.contains("$_SERVER")
         || code.contains("os.getenv()")
         || code.contains("Sys.getenv()")
+        || (code.contains("/proc/") && code.contains("/environ"))
         || code.contains("Bun.env")
         || code.contains("Deno.env.toObject")
         || runs_env_command(code)

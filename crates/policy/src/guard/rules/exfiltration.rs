@@ -483,7 +483,11 @@ fn is_loopback_url(url: &str) -> bool {
     } else {
         host_port.split(':').next().unwrap_or("")
     };
-    host == "localhost" || host.starts_with("127.") || host == "::1" || host == "0.0.0.0"
+    // `127.0.0.1.nip.io` resolves anywhere: only a literal address is the loopback.
+    let loopback_v4 = host
+        .parse::<std::net::Ipv4Addr>()
+        .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified());
+    host == "localhost" || loopback_v4 || host == "::1"
 }
 
 #[cfg(test)]
