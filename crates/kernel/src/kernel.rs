@@ -7,7 +7,7 @@ use crate::tools::{self, ToolDef};
 use airlock_policy::jail::Jail;
 use airlock_policy::modes::{PermissionMode, Profile, WorkMode};
 use airlock_policy::permission::Policy;
-use airlock_policy::{Decision, Stage};
+use airlock_policy::Decision;
 use airlock_stage::store::Store;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -146,20 +146,7 @@ impl Kernel {
         } else {
             airlock_policy::jail::Access::Read
         };
-        match self.jail.confine(path, access) {
-            Ok(c) => {
-                let shown = c
-                    .rel()
-                    .map(|r| r.display())
-                    .unwrap_or_else(|| ".".to_string());
-                Decision::allow(
-                    Stage::Jail,
-                    "jail_inside",
-                    format!("`{shown}` resolves inside the workspace."),
-                )
-            }
-            Err(d) => d,
-        }
+        self.jail.decide(path, access)
     }
 }
 
