@@ -413,6 +413,41 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             }
         }
         "pwd" => Output::text(".\n".to_owned()),
+        // Path helpers, resolved lexically on a known operand: `$(dirname "$PWD")` is `..`,
+        // `$(realpath ~)` is the home directory.
+        "dirname" | "realpath" | "readlink" if !any_dynamic => {
+            let ops: Vec<&str> = args
+                .iter()
+                .map(|a| a.text.as_str())
+                .filter(|t| !t.starts_with('-'))
+                .collect();
+            if name == "readlink"
+                && !args.iter().any(|a| {
+                    a.text.starts_with("-f")
+                        || a.text.starts_with("-e")
+                        || a.text.starts_with("-m")
+                        || a.text == "--canonicalize"
+                })
+            {
+                return passthrough();
+            }
+            let text: String = ops
+                .iter()
+                .map(|p| {
+                    let p = if name == "dirname" {
+                        lexical_dirname(p)
+                    } else {
+                        (*p).to_owned()
+                    };
+                    format!("{p}\n")
+                })
+                .collect();
+            if ops.is_empty() {
+                passthrough()
+            } else {
+                Output::text(text)
+            }
+        }
         // `$(git rev-parse --show-toplevel)` is the workspace root.
         "git" if args.iter().any(|a| a.text == "--show-toplevel") => match &w.cwd {
             Cwd::Root => Output::text(".\n".to_owned()),
@@ -499,6 +534,26 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             out
         }
         _ => passthrough(),
+    }
+}
+
+/// `dirname` as it acts on the path the walk knows: `.` (the working directory) has `..` as
+/// its parent.
+fn lexical_dirname(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return "/".to_owned();
+    }
+    if trimmed == "." {
+        return "..".to_owned();
+    }
+    if trimmed == "~" {
+        return "/home".to_owned();
+    }
+    match trimmed.rsplit_once('/') {
+        Some(("", _)) => "/".to_owned(),
+        Some((dir, _)) => dir.to_owned(),
+        None => ".".to_owned(),
     }
 }
 
