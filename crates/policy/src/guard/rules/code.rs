@@ -1119,8 +1119,17 @@ pub(super) fn note_download_files(w: &mut Walker, name: &str, args: &[Arg]) {
                 .filter_map(|o| o.value.clone())
                 .collect();
             if outs.is_empty() {
+                // `-P DIR` puts the file under DIR.
+                let dir: Option<String> = p
+                    .values(Some('P'), &["directory-prefix"])
+                    .last()
+                    .map(|d| d.trim_end_matches('/').to_owned());
                 for u in &urls {
-                    w.downloaded.insert(basename(u));
+                    let file = basename(u);
+                    w.downloaded.insert(match &dir {
+                        Some(d) => plain_path(&format!("{d}/{file}")),
+                        None => file,
+                    });
                 }
             }
             for o in outs {

@@ -493,6 +493,13 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             },
             ..Output::default()
         },
+        // `curl … | tee i.sh`: the files tee writes hold the download.
+        "tee" if matches!(stdin, Input::Stream(o) if o.taint.download) => {
+            for a in args.iter().filter(|a| !a.text.starts_with('-')) {
+                w.downloaded.insert(plain_path(&a.text));
+            }
+            passthrough()
+        }
         _ if is_downloader(name) => {
             code::note_download_files(w, name, args);
             let mut out = passthrough();
