@@ -629,6 +629,40 @@ fn jq_dumps_env(filter: &str) -> bool {
     })
 }
 
+/// Inline code that deletes a tree (`shutil.rmtree`, `fs.rmSync(…, {recursive})`,
+/// `FileUtils.rm_rf`, `rmtree`) rooted at `/` or the home directory.
+fn code_removes_tree(code: &str) -> bool {
+    const REMOVE: &[&str] = &[
+        "rmtree",
+        "rm_rf",
+        "rm_r(",
+        "rmSync",
+        "rmdirSync",
+        "fs.rm(",
+        "rimraf",
+        "remove_dir_all",
+        "Deno.remove",
+        "unlink_r",
+    ];
+    const ROOTS: &[&str] = &[
+        "\"/\"",
+        "'/'",
+        "\"~\"",
+        "'~'",
+        "expanduser",
+        "Path.home()",
+        "homedir()",
+        "Dir.home",
+        "ENV[\"HOME\"]",
+        "ENV['HOME']",
+        "$ENV{HOME}",
+        "environ[\"HOME\"]",
+        "environ['HOME']",
+        "process.env.HOME",
+    ];
+    REMOVE.iter().any(|r| code.contains(r)) && ROOTS.iter().any(|r| code.contains(r))
+}
+
 /// Inline code that forks in a loop (`perl -e 'fork while 1'`, `while True: os.fork()`).
 fn code_forks_forever(code: &str) -> bool {
     code.contains("fork")
@@ -647,6 +681,13 @@ fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs inline code that fetches code from the network and runs it."),
+        );
+    } else if code_removes_tree(&code.text) {
+        w.deny(
+            Family::Destruction,
+            format!(
+                "`{shown}` runs inline code that recursively deletes the root or home directory."
+            ),
         );
     } else if code_forks_forever(&code.text) {
         w.deny(

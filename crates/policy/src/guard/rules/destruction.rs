@@ -40,7 +40,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
                     e.first().is_some_and(|c| {
                         matches!(
                             super::program_name(&c.text),
-                            "rm" | "shred" | "unlink" | "rmdir"
+                            "rm" | "shred" | "unlink" | "rmdir" | "truncate" | "srm" | "wipe"
                         )
                     })
                 });
