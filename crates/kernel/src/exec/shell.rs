@@ -112,15 +112,9 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         Err(e) => return failure(e, 1),
     };
 
-    let backend = match airlock_sandbox::default_backend(false) {
-        Ok(b) => b,
-        Err(e) => {
-            return failure(
-                format!("The sandbox is unavailable, so the command did not run: {e}"),
-                1,
-            );
-        }
-    };
+    // The namespace backend is tried directly; only when a run fails is the host probed, so
+    // the error names what is missing (no user namespaces, no overlayfs, old Landlock).
+    let backend = airlock_sandbox::NamespaceBackend::new();
     let (dirs, _snapshot) = match prepare_run(k) {
         Ok(x) => x,
         Err(e) => return failure(e, 1),
@@ -147,9 +141,15 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.env = vec![(OsString::from("CARGO_NET_OFFLINE"), OsString::from("true"))];
     spec.cancel = Some(ctx.cancel.flag());
 
-    let outcome = match backend.run(&spec) {
+    let outcome = match airlock_sandbox::Backend::run(&backend, &spec) {
         Ok(o) => o,
-        Err(e) => return failure(format!("The sandbox failed to run the command: {e}"), 1),
+        Err(e) => {
+            let why = match airlock_sandbox::probe() {
+                Err(missing) => missing.to_string(),
+                Ok(_) => e.to_string(),
+            };
+            return failure(format!("The sandbox failed to run the command: {why}"), 1);
+        }
     };
     if outcome.cancelled {
         return failure(
@@ -301,6 +301,9 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
             session_local,
             flagged: mark,
         });
+    }
+    if batch.is_empty() {
+        return Ok(summary);
     }
     // One flush for every blob of the harvest, before the changeset names them.
     k.store
