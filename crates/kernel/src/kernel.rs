@@ -4,10 +4,10 @@
 
 use crate::api::{KernelConfig, ToolSpec};
 use crate::tools::{self, ToolDef};
+use airlock_policy::Decision;
 use airlock_policy::jail::Jail;
 use airlock_policy::modes::{PermissionMode, Profile, WorkMode};
 use airlock_policy::permission::Policy;
-use airlock_policy::Decision;
 use airlock_stage::store::Store;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
