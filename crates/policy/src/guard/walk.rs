@@ -720,6 +720,15 @@ impl Walker {
         entry.taint.merge(taint);
     }
 
+    /// Give a variable exactly this value (a `read` from a known line).
+    pub(crate) fn overwrite_var(&mut self, name: &str, values: Vec<String>) {
+        let mut var = Var::default();
+        for value in values {
+            push_value(&mut var, value);
+        }
+        self.vars.insert(name.to_owned(), var);
+    }
+
     pub(crate) fn set_var(&mut self, name: &str, value: Option<String>) {
         let mut var = Var::default();
         match value {

@@ -282,6 +282,11 @@ pub(super) fn check(
             }
         }
         "trap" => {
+            // `trap [--] CODE SIGNAL…`; `trap -p`/`-l` only print.
+            let args = match args.first() {
+                Some(a) if a.text == "--" => &args[1..],
+                _ => args,
+            };
             if args.len() >= 2 && !args[0].text.starts_with('-') {
                 w.run_code(&args[0], &Input::Inherited, shown);
             }

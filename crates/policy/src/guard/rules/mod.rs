@@ -131,7 +131,33 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
                 .map(str::to_owned)
                 .collect::<Vec<_>>(),
         ) {
-            w.taint_var(&n, taint);
+            if !matches!(stdin, Input::Static(_)) {
+                w.taint_var(&n, taint);
+            }
+        }
+        // `read -r c <<< 'rm -rf ~'`: known lines, split over the names as read does; in a
+        // loop any line can be the one read, so each is a possible value.
+        if name == "read"
+            && !p.has_short('a')
+            && let Input::Static(text) = stdin
+            && text.lines().count() <= 16
+        {
+            let names: Vec<&Arg> = p.operands.clone();
+            let mut values: Vec<Vec<String>> = vec![Vec::new(); names.len()];
+            for line in text.lines() {
+                let mut words = line.split_whitespace();
+                for (k, slot) in values.iter_mut().enumerate() {
+                    let value = if k + 1 == names.len() {
+                        words.by_ref().collect::<Vec<_>>().join(" ")
+                    } else {
+                        words.next().unwrap_or("").to_owned()
+                    };
+                    slot.push(value);
+                }
+            }
+            for (n, vals) in names.iter().zip(values) {
+                w.overwrite_var(&n.text, vals);
+            }
         }
     }
     produce(w, &name, args, stdin)
@@ -251,8 +277,16 @@ fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
         "printf" => {
             let p = parse_args(args, &Spec::posix("v", &[]));
             let names: Vec<String> = p.values(Some('v'), &[]).map(str::to_owned).collect();
+            // `printf -v c 'rm -rf %s' /` stores the formatted text.
+            let rest = &args[p.rest.min(args.len())..];
+            let value = match rest.split_first() {
+                Some((format, values)) if !rest.iter().any(|a| a.dynamic) => {
+                    printf(&format.text, values)
+                }
+                _ => None,
+            };
             for n in names {
-                w.set_var(&n, None);
+                w.set_var(&n, value.clone());
             }
         }
         _ => {}
