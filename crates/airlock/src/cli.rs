@@ -55,6 +55,10 @@ struct Global {
     /// Honour the workspace-local `.airlock/config.toml` (ignored by default).
     #[arg(long, global = true)]
     allow_local_config: bool,
+    /// Operator opt-in: on a host without user namespaces or overlayfs, run commands without
+    /// kernel isolation (a copy of the workspace; every result says so) instead of refusing.
+    #[arg(long, global = true)]
+    allow_degraded: bool,
     /// Machine output (JSON) on stdout; logs always go to stderr.
     #[arg(long, global = true)]
     json: bool,
@@ -265,6 +269,7 @@ fn kernel_config(g: &Global) -> Result<KernelConfig, Box<dyn std::error::Error>>
         permission: g.permission.clone(),
         profile: g.profile.clone(),
         allow_local_config: g.allow_local_config,
+        allow_degraded: g.allow_degraded,
     })
 }
 

@@ -119,6 +119,7 @@ pub fn run(json_out: bool) -> Result<i32, Box<dyn std::error::Error>> {
         permission: "auto".into(),
         profile: None,
         allow_local_config: false,
+        allow_degraded: false,
     })?;
     let mut d = Demo {
         kernel: &kernel,

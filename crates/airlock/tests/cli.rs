@@ -615,3 +615,56 @@ fn commands_of_one_session_are_serialised_across_processes() {
         "the two runs overlapped: {a:?} {b:?}"
     );
 }
+
+#[test]
+fn degraded_backend_runs_only_with_the_operators_opt_in_and_says_so() {
+    let (_t, ws) = workspace();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .arg("--workspace")
+            .arg(&ws)
+            .args(extra)
+            .args([
+                "--mode",
+                "build",
+                "exec",
+                "--",
+                "sh",
+                "-c",
+                "echo hi > f.txt",
+            ])
+            .env("AIRLOCK_SANDBOX", "degraded")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--allow-degraded"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout(&airlock(&ws, &["status"])).trim().is_empty(),
+        "nothing ran, nothing staged"
+    );
+
+    let o = run(&["--allow-degraded"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("degraded: no kernel isolation"));
+    assert!(
+        !ws.join("f.txt").exists(),
+        "even degraded, writes are staged, not written"
+    );
+    assert!(
+        stdout(&airlock(&ws, &["status"]))
+            .lines()
+            .any(|l| l.trim() == "A f.txt")
+    );
+}

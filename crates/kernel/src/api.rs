@@ -128,6 +128,10 @@ pub struct KernelConfig {
     pub profile: Option<String>,
     /// Honour `.airlock/config.toml` in the workspace.
     pub allow_local_config: bool,
+    /// Operator opt-in: when the host lacks user namespaces or overlayfs (or
+    /// `AIRLOCK_SANDBOX=degraded` asks for it), run commands in the degraded copy backend, whose
+    /// every result says `degraded: no kernel isolation`. Off: such hosts get a clear error.
+    pub allow_degraded: bool,
 }
 
 /// The bash guard's verdict for one command string, with the normalised command.

@@ -10,7 +10,7 @@
 //! use airlock_kernel::{CallContext, Cancel, DenyAll, Kernel, KernelConfig};
 //! let kernel = Kernel::open(KernelConfig {
 //!     workspace: ".".into(), session: "default".into(), mode: "build".into(),
-//!     permission: "auto".into(), profile: None, allow_local_config: false,
+//!     permission: "auto".into(), profile: None, allow_local_config: false, allow_degraded: false,
 //! }).unwrap();
 //! let ctx = CallContext { cancel: Cancel::new(), approver: &DenyAll::default() };
 //! let out = kernel.call("write_file", r#"{"path":"src/a.rs","content":"x"}"#, &ctx);

@@ -14,6 +14,7 @@ fn open(ws: &Path, mode: &str) -> Kernel {
         permission: "auto".into(),
         profile: None,
         allow_local_config: false,
+        allow_degraded: false,
     })
     .expect("kernel opens")
 }

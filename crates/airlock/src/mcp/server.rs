@@ -383,6 +383,7 @@ mod tests {
             permission: "ask".into(),
             profile: None,
             allow_local_config: false,
+            allow_degraded: false,
         })
         .expect("open a kernel on a temp workspace");
         AirlockServer::new(

@@ -114,7 +114,13 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
 
     // The namespace backend is tried directly; only when a run fails is the host probed, so
     // the error names what is missing (no user namespaces, no overlayfs, old Landlock).
-    let backend = airlock_sandbox::NamespaceBackend::new();
+    let forced_degraded = std::env::var("AIRLOCK_SANDBOX").as_deref() == Ok("degraded");
+    if forced_degraded && !k.config.allow_degraded {
+        return failure(
+            "AIRLOCK_SANDBOX=degraded asks for no kernel isolation, which needs the operator's --allow-degraded; the command did not run.",
+            1,
+        );
+    }
     let (dirs, _snapshot) = match prepare_run(k) {
         Ok(x) => x,
         Err(e) => return failure(e, 1),
@@ -141,15 +147,9 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.env = vec![(OsString::from("CARGO_NET_OFFLINE"), OsString::from("true"))];
     spec.cancel = Some(ctx.cancel.flag());
 
-    let outcome = match airlock_sandbox::Backend::run(&backend, &spec) {
+    let outcome = match run_sandboxed(k, &spec, forced_degraded) {
         Ok(o) => o,
-        Err(e) => {
-            let why = match airlock_sandbox::probe() {
-                Err(missing) => missing.to_string(),
-                Ok(_) => e.to_string(),
-            };
-            return failure(format!("The sandbox failed to run the command: {why}"), 1);
-        }
+        Err(e) => return failure(format!("The sandbox failed to run the command: {e}"), 1),
     };
     if outcome.cancelled {
         return failure(
@@ -198,6 +198,38 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         truncated,
         denial: None,
         exit_code,
+    }
+}
+
+/// Run `spec` in the namespace sandbox; on a host that lacks what it needs, fall back to the
+/// degraded backend only when the operator opted in (`--allow-degraded`).
+fn run_sandboxed(
+    k: &Kernel,
+    spec: &SandboxSpec,
+    forced_degraded: bool,
+) -> Result<airlock_sandbox::Outcome, String> {
+    use airlock_sandbox::Backend;
+    if forced_degraded {
+        return airlock_sandbox::DegradedBackend::new()
+            .run(spec)
+            .map_err(|e| e.to_string());
+    }
+    match airlock_sandbox::NamespaceBackend::new().run(spec) {
+        Ok(o) => Ok(o),
+        Err(e) => match airlock_sandbox::probe() {
+            Err(missing) if k.config.allow_degraded => {
+                tracing::warn!(
+                    "no kernel isolation ({missing}); running degraded as the operator allowed"
+                );
+                airlock_sandbox::DegradedBackend::new()
+                    .run(spec)
+                    .map_err(|e| e.to_string())
+            }
+            Err(missing) => Err(format!(
+                "{missing} (the operator may opt in to running without kernel isolation with --allow-degraded)"
+            )),
+            Ok(_) => Err(e.to_string()),
+        },
     }
 }
 

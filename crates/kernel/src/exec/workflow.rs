@@ -131,6 +131,7 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
             .unwrap_or(false),
         home_binds: home_binds(),
         cancel: Some(ctx.cancel.flag()),
+        allow_degraded: k.config.allow_degraded,
         ..airlock_verify::VerifyOptions::default()
     };
     let scratch = dirs
