@@ -6,18 +6,22 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-fn airlock(ws: &Path, args: &[&str]) -> Output {
+/// `airlock --workspace WS ARGS…` with a private config home (so the operator's own rules never
+/// leak into tests) and no stdin.
+fn airlock_cmd(ws: &Path, args: &[&str]) -> Command {
     let home = ws.parent().unwrap().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .arg("--workspace")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    cmd.arg("--workspace")
         .arg(ws)
         .args(args)
-        // A private config home, so the operator's own rules never leak into tests.
         .env("XDG_CONFIG_HOME", home.join(".config"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("airlock runs")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn airlock(ws: &Path, args: &[&str]) -> Output {
+    airlock_cmd(ws, args).output().expect("airlock runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -582,10 +586,9 @@ fn usage_errors_exit_2() {
 fn commands_of_one_session_are_serialised_across_processes() {
     let (_t, ws) = workspace();
     let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_airlock"))
-            .arg("--workspace")
-            .arg(&ws)
-            .args([
+        airlock_cmd(
+            &ws,
+            &[
                 "--mode",
                 "build",
                 "exec",
@@ -593,11 +596,11 @@ fn commands_of_one_session_are_serialised_across_processes() {
                 "sh",
                 "-c",
                 "date +%s%N; sleep 1; date +%s%N",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap()
+            ],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
     };
     let (a, b) = (spawn(), spawn());
     let window = |c: std::process::Child| -> (u128, u128) {
@@ -620,21 +623,18 @@ fn commands_of_one_session_are_serialised_across_processes() {
 fn degraded_backend_runs_only_with_the_operators_opt_in_and_says_so() {
     let (_t, ws) = workspace();
     let run = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_airlock"))
-            .arg("--workspace")
-            .arg(&ws)
-            .args(extra)
-            .args([
-                "--mode",
-                "build",
-                "exec",
-                "--",
-                "sh",
-                "-c",
-                "echo hi > f.txt",
-            ])
+        let mut args = extra.to_vec();
+        args.extend([
+            "--mode",
+            "build",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo hi > f.txt",
+        ]);
+        airlock_cmd(&ws, &args)
             .env("AIRLOCK_SANDBOX", "degraded")
-            .stdin(Stdio::null())
             .output()
             .unwrap()
     };
