@@ -18,7 +18,8 @@ pub struct ToolDef {
     pub description: String,
     /// JSON Schema of the arguments.
     pub schema: Value,
-    validator: jsonschema::Validator,
+    /// Compiled on first use: a CLI call validates one tool, not all of them.
+    validator: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
 }
 
 const LOOP: &str = "The airlock loop: stage changes (write_file, edit_file, apply_patch, bash) → verify → \
@@ -166,7 +167,6 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
                 Value::from(max_content_bytes * 4 / 3 + 4);
         }
         let description = format!("{desc}\n\n{LOOP}");
-        let validator = jsonschema::validator_for(&schema).expect("tool schemas are valid");
         out.insert(
             name,
             ToolDef {
@@ -174,7 +174,7 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
                 class,
                 description,
                 schema,
-                validator,
+                validator: std::sync::OnceLock::new(),
             },
         );
     }
@@ -184,7 +184,24 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
 impl ToolDef {
     /// Validate `args` against the schema: the first error with its JSON pointer, as a denial.
     pub fn validate(&self, args: &Value) -> Result<(), Decision> {
-        let mut errors = self.validator.iter_errors(args);
+        let validator = self
+            .validator
+            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()));
+        let validator = match validator {
+            Ok(v) => v,
+            Err(e) => {
+                // Fail closed: a schema that does not compile validates nothing.
+                return Err(Decision::deny(
+                    Stage::Validation,
+                    "schema_invalid",
+                    format!(
+                        "The schema of `{}` cannot be compiled ({e}); the call is refused.",
+                        self.name
+                    ),
+                ));
+            }
+        };
+        let mut errors = validator.iter_errors(args);
         if let Some(err) = errors.next() {
             let pointer = err.instance_path().as_str().to_string();
             let pointer = if pointer.is_empty() {
@@ -209,5 +226,19 @@ impl ToolDef {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_schema_compiles() {
+        for (name, def) in registry(8 << 20) {
+            if let Err(d) = def.validate(&serde_json::json!({})) {
+                assert_ne!(d.rule, "schema_invalid", "{name}: {}", d.reason);
+            }
+        }
     }
 }
