@@ -66,6 +66,16 @@ pub(crate) struct Collector {
 }
 
 impl Collector {
+    /// The stdout and stderr collectors of one run, as `spec` bounds them.
+    pub(crate) fn pair_for(spec: &crate::SandboxSpec) -> (Collector, Collector) {
+        let dir = spec.spool_dir.as_deref();
+        let cap = spec.limits.spool_bytes;
+        (
+            Collector::new(spec.output_limit, dir, "stdout", cap),
+            Collector::new(spec.output_limit, dir, "stderr", cap),
+        )
+    }
+
     pub(crate) fn new(
         limit: usize,
         spool_dir: Option<&Path>,

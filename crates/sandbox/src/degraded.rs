@@ -331,19 +331,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         // SAFETY: signalling the process group we created for the child.
         unsafe { libc::kill(-p, libc::SIGKILL) };
     };
-    let l = &spec.limits;
-    let mut out = Collector::new(
-        spec.output_limit,
-        spec.spool_dir.as_deref(),
-        "stdout",
-        l.spool_bytes,
-    );
-    let mut err = Collector::new(
-        spec.output_limit,
-        spec.spool_dir.as_deref(),
-        "stderr",
-        l.spool_bytes,
-    );
+    let (mut out, mut err) = Collector::pair_for(spec);
     let ended = supervise::supervise(
         Watch {
             pid,

@@ -396,18 +396,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         // SAFETY: signalling our own unreaped child; its pid cannot have been reused.
         unsafe { libc::kill(p, libc::SIGKILL) };
     };
-    let mut out = Collector::new(
-        spec.output_limit,
-        spec.spool_dir.as_deref(),
-        "stdout",
-        l.spool_bytes,
-    );
-    let mut err = Collector::new(
-        spec.output_limit,
-        spec.spool_dir.as_deref(),
-        "stderr",
-        l.spool_bytes,
-    );
+    let (mut out, mut err) = Collector::pair_for(spec);
     let ended = supervise::supervise(
         Watch {
             pid,
