@@ -6,7 +6,8 @@
 //! with `airlock call write_file` and run as `airlock exec -- sh payload.sh`, which the guard lets
 //! through, so the sandbox itself is what is tested.
 
-use std::collections::BTreeMap;
+mod common;
+use common::snapshot;
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -123,33 +124,6 @@ fn denied_or(o: &Output, what: &str, check: impl FnOnce(&str)) {
     }
     eprintln!("{what}: passed the guard; checking the sandbox");
     check(&out(o));
-}
-
-/// Every entry under `root` (without airlock's own `.airlock/`) with its content and mode.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
-    let mut map = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let entry = entry.unwrap();
-            let rel = entry.path().strip_prefix(root).unwrap().to_path_buf();
-            if rel == Path::new(".airlock") {
-                continue;
-            }
-            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
-            let mode = meta.permissions().mode();
-            if meta.is_dir() {
-                stack.push(entry.path());
-                map.insert(rel, (Vec::new(), mode));
-            } else if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(entry.path()).unwrap();
-                map.insert(rel, (target.into_os_string().into_encoded_bytes(), 0));
-            } else {
-                map.insert(rel, (std::fs::read(entry.path()).unwrap(), mode));
-            }
-        }
-    }
-    map
 }
 
 /// Host processes whose command line contains `marker` (this test binary excluded).

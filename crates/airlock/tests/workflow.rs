@@ -3,6 +3,8 @@
 //! files, undo reverts byte for byte, stale verdicts and on-disk conflicts are refused, and an
 //! apply killed with SIGKILL at any moment is recovered to the full pre- or post-state.
 
+mod common;
+use common::snapshot;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -131,33 +133,6 @@ fn json(o: &Output) -> Value {
     let text = out(o);
     serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("not JSON ({e}): {text}; stderr {}", err(o)))
-}
-
-/// Every entry under `root` (without `.airlock/`): content (or link target) and mode.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
-    let mut map = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let entry = entry.unwrap();
-            let rel = entry.path().strip_prefix(root).unwrap().to_path_buf();
-            if rel == Path::new(".airlock") {
-                continue;
-            }
-            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
-            let mode = meta.permissions().mode();
-            if meta.is_dir() {
-                stack.push(entry.path());
-                map.insert(rel, (Vec::new(), mode));
-            } else if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(entry.path()).unwrap();
-                map.insert(rel, (target.into_os_string().into_encoded_bytes(), 0));
-            } else {
-                map.insert(rel, (std::fs::read(entry.path()).unwrap(), mode));
-            }
-        }
-    }
-    map
 }
 
 /// Paths whose entry differs between two snapshots.
