@@ -7,7 +7,7 @@
 //! through, so the sandbox itself is what is tested.
 
 mod common;
-use common::snapshot;
+use common::{host_processes_with, snapshot};
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -124,25 +124,6 @@ fn denied_or(o: &Output, what: &str, check: impl FnOnce(&str)) {
     }
     eprintln!("{what}: passed the guard; checking the sandbox");
     check(&out(o));
-}
-
-/// Host processes whose command line contains `marker` (this test binary excluded).
-fn host_processes_with(marker: &str) -> Vec<String> {
-    let me = std::process::id().to_string();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == me || !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmd.contains(marker) {
-                found.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    found
 }
 
 /// A unique marker per test and run.

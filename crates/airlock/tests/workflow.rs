@@ -4,7 +4,7 @@
 //! apply killed with SIGKILL at any moment is recovered to the full pre- or post-state.
 
 mod common;
-use common::snapshot;
+use common::{host_processes_with, snapshot};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -145,25 +145,6 @@ fn changed_paths(
         .filter(|k| a.get(*k) != b.get(*k))
         .cloned()
         .collect()
-}
-
-/// Host processes whose command line contains `marker` (this test binary excluded).
-fn host_processes_with(marker: &str) -> Vec<String> {
-    let me = std::process::id().to_string();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == me || !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmd.contains(marker) {
-                found.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    found
 }
 
 /// The verdict JSON has exactly the CLI.md keys (plus only documented optional extensions).

@@ -320,14 +320,7 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
         "timeout" => {
             let parsed = parse_args(args, &Spec::posix("sk", &["signal", "kill-after"]));
             // The first operand is the duration.
-            if parsed.rest + 1 < args.len() {
-                Wrap::Run {
-                    start: parsed.rest + 1,
-                    prepend: Vec::new(),
-                }
-            } else {
-                Wrap::NoCommand
-            }
+            after_first_operand(parsed.rest, args.len())
         }
         "stdbuf" => run_at(
             &parse_args(args, &Spec::posix("ioe", &["input", "output", "error"])),
@@ -353,14 +346,7 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 return Wrap::Inspect;
             }
             // The first operand is the priority.
-            if parsed.rest + 1 < args.len() {
-                Wrap::Run {
-                    start: parsed.rest + 1,
-                    prepend: Vec::new(),
-                }
-            } else {
-                Wrap::NoCommand
-            }
+            after_first_operand(parsed.rest, args.len())
         }
         "taskset" => {
             let parsed = parse_args(args, &Spec::posix("", &[]));
@@ -368,14 +354,7 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 return Wrap::Inspect;
             }
             // `taskset MASK cmd` or `taskset -c LIST cmd`: the first operand is the mask.
-            if parsed.rest + 1 < args.len() {
-                Wrap::Run {
-                    start: parsed.rest + 1,
-                    prepend: Vec::new(),
-                }
-            } else {
-                Wrap::NoCommand
-            }
+            after_first_operand(parsed.rest, args.len())
         }
         "flock" => {
             let parsed = parse_args(
@@ -386,14 +365,7 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 return Wrap::No;
             }
             // `flock LOCKFILE cmd …`
-            if parsed.rest + 1 < args.len() {
-                Wrap::Run {
-                    start: parsed.rest + 1,
-                    prepend: Vec::new(),
-                }
-            } else {
-                Wrap::NoCommand
-            }
+            after_first_operand(parsed.rest, args.len())
         }
         "strace" | "ltrace" => {
             let parsed = parse_args(
@@ -481,6 +453,19 @@ pub(crate) fn is_assignment(text: &str) -> bool {
 pub(crate) fn program_name(word: &str) -> &str {
     let trimmed = word.trim_end_matches('/');
     trimmed.rsplit('/').next().unwrap_or(trimmed)
+}
+
+/// For wrappers whose first operand is their own (a priority, a CPU mask, a lock file): the
+/// wrapped command starts right after it, at `rest + 1`.
+fn after_first_operand(rest: usize, len: usize) -> Wrap {
+    if rest + 1 < len {
+        Wrap::Run {
+            start: rest + 1,
+            prepend: Vec::new(),
+        }
+    } else {
+        Wrap::NoCommand
+    }
 }
 
 #[cfg(test)]
