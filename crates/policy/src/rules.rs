@@ -246,6 +246,15 @@ pub fn path_matches_any(globs: &[GlobMatcher], path: &str) -> bool {
 
 /// Compile path globs (`*` stops at `/`).
 pub fn compile_path_globs(globs: &[String]) -> Result<Vec<GlobMatcher>, RuleError> {
+    Ok(parse_path_globs(globs)?
+        .iter()
+        .map(Glob::compile_matcher)
+        .collect())
+}
+
+/// Parse path globs (`*` stops at `/`) without compiling their matchers: parsing finds every
+/// syntax error, and compiling (a regex each) can wait until a path is matched.
+pub fn parse_path_globs(globs: &[String]) -> Result<Vec<Glob>, RuleError> {
     globs
         .iter()
         .map(|g| {
@@ -253,7 +262,6 @@ pub fn compile_path_globs(globs: &[String]) -> Result<Vec<GlobMatcher>, RuleErro
                 .literal_separator(true)
                 .backslash_escape(true)
                 .build()
-                .map(|g| g.compile_matcher())
                 .map_err(|e| RuleError::BadGlob {
                     rule: g.clone(),
                     message: e.kind().to_string(),

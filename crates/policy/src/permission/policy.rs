@@ -26,10 +26,8 @@
 use crate::decision::{Decision, Stage};
 use crate::modes::{OperatorGrant, PermissionMode, Profile, WorkMode};
 use crate::permission::{ToolClass, ToolRequest};
-use crate::rules::{
-    RuleError, Rules, compile_path_globs, default_plan_artifacts, path_matches_any,
-};
-use globset::GlobMatcher;
+use crate::rules::{RuleError, Rules, default_plan_artifacts, parse_path_globs, path_matches_any};
+use globset::{Glob, GlobMatcher};
 
 /// Why a policy could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,7 +50,9 @@ pub struct Policy {
     profile: Profile,
     rules: Rules,
     plan_artifacts: Vec<String>,
-    plan_globs: Vec<GlobMatcher>,
+    plan_globs: Vec<Glob>,
+    /// Compiled on first use: most calls never touch a plan artifact.
+    plan_matchers: std::sync::OnceLock<Vec<GlobMatcher>>,
 }
 
 impl Policy {
@@ -77,7 +77,7 @@ impl Policy {
         } else {
             plan_artifacts
         };
-        let plan_globs = compile_path_globs(&plan_artifacts)?;
+        let plan_globs = parse_path_globs(&plan_artifacts)?;
         Ok(Policy {
             mode,
             perm,
@@ -85,6 +85,7 @@ impl Policy {
             rules,
             plan_artifacts,
             plan_globs,
+            plan_matchers: std::sync::OnceLock::new(),
         })
     }
 
@@ -125,13 +126,18 @@ impl Policy {
         &self.plan_artifacts
     }
 
+    fn plan_matchers(&self) -> &[GlobMatcher] {
+        self.plan_matchers
+            .get_or_init(|| self.plan_globs.iter().map(Glob::compile_matcher).collect())
+    }
+
     /// True when every subject is a plan artifact (and there is at least one).
     pub fn is_plan_artifact_write(&self, req: &ToolRequest<'_>) -> bool {
         !req.subjects.is_empty()
             && req
                 .subjects
                 .iter()
-                .all(|s| path_matches_any(&self.plan_globs, s))
+                .all(|s| path_matches_any(self.plan_matchers(), s))
     }
 
     /// [`Policy::decide`] for a tool known only by name: a name [`ToolClass::of`] does not know
