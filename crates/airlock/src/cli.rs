@@ -148,6 +148,7 @@ enum Command {
 
 /// Entry point; returns the process exit code.
 pub fn main() -> i32 {
+    airlock_sandbox::timing::mark("main");
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -157,7 +158,9 @@ pub fn main() -> i32 {
         }
     };
     init_logging();
-    match run(cli) {
+    let result = run(cli);
+    airlock_sandbox::timing::mark("done");
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("airlock: {e}");
@@ -295,6 +298,7 @@ fn read_args(args: Option<String>) -> Result<String, Box<dyn std::error::Error>>
 
 fn tool_cmd(g: &Global, tool: &str, args: Value) -> CliResult {
     let kernel = open_kernel(g)?;
+    airlock_sandbox::timing::mark("kernel open");
     Ok(call_and_print(
         &kernel,
         g,

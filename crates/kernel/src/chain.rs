@@ -59,6 +59,7 @@ impl Kernel {
             Ok(p) => p,
             Err(d) => return denial(d),
         };
+        airlock_sandbox::timing::mark("chain decided");
         if ctx.cancel.is_cancelled() {
             return exec::failure("The call was cancelled before it ran; nothing changed.", 1);
         }

@@ -91,9 +91,12 @@ impl Kernel {
             path: root.clone(),
             source,
         })?;
+        airlock_sandbox::timing::mark("config, policy, jail");
         let store =
             Store::open(&root, &config.session).map_err(|e| OpenError::Stage(e.to_string()))?;
+        airlock_sandbox::timing::mark("store open");
         let startup = crate::exec::workflow::recover_at_startup(&root);
+        airlock_sandbox::timing::mark("journal recovery");
         notices.extend(startup.notices);
         Ok(Kernel {
             config,

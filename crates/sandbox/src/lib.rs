@@ -95,6 +95,7 @@ mod plan;
 mod probe;
 mod spec;
 mod supervise;
+pub mod timing;
 
 pub use capture::Captured;
 pub use degraded::DegradedBackend;

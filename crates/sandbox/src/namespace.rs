@@ -237,6 +237,7 @@ fn new_root_dir() -> Result<tempfile::TempDir, SandboxError> {
 
 fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     let v = validate(spec)?;
+    crate::timing::mark("sandbox: validated");
     let newroot = new_root_dir()?;
     // RLIMIT_NPROC never binds a sandbox whose uid maps to the host's root; the pid namespace's
     // pid_max does. Pids below 300 are used only once (allocation wraps to 300), so add them.
@@ -255,6 +256,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         pid_max,
     })?;
 
+    crate::timing::mark("sandbox: mount plan");
     let block_inet = !spec.network && !spec.allow_loopback;
     let mut writable: Vec<&Path> = vec![&v.workspace, Path::new("/tmp"), Path::new("/dev/shm")];
     if let Some(h) = &v.home {
@@ -263,6 +265,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     let landlock = confine::landlock_plan(&writable, !spec.network && !spec.allow_loopback)?;
     let bpf = confine::seccomp_program(block_inet)?;
 
+    crate::timing::mark("sandbox: landlock + seccomp prepared");
     let argv_c: Vec<CString> = spec
         .argv
         .iter()
@@ -382,6 +385,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         return Err(SandboxError::sys("clone into new namespaces"));
     }
     let pid = pid as libc::pid_t;
+    crate::timing::mark("sandbox: cloned");
     drop((stdin_r, stdout_w, stderr_w, err_w, status_w, alive_r));
 
     // Without input the command reads EOF at once: the write end must not stay open here.
@@ -411,6 +415,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         &mut err,
     );
     drop(alive_w);
+    crate::timing::mark("sandbox: command ended");
 
     let status = read_record(&status_r, 4);
     let failure = read_record(&err_r, 12);

@@ -121,10 +121,12 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
             1,
         );
     }
+    airlock_sandbox::timing::mark("session lock");
     let (dirs, _snapshot) = match prepare_run(k) {
         Ok(x) => x,
         Err(e) => return failure(e, 1),
     };
+    airlock_sandbox::timing::mark("scratch dirs and layer");
     let spool = spool_dir(k);
     let _ = std::fs::create_dir_all(&spool);
     let mut spec = SandboxSpec::new(
@@ -147,6 +149,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.env = vec![(OsString::from("CARGO_NET_OFFLINE"), OsString::from("true"))];
     spec.cancel = Some(ctx.cancel.flag());
 
+    airlock_sandbox::timing::mark("spec");
     let outcome = match run_sandboxed(k, &spec, forced_degraded) {
         Ok(o) => o,
         Err(e) => return failure(format!("The sandbox failed to run the command: {e}"), 1),
@@ -157,6 +160,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
             130,
         );
     }
+    airlock_sandbox::timing::mark("sandbox returned");
     let staged = match harvest_into_store(k, &dirs.upper) {
         Ok(s) => s,
         Err(e) => {
@@ -166,6 +170,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
             );
         }
     };
+    airlock_sandbox::timing::mark("harvested");
     let exit_code = if outcome.timed_out {
         124
     } else {
