@@ -1,3 +1,10 @@
 fn main() {
+    // A warm sandbox host is this same executable re-run with a marker argument.
+    if let Some(code) = airlock_sandbox::host::main_hook() {
+        std::process::exit(code);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        airlock_sandbox::host::enable(exe);
+    }
     std::process::exit(airlock::cli::main());
 }

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use libc::c_char;
 
 use crate::confine::PathRule;
-use crate::plan::{Op, Step};
+use crate::plan::{Op, Phase, Step};
 
 /// Steps outside the mount plan, reported by number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +86,9 @@ pub(crate) const KIND_STAGE: u32 = 2;
 /// Everything the child needs, prepared by the parent.
 pub(crate) struct ChildCtx<'a> {
     pub(crate) steps: &'a [Step],
+    /// Started by a warm host ([`crate::host`]): the user, net and uts namespaces and the base
+    /// steps exist already; only the run's steps are replayed.
+    pub(crate) warm: bool,
     pub(crate) newroot: &'a CStr,
     pub(crate) uid_map: &'a CStr,
     pub(crate) gid_map: &'a CStr,
@@ -169,7 +172,7 @@ struct PathBeneathAttr {
 }
 
 /// Runs one plan step. Returns false on failure (errno set).
-fn run_op(op: &Op) -> bool {
+pub(crate) fn run_op(op: &Op) -> bool {
     let null = std::ptr::null::<c_char>();
     // SAFETY: every pointer is a NUL-terminated CString owned by the plan, alive for the call.
     unsafe {
@@ -320,23 +323,23 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
             libc::_exit(125);
         }
 
-        if !write_file(c"/proc/self/setgroups", b"deny")
-            || !write_file(c"/proc/self/uid_map", ctx.uid_map.to_bytes())
-            || !write_file(c"/proc/self/gid_map", ctx.gid_map.to_bytes())
+        if !ctx.warm
+            && (!write_file(c"/proc/self/setgroups", b"deny")
+                || !write_file(c"/proc/self/uid_map", ctx.uid_map.to_bytes())
+                || !write_file(c"/proc/self/gid_map", ctx.gid_map.to_bytes()))
         {
             fail_stage(ctx, Stage::UidMap);
         }
         for (i, step) in ctx.steps.iter().enumerate() {
+            if ctx.warm && step.phase != Phase::Run {
+                continue;
+            }
             if !run_op(&step.op) {
                 fail(ctx, crate::child::KIND_PLAN, i as u32, errno());
             }
         }
-        let host = b"airlock";
-        if libc::sethostname(host.as_ptr().cast(), host.len()) != 0 {
-            fail_stage(ctx, Stage::Hostname);
-        }
-        if ctx.private_net && !loopback_up() {
-            fail_stage(ctx, Stage::Loopback);
+        if !ctx.warm {
+            finish_namespaces(ctx);
         }
         if libc::chdir(ctx.newroot.as_ptr()) != 0
             || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
@@ -379,6 +382,22 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
     }
 }
 
+/// The hostname and the loopback interface of fresh uts and net namespaces.
+pub(crate) fn finish_namespaces(ctx: &ChildCtx<'_>) {
+    if !set_hostname() {
+        fail_stage(ctx, Stage::Hostname);
+    }
+    if ctx.private_net && !loopback_up() {
+        fail_stage(ctx, Stage::Loopback);
+    }
+}
+
+pub(crate) fn set_hostname() -> bool {
+    let host = b"airlock";
+    // SAFETY: sethostname with a live buffer and its length.
+    unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) == 0 }
+}
+
 /// Undoes what the parent's runtime may have set: handlers (a copied handler would run in the
 /// sandbox), ignored signals (an ignored SIGCHLD would make the command's status unreapable;
 /// an ignored SIGPIPE would leak into the command) and the blocked-signal mask.
@@ -403,7 +422,7 @@ fn reset_signals() {
     }
 }
 
-fn loopback_up() -> bool {
+pub(crate) fn loopback_up() -> bool {
     // SAFETY: a socket and two ioctls on a zeroed, correctly typed ifreq.
     unsafe {
         let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);

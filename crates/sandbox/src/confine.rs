@@ -187,6 +187,19 @@ fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
 
 /// Compiles the filter. `block_inet`: refuse `AF_INET`/`AF_INET6` sockets.
 pub(crate) fn seccomp_program(block_inet: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    // The program depends on `block_inet` alone: a warm host builds each variant once.
+    static CACHE: [std::sync::OnceLock<Vec<libc::sock_filter>>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    let slot = &CACHE[block_inet as usize];
+    if let Some(p) = slot.get() {
+        return Ok(p.clone());
+    }
+    let p = seccomp_program_uncached(block_inet)?;
+    let _ = slot.set(p.clone());
+    Ok(p)
+}
+
+fn seccomp_program_uncached(block_inet: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in denied_syscalls() {
         rules.insert(nr, Vec::new());

@@ -341,6 +341,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
             deadline: start + spec.timeout,
             cancel: spec.cancel.as_ref(),
             kill: &kill,
+            foreign: None,
         },
         &mut out,
         &mut err,
@@ -373,5 +374,6 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         stderr: err.finish(),
         duration: ended.duration,
         degraded: true,
+        warm: false,
     })
 }

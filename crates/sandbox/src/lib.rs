@@ -90,6 +90,7 @@ mod degraded;
 pub mod env;
 mod error;
 mod harvest;
+pub mod host;
 mod namespace;
 mod plan;
 mod probe;

@@ -42,6 +42,7 @@ impl Backend for NamespaceBackend {
 }
 
 /// A spec with every path checked and resolved.
+#[derive(Debug, Clone)]
 pub(crate) struct Validated {
     pub(crate) workspace: PathBuf,
     pub(crate) layers: Vec<PathBuf>,
@@ -70,6 +71,49 @@ fn check_not_nested(named: &[(&str, &Path)]) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// Removes what an earlier overlay mount left in `work` (its `work` and `index` directories, and
+/// the `incompat/volatile` mark that makes the kernel refuse the directory), so a work directory
+/// can be reused from run to run.
+/// A warm host also does this right after each run, so the next one finds it clean; entries
+/// that vanish meanwhile (removed by the other side) are not an error.
+pub(crate) fn reset_workdir(work: &Path) -> Result<(), SandboxError> {
+    fn gone(r: io::Result<()>) -> io::Result<()> {
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+    fn force_remove(p: &Path) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let md = std::fs::symlink_metadata(p)?;
+        if !md.is_dir() {
+            return gone(std::fs::remove_file(p));
+        }
+        // overlayfs makes `work/work` mode 000.
+        gone(std::fs::set_permissions(
+            p,
+            std::fs::Permissions::from_mode(0o700),
+        ))?;
+        match std::fs::read_dir(p) {
+            Ok(rd) => {
+                for entry in rd.flatten() {
+                    gone(force_remove(&entry.path()))?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        gone(std::fs::remove_dir(p))
+    }
+    for name in ["work", "index", "incompat"] {
+        let p = work.join(name);
+        if let Err(e) = gone(force_remove(&p)) {
+            return Err(SandboxError::io("clearing the work directory", p, e));
+        }
+    }
+    Ok(())
+}
+
 fn existing_dir(what: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
     let canon = p.canonicalize().map_err(|e| SandboxError::io(what, p, e))?;
     if !canon.is_dir() {
@@ -93,6 +137,7 @@ pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
         .collect::<Result<Vec<_>, _>>()?;
     let upper = existing_dir("resolving the upper directory", &spec.upper)?;
     let work = existing_dir("resolving the work directory", &spec.work)?;
+    reset_workdir(&work)?;
     let cwd = plan::normalize(&spec.cwd).ok_or_else(|| {
         SandboxError::InvalidSpec(format!("cwd {} is not absolute", spec.cwd.display()))
     })?;
@@ -165,7 +210,7 @@ pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
     })
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills the two-element array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -220,7 +265,7 @@ fn read_record(fd: &OwnedFd, len: usize) -> Vec<u8> {
 /// An empty host directory to mount the new root on (only inside the sandbox's mount
 /// namespace; on the host it stays empty and is removed afterwards). `/dev/shm` is preferred:
 /// a tmpfs, so creating and removing it costs no disk work.
-fn new_root_dir() -> Result<tempfile::TempDir, SandboxError> {
+pub(crate) fn new_root_dir() -> Result<tempfile::TempDir, SandboxError> {
     let shm = Path::new("/dev/shm");
     if shm.is_dir()
         && let Ok(dir) = tempfile::Builder::new()
@@ -235,38 +280,132 @@ fn new_root_dir() -> Result<tempfile::TempDir, SandboxError> {
         .map_err(|e| SandboxError::io("creating the new root", std::env::temp_dir(), e))
 }
 
-fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
-    let v = validate(spec)?;
-    crate::timing::mark("sandbox: validated");
-    let newroot = new_root_dir()?;
-    // RLIMIT_NPROC never binds a sandbox whose uid maps to the host's root; the pid namespace's
-    // pid_max does. Pids below 300 are used only once (allocation wraps to 300), so add them.
-    let pid_max = spec.limits.nproc.max(1) + 300;
-    let steps = plan::build(&PlanInput {
-        newroot: newroot.path(),
-        workspace: &v.workspace,
-        layers: &v.layers,
-        upper: &v.upper,
-        work: &v.work,
-        home: v.home.as_deref(),
-        home_binds: &spec.home_binds,
-        ro_binds: &spec.ro_binds,
-        masked: &v.masked,
-        tmp_size: spec.limits.tmp_size,
-        pid_max,
-    })?;
+/// One run, independent of where it is launched: the validated spec and the spec's own
+/// settings. A cold run builds it in-process; a warm host receives it over its socket.
+pub(crate) struct RunRequest {
+    pub(crate) v: Validated,
+    pub(crate) argv: Vec<OsString>,
+    pub(crate) home_binds: Vec<PathBuf>,
+    pub(crate) ro_binds: Vec<PathBuf>,
+    pub(crate) network: bool,
+    pub(crate) allow_loopback: bool,
+    pub(crate) limits: crate::Limits,
+}
 
+impl RunRequest {
+    pub(crate) fn new(spec: &SandboxSpec, v: Validated) -> RunRequest {
+        RunRequest {
+            v,
+            argv: spec.argv.clone(),
+            home_binds: spec.home_binds.clone(),
+            ro_binds: spec.ro_binds.clone(),
+            network: spec.network,
+            allow_loopback: spec.allow_loopback,
+            limits: spec.limits.clone(),
+        }
+    }
+
+    /// The mount plan of this run under `newroot`: whole, or (`warm`) only the run's steps.
+    pub(crate) fn plan(&self, newroot: &Path, warm: bool) -> Result<Vec<plan::Step>, SandboxError> {
+        // RLIMIT_NPROC never binds a sandbox whose uid maps to the host's root; the pid
+        // namespace's pid_max does. Pids below 300 are used only once (allocation wraps to
+        // 300), so add them.
+        let pid_max = self.limits.nproc.max(1) + 300;
+        let input = PlanInput {
+            newroot,
+            workspace: &self.v.workspace,
+            layers: &self.v.layers,
+            upper: &self.v.upper,
+            work: &self.v.work,
+            home: self.v.home.as_deref(),
+            home_binds: &self.home_binds,
+            ro_binds: &self.ro_binds,
+            masked: &self.v.masked,
+            tmp_size: self.limits.tmp_size,
+            pid_max,
+        };
+        if warm {
+            plan::build_run(&input)
+        } else {
+            plan::build(&input)
+        }
+    }
+}
+
+/// The command's ends of its descriptors.
+pub(crate) struct ChildIo {
+    pub(crate) stdin: OwnedFd,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
+    pub(crate) err_w: OwnedFd,
+    pub(crate) status_w: OwnedFd,
+}
+
+/// The caller's ends.
+pub(crate) struct ParentIo {
+    pub(crate) stdin: OwnedFd,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
+    pub(crate) err_r: OwnedFd,
+    pub(crate) status_r: OwnedFd,
+}
+
+pub(crate) fn io_pipes() -> Result<(ChildIo, ParentIo), SandboxError> {
+    let (stdin_r, stdin_w) = pipe()?;
+    let (stdout_r, stdout_w) = pipe()?;
+    let (stderr_r, stderr_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let (status_r, status_w) = pipe()?;
+    Ok((
+        ChildIo {
+            stdin: stdin_r,
+            stdout: stdout_w,
+            stderr: stderr_w,
+            err_w,
+            status_w,
+        },
+        ParentIo {
+            stdin: stdin_w,
+            stdout: stdout_r,
+            stderr: stderr_r,
+            err_r,
+            status_r,
+        },
+    ))
+}
+
+/// A launched sandbox: its PID 1, and the write end of the pipe whose closing tells a PID 1
+/// that started after its parent died to give up. Keep it until PID 1 is reaped.
+pub(crate) struct Launched {
+    pub(crate) pid: libc::pid_t,
+    pub(crate) alive_w: OwnedFd,
+}
+
+/// Prepares everything the child needs and clones it. Cold (`warm == false`): fresh user,
+/// mount, pid, ipc, uts and net namespaces and the whole plan. Warm: from inside a host that
+/// holds the user, net and uts namespaces and has replayed the base steps under `newroot`; the
+/// clone takes fresh mount (a copy of the host's), pid and ipc namespaces, and replays the
+/// run's steps only.
+pub(crate) fn launch(
+    req: &RunRequest,
+    newroot: &Path,
+    warm: bool,
+    io: ChildIo,
+) -> Result<Launched, SandboxError> {
+    let v = &req.v;
+    let steps = req.plan(newroot, warm)?;
     crate::timing::mark("sandbox: mount plan");
-    let block_inet = !spec.network && !spec.allow_loopback;
+
+    let block_inet = !req.network && !req.allow_loopback;
     let mut writable: Vec<&Path> = vec![&v.workspace, Path::new("/tmp"), Path::new("/dev/shm")];
     if let Some(h) = &v.home {
         writable.push(h);
     }
-    let landlock = confine::landlock_plan(&writable, !spec.network && !spec.allow_loopback)?;
+    let landlock = confine::landlock_plan(&writable, block_inet)?;
     let bpf = confine::seccomp_program(block_inet)?;
-
     crate::timing::mark("sandbox: landlock + seccomp prepared");
-    let argv_c: Vec<CString> = spec
+
+    let argv_c: Vec<CString> = req
         .argv
         .iter()
         .map(|a| cstring(a.as_bytes()))
@@ -290,15 +429,15 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         .iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, p)| p.as_os_str());
-    let candidates = plan::exec_candidates(&spec.argv[0], path_var)?;
+    let candidates = plan::exec_candidates(&req.argv[0], path_var)?;
     if candidates.is_empty() {
         return Err(SandboxError::Exec {
-            program: spec.argv[0].clone(),
+            program: req.argv[0].clone(),
             source: io::Error::from_raw_os_error(libc::ENOENT),
         });
     }
 
-    let l = &spec.limits;
+    let l = &req.limits;
     let mut rlimits: Vec<(Resource, u64)> = vec![
         (libc::RLIMIT_CORE, 0),
         (libc::RLIMIT_NOFILE, l.nofile),
@@ -319,24 +458,19 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let uid_map = cstring(format!("0 {uid} 1").as_bytes())?;
     let gid_map = cstring(format!("0 {gid} 1").as_bytes())?;
-    let newroot_c = cstring(newroot.path().as_os_str().as_bytes())?;
+    let newroot_c = cstring(newroot.as_os_str().as_bytes())?;
     let cwd_c = cstring(v.cwd.as_os_str().as_bytes())?;
-
-    let (stdin_r, stdin_w) = pipe()?;
-    let (stdout_r, stdout_w) = pipe()?;
-    let (stderr_r, stderr_w) = pipe()?;
-    let (err_r, err_w) = pipe()?;
-    let (status_r, status_w) = pipe()?;
     let (alive_r, alive_w) = pipe()?;
 
     // The command's process runs on this stack between its clone and its exec.
     let mut command_stack = vec![0u8; 256 << 10];
     let ctx = ChildCtx {
         steps: &steps,
+        warm,
         newroot: &newroot_c,
         uid_map: &uid_map,
         gid_map: &gid_map,
-        private_net: !spec.network,
+        private_net: !req.network,
         cwd: &cwd_c,
         candidates: &candidates,
         argv: &argv_p,
@@ -345,26 +479,23 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         landlock_fd: landlock.ruleset.as_raw_fd(),
         landlock_rules: &landlock.rules,
         bpf: &bpf,
-        stdin: stdin_r.as_raw_fd(),
-        stdout: stdout_w.as_raw_fd(),
-        stderr: stderr_w.as_raw_fd(),
-        err_w: err_w.as_raw_fd(),
-        status_w: status_w.as_raw_fd(),
+        stdin: io.stdin.as_raw_fd(),
+        stdout: io.stdout.as_raw_fd(),
+        stderr: io.stderr.as_raw_fd(),
+        err_w: io.err_w.as_raw_fd(),
+        status_w: io.status_w.as_raw_fd(),
         alive_r: alive_r.as_raw_fd(),
         stack: command_stack.as_mut_ptr(),
         stack_len: command_stack.len(),
     };
 
-    let mut flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS
-        | libc::SIGCHLD;
-    if !spec.network {
-        flags |= libc::CLONE_NEWNET;
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::SIGCHLD;
+    if !warm {
+        flags |= libc::CLONE_NEWUSER | libc::CLONE_NEWUTS;
+        if !req.network {
+            flags |= libc::CLONE_NEWNET;
+        }
     }
-    let start = Instant::now();
     // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child only
     // executes child::init_main, which never returns and makes only async-signal-safe calls on
     // data prepared above.
@@ -384,41 +515,84 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     if pid < 0 {
         return Err(SandboxError::sys("clone into new namespaces"));
     }
-    let pid = pid as libc::pid_t;
     crate::timing::mark("sandbox: cloned");
-    drop((stdin_r, stdout_w, stderr_w, err_w, status_w, alive_r));
+    Ok(Launched {
+        pid: pid as libc::pid_t,
+        alive_w,
+    })
+}
 
-    // Without input the command reads EOF at once: the write end must not stay open here.
-    let stdin = match spec.stdin.as_deref() {
-        Some(data) => Some((stdin_w, data)),
-        None => {
-            drop(stdin_w);
-            None
-        }
-    };
+fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+    let v = validate(spec)?;
+    crate::timing::mark("sandbox: validated");
+    let req = RunRequest::new(spec, v);
+    if let Some(outcome) = crate::host::try_run(spec, &req)? {
+        return Ok(outcome);
+    }
+    let outcome = run_cold(spec, &req);
+    if outcome.is_ok() {
+        crate::host::start_for(spec);
+    }
+    outcome
+}
+
+fn run_cold(spec: &SandboxSpec, req: &RunRequest) -> Result<Outcome, SandboxError> {
+    let newroot = new_root_dir()?;
+    let (child_io, parent) = io_pipes()?;
+    let start = Instant::now();
+    let launched = launch(req, newroot.path(), false, child_io)?;
+    let pid = launched.pid;
     let kill = |p: libc::pid_t| {
         // SAFETY: signalling our own unreaped child; its pid cannot have been reused.
         unsafe { libc::kill(p, libc::SIGKILL) };
+    };
+    let result = finish(spec, req, parent, pid, start, &kill, None, newroot.path());
+    drop(launched.alive_w);
+    result
+}
+
+/// The caller's side of a launched run, cold or warm: feed and drain it, enforce the deadline
+/// and the cancel flag, then read PID 1's report (the command's wait status, or a set-up
+/// failure).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish(
+    spec: &SandboxSpec,
+    req: &RunRequest,
+    parent: ParentIo,
+    pid: libc::pid_t,
+    start: Instant,
+    kill: &dyn Fn(libc::pid_t),
+    foreign: Option<OwnedFd>,
+    newroot: &Path,
+) -> Result<Outcome, SandboxError> {
+    let warm = foreign.is_some();
+    // Without input the command reads EOF at once: the write end must not stay open here.
+    let stdin = match spec.stdin.as_deref() {
+        Some(data) => Some((parent.stdin, data)),
+        None => {
+            drop(parent.stdin);
+            None
+        }
     };
     let (mut out, mut err) = Collector::pair_for(spec);
     let ended = supervise::supervise(
         Watch {
             pid,
-            stdout: stdout_r,
-            stderr: stderr_r,
+            stdout: parent.stdout,
+            stderr: parent.stderr,
             stdin,
             deadline: start + spec.timeout,
             cancel: spec.cancel.as_ref(),
-            kill: &kill,
+            kill,
+            foreign,
         },
         &mut out,
         &mut err,
     );
-    drop(alive_w);
     crate::timing::mark("sandbox: command ended");
 
-    let status = read_record(&status_r, 4);
-    let failure = read_record(&err_r, 12);
+    let status = read_record(&parent.status_r, 4);
+    let failure = read_record(&parent.err_r, 12);
     let (stdout, stderr) = (out.finish(), err.finish());
     let interrupted = ended.timed_out || ended.cancelled;
     let mut outcome = Outcome {
@@ -430,9 +604,13 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         stderr,
         duration: ended.duration,
         degraded: false,
+        warm,
     };
     if failure.len() == 12 && !interrupted {
-        return Err(decode_failure(&failure, &steps, &spec.argv[0]));
+        // The plan is rebuilt only to name the failed step (its words do not depend on where
+        // the new root lives).
+        let steps = req.plan(newroot, warm).unwrap_or_default();
+        return Err(decode_failure(&failure, &steps, &req.argv[0]));
     }
     if status.len() == 4 {
         let st = i32::from_ne_bytes([status[0], status[1], status[2], status[3]]);

@@ -4,6 +4,12 @@
 //! Order matters and is fixed here: system directories, `/etc`, `/dev`, `/proc`, then the
 //! caller's mounts sorted parent-first (so a workspace under `/tmp` or `$HOME` is mounted after
 //! the private `/tmp` or `$HOME` that contains it), and finally the new root made read-only.
+//!
+//! Every step belongs to a [`Phase`]. [`Phase::Base`] steps depend on nothing of the spec (the
+//! host's system directories, `/etc` entries and device nodes): a warm sandbox host
+//! ([`crate::host`]) replays them once and keeps the result. [`Phase::Run`] steps are the run's
+//! own: fresh `/tmp`, `/dev/shm`, `$HOME` and `/proc`, the workspace overlay, the masks and the
+//! final read-only root. A cold run replays both, in order.
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -93,11 +99,21 @@ pub(crate) enum Op {
     WriteOptional { path: CString, data: CString },
 }
 
+/// Which replay a step belongs to (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Independent of the spec: replayed once by a warm host, or first in a cold run.
+    Base,
+    /// The run's own mounts, replayed for every command.
+    Run,
+}
+
 /// A step and what it does, in words, for error messages.
 #[derive(Debug)]
 pub(crate) struct Step {
     pub(crate) op: Op,
     pub(crate) what: String,
+    pub(crate) phase: Phase,
 }
 
 /// Inputs of the plan, all host paths already validated.
@@ -127,6 +143,10 @@ fn cpath(p: &Path) -> Result<CString, SandboxError> {
 struct Builder<'a> {
     newroot: &'a Path,
     steps: Vec<Step>,
+    /// The phase of the steps pushed now.
+    phase: Phase,
+    /// Keep [`Phase::Base`] steps (false: a warm run's plan).
+    with_base: bool,
 }
 
 impl Builder<'_> {
@@ -137,7 +157,14 @@ impl Builder<'_> {
     }
 
     fn push(&mut self, op: Op, what: String) {
-        self.steps.push(Step { op, what });
+        if self.phase == Phase::Base && !self.with_base {
+            return;
+        }
+        self.steps.push(Step {
+            op,
+            what,
+            phase: self.phase,
+        });
     }
 
     fn mkdirs(&mut self, abs: &Path) -> Result<(), SandboxError> {
@@ -287,7 +314,11 @@ pub(crate) fn overlay_options(
     data.extend_from_slice(overlay_safe(upper)?);
     data.extend_from_slice(b",workdir=");
     data.extend_from_slice(overlay_safe(work)?);
-    data.extend_from_slice(b",userxattr");
+    // `volatile`: the upper layer is scratch that the caller harvests right after the run, so
+    // unmounting need not sync the whole upper filesystem (which, on a busy disk, costs more
+    // than the rest of the run). The kernel then marks `work/incompat/volatile`, which
+    // [`crate::namespace`] clears before the next mount on the same work directory.
+    data.extend_from_slice(b",userxattr,volatile");
     if data.len() >= 4096 {
         return Err(SandboxError::InvalidSpec(format!(
             "the overlay options are {} bytes, over the kernel's 4095 (too many or too long layer paths)",
@@ -306,9 +337,21 @@ enum Mount {
 
 /// Builds the plan.
 pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
+    build_phases(input, true)
+}
+
+/// Builds only the [`Phase::Run`] steps, for a run in a warm host (which has the base already);
+/// skips the base's look-ups of host files.
+pub(crate) fn build_run(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
+    build_phases(input, false)
+}
+
+fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, SandboxError> {
     let mut b = Builder {
         newroot: input.newroot,
         steps: Vec::new(),
+        phase: Phase::Base,
+        with_base,
     };
     b.push(Op::MakePrivate, "making the mount tree private".into());
     b.push(
@@ -320,7 +363,7 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
     );
     let sys_ro = ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV;
 
-    for dir in SYSTEM_DIRS {
+    for dir in SYSTEM_DIRS.iter().filter(|_| with_base) {
         let host = Path::new("/").join(dir);
         let Ok(meta) = std::fs::symlink_metadata(&host) else {
             continue;
@@ -341,7 +384,7 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
     }
 
     b.mkdirs(Path::new("/etc"))?;
-    for entry in ETC_ALLOWLIST {
+    for entry in ETC_ALLOWLIST.iter().filter(|_| with_base) {
         let host = Path::new("/etc").join(entry);
         b.bind_ro(&host, &host, sys_ro)?;
     }
@@ -354,7 +397,7 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
     );
 
     b.tmpfs(Path::new("/dev"), "mode=0755,size=64k".into())?;
-    for node in DEV_NODES {
+    for node in DEV_NODES.iter().filter(|_| with_base) {
         let host = Path::new("/dev").join(node);
         if std::fs::metadata(&host).is_ok() {
             let inside = b.inside(&host);
@@ -389,10 +432,13 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
             format!("linking /dev/{name}"),
         );
     }
+    b.mkdirs(Path::new("/dev/shm"))?;
+    b.phase = Phase::Run;
     b.tmpfs(
         Path::new("/dev/shm"),
         format!("mode=1777,size={}", input.tmp_size),
     )?;
+    b.phase = Phase::Base;
     let dev = b.inside(Path::new("/dev"));
     b.push(
         Op::SetAttr {
@@ -405,6 +451,8 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
 
     b.mkdirs(Path::new("/proc"))?;
     let proc_dir = b.inside(Path::new("/proc"));
+    // A procfs belongs to the pid namespace of whoever mounts it: the run's.
+    b.phase = Phase::Run;
     b.push(
         Op::Proc {
             dst: cpath(&proc_dir)?,
@@ -419,6 +467,7 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
         "limiting the pid namespace".into(),
     );
 
+    b.phase = Phase::Base;
     b.mkdirs(Path::new("/var"))?;
     b.push(
         Op::Symlink {
@@ -428,7 +477,8 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
         "linking /var/tmp".into(),
     );
 
-    // The caller's mounts, parents first.
+    // The caller's mounts, parents first: all of them the run's own.
+    b.phase = Phase::Run;
     let mut mounts: Vec<(PathBuf, Mount)> = vec![(PathBuf::from("/tmp"), Mount::Tmp)];
     // A home at "/" or inside a system directory is not given a private tmpfs (it would hide
     // the system); `/tmp` is private already.
@@ -488,6 +538,29 @@ pub(crate) fn build(input: &PlanInput<'_>) -> Result<Vec<Step>, SandboxError> {
         "making the new root read-only".into(),
     );
     Ok(b.steps)
+}
+
+/// The base steps alone: they depend on no spec, only on the host's system directories, `/etc`
+/// entries and device nodes. A warm host replays them once.
+pub(crate) fn build_base(newroot: &Path) -> Result<Vec<Step>, SandboxError> {
+    let none = Path::new("/nonexistent/airlock-base");
+    let steps = build(&PlanInput {
+        newroot,
+        workspace: none,
+        layers: &[],
+        upper: none,
+        work: none,
+        home: None,
+        home_binds: &[],
+        ro_binds: &[],
+        masked: &[],
+        tmp_size: 1 << 20,
+        pid_max: 1024,
+    })?;
+    Ok(steps
+        .into_iter()
+        .filter(|s| s.phase == Phase::Base)
+        .collect())
 }
 
 /// Resolves `.` and `..` lexically; `None` if the path climbs above `/` or is relative.
@@ -551,7 +624,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             data,
-            b"lowerdir=/l/2:/l/1:/ws,upperdir=/u,workdir=/w,userxattr"
+            b"lowerdir=/l/2:/l/1:/ws,upperdir=/u,workdir=/w,userxattr,volatile"
         );
         assert!(overlay_options(Path::new("/a,b"), &[], Path::new("/u"), Path::new("/w")).is_err());
         assert!(overlay_options(Path::new("/a:b"), &[], Path::new("/u"), Path::new("/w")).is_err());

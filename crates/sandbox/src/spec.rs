@@ -51,6 +51,9 @@ pub struct SandboxSpec {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Bytes fed to the command's stdin (none: stdin is empty).
     pub stdin: Option<Vec<u8>>,
+    /// The socket of a warm sandbox host to run through ([`crate::host`]); none: always cold.
+    /// Used only when the process enabled hosts ([`crate::host::enable`]).
+    pub warm_host: Option<PathBuf>,
 }
 
 impl SandboxSpec {
@@ -86,6 +89,7 @@ impl SandboxSpec {
             limits: Limits::default(),
             cancel: None,
             stdin: None,
+            warm_host: None,
         }
     }
 }
@@ -145,6 +149,8 @@ pub struct Outcome {
     pub duration: std::time::Duration,
     /// Ran without kernel isolation (the degraded backend): say "degraded: no kernel isolation".
     pub degraded: bool,
+    /// Ran in a warm sandbox host's prepared namespaces rather than freshly created ones.
+    pub warm: bool,
 }
 
 impl Outcome {

@@ -28,6 +28,8 @@ pub(crate) struct Watch<'a> {
     pub(crate) cancel: Option<&'a Arc<AtomicBool>>,
     /// Kills the process (tree); called at most once.
     pub(crate) kill: &'a dyn Fn(libc::pid_t),
+    /// Not our child (a warm host's run): its pidfd says when it ended; the host reaps it.
+    pub(crate) foreign: Option<OwnedFd>,
 }
 
 fn set_nonblocking(fd: &OwnedFd) {
@@ -79,15 +81,24 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
     if let Some((fd, _)) = &stdin {
         set_nonblocking(fd);
     }
-    let pidfd = pidfd_open(w.pid);
+    let foreign = w.foreign.is_some();
+    let pidfd = match w.foreign {
+        Some(fd) => Some(fd),
+        None => pidfd_open(w.pid),
+    };
     let mut status: Option<libc::c_int> = None;
     let (mut timed_out, mut cancelled, mut killed) = (false, false, false);
     let mut buf = vec![0u8; 64 << 10];
     let mut reaped_at: Option<Instant> = None;
 
     loop {
+        let reaped = if foreign {
+            pidfd.as_ref().and_then(ended_by_pidfd)
+        } else {
+            try_reap(w.pid)
+        };
         if status.is_none()
-            && let Some(s) = try_reap(w.pid)
+            && let Some(s) = reaped
         {
             status = Some(s);
             reaped_at = Some(Instant::now());
@@ -192,6 +203,18 @@ fn feed(stdin: Option<(OwnedFd, &[u8])>) -> Option<(OwnedFd, &[u8])> {
     } else {
         None
     }
+}
+
+/// A foreign process has ended once its pidfd polls readable (status unknown here: 0).
+fn ended_by_pidfd(fd: &OwnedFd) -> Option<libc::c_int> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polling one live pollfd without waiting.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    (n > 0 && p.revents != 0).then_some(0)
 }
 
 fn try_reap(pid: libc::pid_t) -> Option<libc::c_int> {

@@ -1,12 +1,6 @@
-//! Attacks for real, through the `airlock` binary: payload scripts in a temporary workspace run
-//! through `airlock exec`, and each test checks the host side, not just the payload's own report.
-//!
-//! Every attack runs twice where the bash guard could stop it: once as a plain command line (the
-//! guard may deny it; that is a valid first line of defence), and once as a script file staged
-//! with `airlock call write_file` and run as `airlock exec -- sh payload.sh`, which the guard lets
-//! through, so the sandbox itself is what is tested.
-
-mod common;
+// The attack suite, shared by `attacks_cold.rs` (every command in freshly made namespaces) and
+// `attacks_warm.rs` (every command through the session's warm sandbox host). The including file
+// defines `HOST_MODE`, the value of `AIRLOCK_SANDBOX_HOST` for every airlock command.
 use common::{host_processes_with, snapshot};
 use std::io::ErrorKind;
 use std::net::TcpListener;
@@ -51,6 +45,8 @@ impl Fx {
             .args(args)
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("AIRLOCK_SANDBOX_HOST", HOST_MODE)
+            .env("AIRLOCK_SANDBOX_HOST_IDLE", "10")
             .stdin(Stdio::null());
         c
     }
