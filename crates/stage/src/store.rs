@@ -597,7 +597,28 @@ fn validate_session(name: &str) -> Result<(), StageError> {
     }
 }
 
+/// Opens (creating if need be) a session database. Two processes opening a new database at the
+/// same moment can get SQLITE_BUSY where SQLite does not call the busy handler (switching the
+/// journal mode, creating the schema): such an open is retried until `BUSY_TIMEOUT`.
 fn open_db(path: &Path) -> Result<Connection, StageError> {
+    let start = std::time::Instant::now();
+    loop {
+        match open_db_once(path) {
+            Err(StageError::Db { source, .. })
+                if matches!(
+                    source.sqlite_error_code(),
+                    Some(rusqlite::ffi::ErrorCode::DatabaseBusy)
+                        | Some(rusqlite::ffi::ErrorCode::DatabaseLocked)
+                ) && start.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn open_db_once(path: &Path) -> Result<Connection, StageError> {
     let err = |e| db_error(path, e);
     let conn = Connection::open(path).map_err(err)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
