@@ -39,46 +39,154 @@ const HOME_TOOLCHAINS: &[&str] = &[
     ".local/lib",
 ];
 
-/// The per-run scratch directories (outside the workspace, so overlay layers never nest).
-pub(crate) struct RunDirs {
-    pub(crate) _base: tempfile::TempDir,
+/// A session's scratch directories, kept between its commands (commands of one session are
+/// serialised by the session lock, so one set is enough): `layer`, the materialised changeset,
+/// reused while the changeset's hash is unchanged (`layer.key`); `upper` and `work`, the
+/// overlay's, left empty by every run; and `host.sock`, the session's warm sandbox
+/// host. They live outside the workspace (overlayfs refuses nested layers), in a 0700
+/// directory of the caller's: `$AIRLOCK_RUN_DIR`, else `$XDG_RUNTIME_DIR/airlock`, else
+/// `$TMPDIR/airlock-<uid>`.
+pub(crate) struct SessionScratch {
+    pub(crate) dir: PathBuf,
     pub(crate) layer: PathBuf,
     pub(crate) upper: PathBuf,
     pub(crate) work: PathBuf,
 }
 
-/// Make scratch dirs and materialise the session's changeset as an overlay lower layer.
-pub(crate) fn prepare_run(
-    k: &Kernel,
-) -> Result<(RunDirs, airlock_stage::ChangesetSnapshot), String> {
-    let snapshot = k.store.snapshot().map_err(|e| e.to_string())?;
-    let base =
-        run_base().map_err(|e| format!("cannot create the sandbox's scratch directory: {e}"))?;
-    let layer = base.path().join("layer");
-    let upper = base.path().join("upper");
-    let work = base.path().join("work");
-    for d in [&layer, &upper, &work] {
-        std::fs::create_dir_all(d).map_err(|e| format!("cannot create `{}`: {e}", d.display()))?;
+impl SessionScratch {
+    /// Empties the upper layer (after a harvest, or before a run after a crash). The sandbox
+    /// resets `work` itself before it mounts (and a warm host right after each run).
+    pub(crate) fn clear_run_dirs(&self) -> std::io::Result<()> {
+        empty_dir(&self.upper)?;
+        match std::fs::create_dir(&self.work) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
+        }
     }
-    airlock_stage::layer::materialize_layer_over(&snapshot, k.store.blobs(), &layer, &k.root)
-        .map_err(|e| format!("cannot materialise the staged changes for the sandbox: {e}"))?;
-    Ok((
-        RunDirs {
-            _base: base,
-            layer,
-            upper,
-            work,
-        },
-        snapshot,
-    ))
 }
 
-fn run_base() -> std::io::Result<tempfile::TempDir> {
-    let dir = std::env::var_os("AIRLOCK_RUN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("airlock-runs"));
-    std::fs::create_dir_all(&dir)?;
-    tempfile::Builder::new().prefix("run-").tempdir_in(dir)
+impl Drop for SessionScratch {
+    /// Whatever happened to the run (harvested, cancelled, failed), its upper layer goes.
+    fn drop(&mut self) {
+        let _ = self.clear_run_dirs();
+    }
+}
+
+/// The private directory holding every session's scratch: made 0700, and refused unless it is a
+/// real directory owned by this user (a shared `/tmp` must not let anyone else plant it).
+fn scratch_base() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let uid = rustix::process::geteuid().as_raw();
+    let dir = match (
+        std::env::var_os("AIRLOCK_RUN_DIR"),
+        std::env::var_os("XDG_RUNTIME_DIR"),
+    ) {
+        (Some(d), _) => PathBuf::from(d),
+        (None, Some(x)) if Path::new(&x).is_dir() => PathBuf::from(x).join("airlock"),
+        _ => std::env::temp_dir().join(format!("airlock-{uid}")),
+    };
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let md = std::fs::symlink_metadata(&dir)?;
+    if !md.is_dir() || md.uid() != uid {
+        return Err(std::io::Error::other(format!(
+            "`{}` is not a directory of this user's; refusing to keep sandbox scratch there",
+            dir.display()
+        )));
+    }
+    if md.mode() & 0o077 != 0 {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(dir)
+}
+
+/// Removes everything inside `dir` (creating it if missing), whatever the entries' modes.
+fn empty_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => {
+            for entry in rd {
+                let path = entry?.path();
+                remove_any(&path)?;
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(dir),
+        Err(e) => Err(e),
+    }
+}
+
+fn remove_any(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let md = std::fs::symlink_metadata(path)?;
+    if !md.is_dir() {
+        return std::fs::remove_file(path);
+    }
+    // A command may leave directories it cannot list (mode 000), and overlayfs leaves `work/work`
+    // that way: open them up first.
+    if md.permissions().mode() & 0o700 != 0o700 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    for entry in std::fs::read_dir(path)? {
+        remove_any(&entry?.path())?;
+    }
+    std::fs::remove_dir(path)
+}
+
+/// The session's scratch, ready for a run: empty `upper`/`work`, and `layer` holding exactly
+/// the current changeset (re-materialised only when its hash changed).
+pub(crate) fn prepare_session_run(
+    k: &Kernel,
+) -> Result<(SessionScratch, airlock_stage::ChangesetSnapshot), String> {
+    let snapshot = k.store.snapshot().map_err(|e| e.to_string())?;
+    let base = scratch_base()
+        .map_err(|e| format!("cannot create the sandbox's scratch directory: {e}"))?;
+    let mut key = blake3::Hasher::new();
+    key.update(k.root.as_os_str().as_bytes());
+    key.update(b"\0");
+    key.update(k.session().as_bytes());
+    let dir = base.join(&key.finalize().to_hex()[..16]);
+    let scratch = SessionScratch {
+        layer: dir.join("layer"),
+        upper: dir.join("upper"),
+        work: dir.join("work"),
+        dir,
+    };
+    let io = |what: &str, p: &Path, e: std::io::Error| {
+        format!("cannot prepare the sandbox's {what} `{}`: {e}", p.display())
+    };
+    match std::fs::create_dir(&scratch.dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("scratch directory", &scratch.dir, e)),
+    }
+    scratch
+        .clear_run_dirs()
+        .map_err(|e| io("overlay directories", &scratch.upper, e))?;
+    let key_file = scratch.dir.join("layer.key");
+    let want = snapshot.hash.to_hex();
+    let cached =
+        std::fs::read_to_string(&key_file).is_ok_and(|k| k == want) && scratch.layer.is_dir();
+    if !cached {
+        // The key goes first and comes back last: a layer interrupted halfway is never reused.
+        match std::fs::remove_file(&key_file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("layer key", &key_file, e)),
+        }
+        empty_dir(&scratch.layer).map_err(|e| io("staged layer", &scratch.layer, e))?;
+        airlock_stage::layer::materialize_layer_over(
+            &snapshot,
+            k.store.blobs(),
+            &scratch.layer,
+            &k.root,
+        )
+        .map_err(|e| format!("cannot materialise the staged changes for the sandbox: {e}"))?;
+        std::fs::write(&key_file, &want).map_err(|e| io("layer key", &key_file, e))?;
+    }
+    Ok((scratch, snapshot))
 }
 
 /// Toolchain dirs of the real $HOME to expose read-only.
@@ -91,6 +199,39 @@ pub(crate) fn home_binds() -> Vec<PathBuf> {
         .map(|d| home.join(d))
         .filter(|p| p.is_dir())
         .collect()
+}
+
+/// A call's `argv`, when it can run as a program without a shell: its first word is a path, or
+/// names a program in a directory the sandbox shows (the system directories and the exposed
+/// toolchains). Otherwise (a builtin such as `cd`, or no such program) `None`: bash runs the
+/// guarded equivalent, with bash's own semantics and errors.
+fn direct_argv(args: &Value) -> Option<Vec<String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let argv: Vec<String> = args
+        .get("argv")?
+        .as_array()?
+        .iter()
+        .map(|a| a.as_str().map(str::to_string))
+        .collect::<Option<_>>()?;
+    let name = argv.first()?;
+    if name.contains('/') {
+        return Some(argv);
+    }
+    if name.is_empty() || name == "." || name == ".." {
+        return None;
+    }
+    let visible = home_binds();
+    let path = std::env::var_os("PATH")?;
+    let found = std::env::split_paths(&path).any(|dir| {
+        let shown = ["/usr", "/bin", "/sbin", "/lib"]
+            .iter()
+            .any(|sys| dir.starts_with(sys))
+            || visible.iter().any(|v| dir.starts_with(v));
+        shown
+            && std::fs::metadata(dir.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    found.then_some(argv)
 }
 
 /// Spool directory for outputs that overflow their in-memory cap.
@@ -122,23 +263,22 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         );
     }
     airlock_sandbox::timing::mark("session lock");
-    let (dirs, _snapshot) = match prepare_run(k) {
+    let (dirs, _snapshot) = match prepare_session_run(k) {
         Ok(x) => x,
         Err(e) => return failure(e, 1),
     };
     airlock_sandbox::timing::mark("scratch dirs and layer");
     let spool = spool_dir(k);
     let _ = std::fs::create_dir_all(&spool);
-    let mut spec = SandboxSpec::new(
-        k.root.clone(),
-        dirs.upper.clone(),
-        dirs.work.clone(),
-        vec![
+    let argv = match direct_argv(&p.args) {
+        Some(argv) => argv.into_iter().map(OsString::from).collect(),
+        None => vec![
             OsString::from("/bin/bash"),
             OsString::from("-c"),
             OsString::from(script.script()),
         ],
-    );
+    };
+    let mut spec = SandboxSpec::new(k.root.clone(), dirs.upper.clone(), dirs.work.clone(), argv);
     spec.layers = vec![dirs.layer.clone()];
     spec.cwd = k.root.clone();
     spec.timeout = Duration::from_secs(timeout);
@@ -148,6 +288,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.masked = vec![PathBuf::from(".airlock")];
     spec.env = vec![(OsString::from("CARGO_NET_OFFLINE"), OsString::from("true"))];
     spec.cancel = Some(ctx.cancel.flag());
+    spec.warm_host = Some(dirs.dir.join("host.sock"));
 
     airlock_sandbox::timing::mark("spec");
     let outcome = match run_sandboxed(k, &spec, forced_degraded) {
@@ -196,6 +337,9 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     }
     if outcome.degraded {
         out["degraded"] = json!("degraded: no kernel isolation");
+    }
+    if outcome.warm {
+        out["warm_host"] = json!(true);
     }
     crate::CallOutcome {
         ok: exit_code == 0,

@@ -1,7 +1,7 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
-use super::shell::{home_binds, prepare_run};
+use super::shell::{home_binds, prepare_session_run};
 use super::{failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::chain::Prepared;
@@ -91,7 +91,7 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         Ok(g) => g,
         Err(e) => return failure(e, 1),
     };
-    let (dirs, snapshot) = match prepare_run(k) {
+    let (dirs, snapshot) = match prepare_session_run(k) {
         Ok(x) => x,
         Err(e) => return failure(e, 1),
     };
