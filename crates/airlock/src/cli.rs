@@ -232,7 +232,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Diff { paths } => tool_cmd(&g, "diff", json!({ "paths": paths })),
         Command::Discard => tool_cmd(&g, "discard", json!({})),
         Command::Exec { timeout, argv } => {
-            let mut args = json!({ "command": shell_join(&argv) });
+            let mut args = json!({ "argv": argv });
             if let Some(t) = timeout {
                 args["timeout_secs"] = json!(t);
             }
@@ -490,40 +490,4 @@ fn cmd_jail(g: &Global, write: bool, paths: &[String]) -> CliResult {
         }
     }
     Ok(if all_ok { EXIT_OK } else { EXIT_DENIED })
-}
-
-/// Quote argv into one shell command string the guard can parse back.
-pub fn shell_join(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn shell_quote(s: &str) -> String {
-    let safe = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
-    if safe {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_join_round_trips_through_quoting() {
-        let argv = vec![
-            "sh".to_string(),
-            "-c".to_string(),
-            "echo 'hi' > new.txt".to_string(),
-        ];
-        assert_eq!(shell_join(&argv), r#"sh -c 'echo '\''hi'\'' > new.txt'"#);
-        assert_eq!(shell_join(&["true".to_string()]), "true");
-        assert_eq!(shell_join(&["".to_string()]), "''");
-    }
 }

@@ -668,3 +668,129 @@ fn degraded_backend_runs_only_with_the_operators_opt_in_and_says_so() {
             .any(|l| l.trim() == "A f.txt")
     );
 }
+
+/// The first command of a session runs cold and leaves a warm sandbox host behind; the next
+/// ones run through it, see the same staged state, and stage what they write. A host that dies
+/// costs nothing but speed, and an idle one exits and removes its socket.
+#[test]
+fn later_commands_run_through_the_sessions_warm_host() {
+    let (t, ws) = workspace();
+    let scratch = t.path().join("scratch");
+    let exec = |script: &str, idle: &str| {
+        let o = airlock_cmd(
+            &ws,
+            &[
+                "--json", "--mode", "build", "exec", "--", "sh", "-c", script,
+            ],
+        )
+        .env("AIRLOCK_RUN_DIR", &scratch)
+        .env("AIRLOCK_SANDBOX_HOST_IDLE", idle)
+        .output()
+        .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        json_line(&o)
+    };
+    let first = exec("echo one > a.txt", "30");
+    assert!(first.get("warm_host").is_none(), "{first}");
+    // The session's scratch holds the host's socket once it is up.
+    let session = std::fs::read_dir(&scratch)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let socket = session.join("host.sock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !socket.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(socket.exists(), "no warm host came up");
+
+    let second = exec("cat a.txt; echo two >> a.txt", "30");
+    assert_eq!(second["warm_host"], true, "{second}");
+    assert_eq!(second["stdout"], "one\n");
+    assert_eq!(second["staged"], serde_json::json!(["A a.txt"]));
+    assert!(
+        !ws.join("a.txt").exists(),
+        "a warm run writes nothing to the disk"
+    );
+    let third = exec("cat a.txt", "30");
+    assert_eq!(third["warm_host"], true);
+    assert_eq!(third["stdout"], "one\ntwo\n");
+
+    // Kill the host: the next command runs cold and still works.
+    let pids = Command::new("pgrep")
+        .args(["-f", &socket.display().to_string()])
+        .output()
+        .unwrap();
+    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+        let _ = Command::new("kill").args(["-9", pid]).status();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let after = exec("cat a.txt", "1");
+    assert_eq!(after["stdout"], "one\ntwo\n");
+    assert!(after.get("warm_host").is_none(), "{after}");
+
+    // The replacement host (1 s idle) exits on its own and takes its socket with it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut seen = false;
+    while std::time::Instant::now() < deadline {
+        let up = socket.exists();
+        seen |= up;
+        if seen && !up {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(seen && !socket.exists(), "the idle host did not exit");
+}
+
+/// `exec` runs its argv as a program (no shell): shell syntax in an argument stays literal, a
+/// program on PATH runs directly, and a builtin with no program (`cd`) still works through bash.
+#[test]
+fn exec_runs_argv_as_a_program() {
+    let (_t, ws) = workspace();
+    let o = airlock(
+        &ws,
+        &[
+            "--json", "--mode", "build", "exec", "--", "echo", "$HOME", "a;b", ">x",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(json_line(&o)["stdout"], "$HOME a;b >x\n");
+    assert!(!ws.join("x").exists());
+    let o = airlock(
+        &ws,
+        &["--json", "--mode", "build", "exec", "--", "cd", "src"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = airlock(
+        &ws,
+        &[
+            "--json",
+            "--mode",
+            "build",
+            "exec",
+            "--",
+            "no-such-program-x",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(127));
+    // The guard sees argv as the equivalent command: this is still `rm -rf /`.
+    let o = airlock(
+        &ws,
+        &["--json", "--mode", "build", "exec", "--", "rm", "-rf", "/"],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_line(&o)["stage"], "guard");
+}

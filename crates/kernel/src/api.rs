@@ -151,3 +151,69 @@ pub struct GuardCheck {
     /// The command after normalisation.
     pub normalized: String,
 }
+
+/// Bash reserved words: as the first word they would not name a program, so [`shell_join`]
+/// quotes them.
+const RESERVED: &[&str] = &[
+    "!", "[[", "]]", "{", "}", "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for",
+    "function", "if", "in", "select", "then", "time", "until", "while",
+];
+
+/// The bash command that runs `argv` as a program with its arguments: each word quoted where
+/// needed, and a first word that bash would read otherwise (a reserved word, or `NAME=value`,
+/// an assignment) quoted too. The guard and user rules see a `bash` call's `argv` this way.
+pub fn shell_join(argv: &[String]) -> String {
+    argv.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let special = i == 0 && (RESERVED.contains(&a.as_str()) || a.contains('='));
+            shell_quote(a, special)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quote(s: &str, force: bool) -> String {
+    let safe = !force
+        && !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The script a `bash` call stands for: its `command`, or its `argv` joined by [`shell_join`].
+pub(crate) fn bash_script(args: &serde_json::Value) -> Option<String> {
+    if let Some(c) = args.get("command") {
+        return c.as_str().map(str::to_string);
+    }
+    let argv = args
+        .get("argv")?
+        .as_array()?
+        .iter()
+        .map(|a| a.as_str().map(str::to_string))
+        .collect::<Option<Vec<String>>>()?;
+    (!argv.is_empty()).then(|| shell_join(&argv))
+}
+
+#[cfg(test)]
+mod shell_join_tests {
+    use super::*;
+
+    #[test]
+    fn shell_join_quotes_what_bash_would_read_otherwise() {
+        let s = |v: &[&str]| shell_join(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            s(&["sh", "-c", "echo 'hi' > new.txt"]),
+            r#"sh -c 'echo '\''hi'\'' > new.txt'"#
+        );
+        assert_eq!(s(&["true"]), "true");
+        assert_eq!(s(&[""]), "''");
+        assert_eq!(s(&["if", "x"]), "'if' x");
+        assert_eq!(s(&["A=1", "B=2"]), "'A=1' B=2");
+        assert_eq!(s(&["rm", "-rf", "$HOME"]), "rm -rf '$HOME'");
+    }
+}

@@ -212,8 +212,8 @@ impl Kernel {
         // Bash guard.
         let mut script = None;
         if tool == "bash" {
-            if let Some(cmd) = args.get("command").and_then(Value::as_str) {
-                match airlock_policy::guard::guard(cmd) {
+            if let Some(cmd) = crate::api::bash_script(&args) {
+                match airlock_policy::guard::guard(&cmd) {
                     Ok(g) => {
                         trail.push(pass(
                             Stage::Guard,
@@ -341,11 +341,7 @@ fn subjects_of(
     patch: Option<&airlock_stage::patch::ParsedPatch>,
 ) -> Vec<String> {
     if tool == "bash" {
-        return args
-            .get("command")
-            .and_then(Value::as_str)
-            .map(|c| vec![c.to_string()])
-            .unwrap_or_default();
+        return crate::api::bash_script(args).into_iter().collect();
     }
     path_args(tool, args, patch)
 }

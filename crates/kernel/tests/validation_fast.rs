@@ -94,6 +94,7 @@ fn fast_path_decides_typical_calls() {
     let reg = registry(8 << 20);
     let cases = [
         ("bash", json!({"command": "cargo test", "timeout_secs": 60})),
+        ("bash", json!({"argv": ["cargo", "test"]})),
         ("read_file", json!({"path": "src/lib.rs"})),
         ("write_file", json!({"path": "a.txt", "content": "x"})),
         ("status", json!({})),
@@ -104,4 +105,12 @@ fn fast_path_decides_typical_calls() {
     }
     let bad = json!({"command": "", "extra": 1});
     assert_eq!(fast::check(&reg["bash"].schema, &bad), Some(false));
+    for bad in [
+        json!({}),
+        json!({"command": "x", "argv": ["x"]}),
+        json!({"argv": []}),
+    ] {
+        assert_eq!(fast::check(&reg["bash"].schema, &bad), Some(false), "{bad}");
+        assert!(reg["bash"].validate_full(&bad).is_err(), "{bad}");
+    }
 }

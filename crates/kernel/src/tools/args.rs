@@ -130,10 +130,14 @@ pub struct MoveFileArgs {
 /// `bash`: run a shell command in the sandbox over workspace + staged changes.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{"required": ["command"]}, {"required": ["argv"]}]))]
 pub struct BashArgs {
     /// The command (bash syntax). Its writes are staged, never written to the workspace.
     #[schemars(length(min = 1, max = 65536))]
-    pub command: String,
+    pub command: Option<String>,
+    /// Instead of `command`: a program and its arguments, run directly with no shell (no expansion, globbing or redirection; nothing to quote). A shell builtin with no program of that name (`cd`, `export`, …) still runs in bash. The guard checks it as the equivalent quoted command.
+    #[schemars(length(min = 1, max = 4096))]
+    pub argv: Option<Vec<String>>,
     /// Wall-clock limit in seconds (default 120).
     #[schemars(range(min = 1, max = 3600))]
     pub timeout_secs: Option<u64>,

@@ -1,6 +1,6 @@
 //! A fast accept path for tool arguments: an interpreter for the small subset of JSON Schema
 //! that the registry's schemas use (schemars output: `type`, `properties`, `required`,
-//! `additionalProperties`, `items`, string lengths, integer bounds, `const`/`enum` of
+//! `additionalProperties`, `items`, string lengths, array sizes, integer bounds, `const`/`enum` of
 //! non-numbers, `oneOf`, local `$ref`s into `$defs`, and annotations).
 //!
 //! Compiling a `jsonschema` validator first compiles the JSON Schema meta-schema, about a
@@ -59,6 +59,8 @@ fn eval(root: &Value, schema: &Value, instance: &Value, depth: usize) -> Option<
                     | "items"
                     | "minLength"
                     | "maxLength"
+                    | "minItems"
+                    | "maxItems"
                     | "minimum"
                     | "maximum"
                     | "const"
@@ -92,6 +94,18 @@ fn eval(root: &Value, schema: &Value, instance: &Value, depth: usize) -> Option<
                     let bound = value.as_u64()?;
                     let len = s.chars().count() as u64;
                     if key == "minLength" {
+                        len >= bound
+                    } else {
+                        len <= bound
+                    }
+                }
+                _ => true,
+            },
+            "minItems" | "maxItems" => match instance {
+                Value::Array(items) => {
+                    let bound = value.as_u64()?;
+                    let len = items.len() as u64;
+                    if key == "minItems" {
                         len >= bound
                     } else {
                         len <= bound
