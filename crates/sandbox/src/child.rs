@@ -31,6 +31,7 @@ pub(crate) enum Stage {
     LandlockRestrict,
     Seccomp,
     Exec,
+    Prepare,
 }
 
 impl Stage {
@@ -51,6 +52,7 @@ impl Stage {
             LandlockRestrict,
             Seccomp,
             Exec,
+            Prepare,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -72,6 +74,7 @@ impl Stage {
             Stage::LandlockRestrict => "enforcing Landlock",
             Stage::Seccomp => "loading the seccomp filter",
             Stage::Exec => "executing the command",
+            Stage::Prepare => "preparing the run in the warm sandbox host",
         }
     }
 }
@@ -128,13 +131,18 @@ fn errno() -> i32 {
 
 /// Reports a failure and exits. Async-signal-safe.
 fn fail(ctx: &ChildCtx<'_>, kind: u32, index: u32, err: i32) -> ! {
+    report_and_exit(ctx.err_w, kind, index, err)
+}
+
+/// Writes the failure record (kind, index, errno) to `err_w` and exits. Async-signal-safe.
+pub(crate) fn report_and_exit(err_w: RawFd, kind: u32, index: u32, err: i32) -> ! {
     let mut rec = [0u8; 12];
     rec[..4].copy_from_slice(&kind.to_ne_bytes());
     rec[4..8].copy_from_slice(&index.to_ne_bytes());
     rec[8..].copy_from_slice(&err.to_ne_bytes());
     // SAFETY: writing a stack buffer to an fd we own, then exiting without unwinding.
     unsafe {
-        libc::write(ctx.err_w, rec.as_ptr().cast(), rec.len());
+        libc::write(err_w, rec.as_ptr().cast(), rec.len());
         libc::_exit(126)
     }
 }

@@ -114,13 +114,7 @@ fn identity() -> &'static [u8] {
 fn identity_uncached() -> Vec<u8> {
     let md = std::env::current_exe().and_then(std::fs::metadata);
     let (dev, ino, mtime) = md
-        .map(|m| {
-            (
-                m.dev(),
-                m.ino(),
-                m.mtime_nsec() + m.mtime() * 1_000_000_000,
-            )
-        })
+        .map(|m| (m.dev(), m.ino(), m.mtime_nsec() + m.mtime() * 1_000_000_000))
         .unwrap_or_default();
     format!("{}:{dev}:{ino}:{mtime}", env!("CARGO_PKG_VERSION")).into_bytes()
 }
@@ -609,6 +603,7 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     let listener = UnixListener::bind(&tmp)?;
     std::fs::rename(&tmp, socket)?;
     let ino = std::fs::metadata(socket)?.ino();
+    let mut spare = Spare::fork(newroot.path(), network).ok();
 
     loop {
         let mut pfd = libc::pollfd {
@@ -634,9 +629,12 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
         if !peer_is_us(&conn) {
             continue;
         }
-        match handle(&conn, network, newroot.path()) {
+        match handle(&conn, network, newroot.path(), &mut spare) {
             Ok(()) => {}
             Err(Stop) => break,
+        }
+        if spare.is_none() {
+            spare = Spare::fork(newroot.path(), network).ok();
         }
         // Replaced or removed socket: a newer host took over, or the session's scratch is gone.
         if std::fs::metadata(socket).map(|m| m.ino()).ok() != Some(ino) {
@@ -646,6 +644,7 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     if std::fs::metadata(socket).map(|m| m.ino()).ok() == Some(ino) {
         let _ = std::fs::remove_file(socket);
     }
+    drop(spare);
     // The new root is a mount point only in this process's namespace: detach it so the
     // directory can be removed.
     if let Ok(c) = std::ffi::CString::new(newroot.path().as_os_str().as_bytes()) {
@@ -683,8 +682,132 @@ fn reply_error(conn: &UnixStream, msg: &str) {
     let _ = send_with_fds(conn, &data, &[]);
 }
 
-fn handle(conn: &UnixStream, network: bool, newroot: &Path) -> Result<(), Stop> {
-    let Ok((data, mut fds)) = recv_with_fds(conn, 5, 16 << 20) else {
+/// The next run's PID 1, forked ahead of its request: already in its fresh mount (a copy of the
+/// host's), pid and ipc namespaces, waiting on `ctl` for the request and its descriptors. Making
+/// those namespaces is most of a warm run's cost; a spare makes it while nobody waits.
+struct Spare {
+    /// 0 once handed over to a run (then it is no longer ours to kill).
+    pid: libc::pid_t,
+    ctl: UnixStream,
+    alive_w: Option<OwnedFd>,
+}
+
+impl Spare {
+    fn fork(newroot: &Path, network: bool) -> io::Result<Spare> {
+        let (ctl, theirs) = UnixStream::pair()?;
+        let (alive_r, alive_w) = namespace::pipe().map_err(io::Error::other)?;
+        let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::SIGCHLD;
+        // SAFETY: a fork-like clone of this single-threaded host; the child runs spare_main,
+        // which never returns.
+        let pid = unsafe { libc::syscall(libc::SYS_clone, flags as libc::c_ulong, 0, 0, 0, 0) };
+        if pid == 0 {
+            drop(ctl);
+            spare_main(&theirs, alive_r, newroot, network);
+        }
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Spare {
+            pid: pid as libc::pid_t,
+            ctl,
+            alive_w: Some(alive_w),
+        })
+    }
+
+    /// Gives the spare a run: forwards the request and its descriptors. Returns the PID 1 and
+    /// the alive pipe's write end, to keep until that PID 1 is reaped.
+    fn take_run(mut self, data: &[u8], fds: &[RawFd]) -> io::Result<(libc::pid_t, OwnedFd)> {
+        send_with_fds(&self.ctl, data, fds)?;
+        let pid = std::mem::replace(&mut self.pid, 0);
+        let alive_w = self
+            .alive_w
+            .take()
+            .ok_or_else(|| io::Error::other("spare used"))?;
+        Ok((pid, alive_w))
+    }
+}
+
+impl Drop for Spare {
+    fn drop(&mut self) {
+        if self.pid > 0 {
+            // SAFETY: killing and reaping our own child (a spare never handed a run).
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, std::ptr::null_mut(), libc::__WALL);
+            }
+        }
+    }
+}
+
+/// A spare's life: wait for a request, then become its PID 1 (never returns).
+fn spare_main(ctl: &UnixStream, alive_r: OwnedFd, newroot: &Path, network: bool) -> ! {
+    // SAFETY: prctl and _exit; a spare dies with its host.
+    unsafe {
+        // (A host that died before this point closed its end of `ctl`: the wait below ends.)
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            libc::_exit(0);
+        }
+    }
+    let Ok((data, fds)) = recv_with_fds(ctl, 5, 16 << 20) else {
+        // SAFETY: exiting a process that has nothing to clean up.
+        unsafe { libc::_exit(0) }
+    };
+    let (Ok(req), Some(io)) = (decode(&data, network).map_err(|_| ()), child_io(fds)) else {
+        // SAFETY: as above (the host decoded the same bytes before forwarding them).
+        unsafe { libc::_exit(0) }
+    };
+    let err_w = io.err_w.as_raw_fd();
+    let result: Result<(), SandboxError> =
+        namespace::with_child_ctx(&req, newroot, true, &io, alive_r.as_raw_fd(), |ctx| {
+            crate::child::init_main(ctx)
+        });
+    let errno = match result {
+        Err(SandboxError::Exec { source, .. }) => {
+            let e = source.raw_os_error().unwrap_or(libc::ENOENT);
+            crate::child::report_and_exit(
+                err_w,
+                crate::child::KIND_STAGE,
+                crate::child::Stage::Exec as u32,
+                e,
+            )
+        }
+        Err(SandboxError::Io { source, .. }) => source.raw_os_error().unwrap_or(libc::EINVAL),
+        _ => libc::EINVAL,
+    };
+    crate::child::report_and_exit(
+        err_w,
+        crate::child::KIND_STAGE,
+        crate::child::Stage::Prepare as u32,
+        errno,
+    )
+}
+
+/// The five descriptors of a run, in the order the client sends them.
+fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
+    if fds.len() != 5 {
+        return None;
+    }
+    let status_w = fds.pop()?;
+    let err_w = fds.pop()?;
+    let stderr = fds.pop()?;
+    let stdout = fds.pop()?;
+    let stdin = fds.pop()?;
+    Some(ChildIo {
+        stdin,
+        stdout,
+        stderr,
+        err_w,
+        status_w,
+    })
+}
+
+fn handle(
+    conn: &UnixStream,
+    network: bool,
+    newroot: &Path,
+    spare: &mut Option<Spare>,
+) -> Result<(), Stop> {
+    let Ok((data, fds)) = recv_with_fds(conn, 5, 16 << 20) else {
         return Ok(());
     };
     if fds.len() != 5 {
@@ -702,31 +825,33 @@ fn handle(conn: &UnixStream, network: bool, newroot: &Path) -> Result<(), Stop> 
             return Ok(());
         }
     };
-    let status_w = fds.pop();
-    let err_w = fds.pop();
-    let stderr = fds.pop();
-    let stdout = fds.pop();
-    let stdin = fds.pop();
-    let (Some(stdin), Some(stdout), Some(stderr), Some(err_w), Some(status_w)) =
-        (stdin, stdout, stderr, err_w, status_w)
-    else {
-        return Ok(());
-    };
-    let io = ChildIo {
-        stdin,
-        stdout,
-        stderr,
-        err_w,
-        status_w,
-    };
-    let launched = match namespace::launch(&req, newroot, true, io) {
-        Ok(l) => l,
-        Err(e) => {
-            reply_error(conn, &e.to_string());
-            return Ok(());
+    // A spare takes the request as it came; without one, a PID 1 is cloned for it now.
+    let (pid, alive_w) = match spare.take() {
+        Some(s) => {
+            let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+            let taken = s.take_run(&data, &raw);
+            drop(fds);
+            match taken {
+                Ok(x) => x,
+                Err(_) => {
+                    reply_error(conn, "the spare sandbox did not take the run");
+                    return Ok(());
+                }
+            }
+        }
+        None => {
+            let Some(io) = child_io(fds) else {
+                return Ok(());
+            };
+            match namespace::launch(&req, newroot, true, io) {
+                Ok(l) => (l.pid, l.alive_w),
+                Err(e) => {
+                    reply_error(conn, &e.to_string());
+                    return Ok(());
+                }
+            }
         }
     };
-    let pid = launched.pid;
     // SAFETY: pidfd_open on our own unreaped child.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) } as RawFd;
     if pidfd < 0 || send_with_fds(conn, &[0u8], &[pidfd]).is_err() {
@@ -740,7 +865,7 @@ fn handle(conn: &UnixStream, network: bool, newroot: &Path) -> Result<(), Stop> 
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
         wait_run(conn, pid, &pidfd);
     }
-    drop(launched.alive_w);
+    drop(alive_w);
     // The overlay is gone with the run: leave its work directory clean for the next one, while
     // the client is still busy harvesting.
     let _ = namespace::reset_workdir(&req.v.work);

@@ -3,7 +3,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -392,6 +392,53 @@ pub(crate) fn launch(
     warm: bool,
     io: ChildIo,
 ) -> Result<Launched, SandboxError> {
+    let (alive_r, alive_w) = pipe()?;
+    let pid = with_child_ctx(req, newroot, warm, &io, alive_r.as_raw_fd(), |ctx| {
+        let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::SIGCHLD;
+        if !warm {
+            flags |= libc::CLONE_NEWUSER | libc::CLONE_NEWUTS;
+            if !req.network {
+                flags |= libc::CLONE_NEWNET;
+            }
+        }
+        // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child
+        // only executes child::init_main, which never returns and makes only
+        // async-signal-safe calls on data prepared by with_child_ctx.
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                flags as libc::c_ulong,
+                0usize,
+                0usize,
+                0usize,
+                0usize,
+            )
+        };
+        if pid == 0 {
+            child::init_main(ctx);
+        }
+        if pid < 0 {
+            return Err(SandboxError::sys("clone into new namespaces"));
+        }
+        Ok(pid as libc::pid_t)
+    })?;
+    drop(io);
+    drop(alive_r);
+    crate::timing::mark("sandbox: cloned");
+    Ok(Launched { pid, alive_w })
+}
+
+/// Prepares everything PID 1 needs for `req` (the plan, the Landlock ruleset, the seccomp
+/// program, argv/envp, rlimits, the command's stack) and hands it to `f`, which either clones a
+/// PID 1 (a cold run, or a warm host without a spare) or already is one (a warm host's spare).
+pub(crate) fn with_child_ctx<T>(
+    req: &RunRequest,
+    newroot: &Path,
+    warm: bool,
+    io: &ChildIo,
+    alive_r: RawFd,
+    f: impl FnOnce(&ChildCtx<'_>) -> Result<T, SandboxError>,
+) -> Result<T, SandboxError> {
     let v = &req.v;
     let steps = req.plan(newroot, warm)?;
     crate::timing::mark("sandbox: mount plan");
@@ -460,8 +507,6 @@ pub(crate) fn launch(
     let gid_map = cstring(format!("0 {gid} 1").as_bytes())?;
     let newroot_c = cstring(newroot.as_os_str().as_bytes())?;
     let cwd_c = cstring(v.cwd.as_os_str().as_bytes())?;
-    let (alive_r, alive_w) = pipe()?;
-
     // The command's process runs on this stack between its clone and its exec.
     let mut command_stack = vec![0u8; 256 << 10];
     let ctx = ChildCtx {
@@ -484,42 +529,12 @@ pub(crate) fn launch(
         stderr: io.stderr.as_raw_fd(),
         err_w: io.err_w.as_raw_fd(),
         status_w: io.status_w.as_raw_fd(),
-        alive_r: alive_r.as_raw_fd(),
+        alive_r,
         stack: command_stack.as_mut_ptr(),
         stack_len: command_stack.len(),
     };
 
-    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::SIGCHLD;
-    if !warm {
-        flags |= libc::CLONE_NEWUSER | libc::CLONE_NEWUTS;
-        if !req.network {
-            flags |= libc::CLONE_NEWNET;
-        }
-    }
-    // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child only
-    // executes child::init_main, which never returns and makes only async-signal-safe calls on
-    // data prepared above.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    };
-    if pid == 0 {
-        child::init_main(&ctx);
-    }
-    if pid < 0 {
-        return Err(SandboxError::sys("clone into new namespaces"));
-    }
-    crate::timing::mark("sandbox: cloned");
-    Ok(Launched {
-        pid: pid as libc::pid_t,
-        alive_w,
-    })
+    f(&ctx)
 }
 
 fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
