@@ -722,6 +722,16 @@ fn later_commands_run_through_the_sessions_warm_host() {
     let third = exec("cat a.txt", "30");
     assert_eq!(third["warm_host"], true);
     assert_eq!(third["stdout"], "one\ntwo\n");
+    // A prepared spare reaches the overlay's directories through bind mounts under a covered
+    // directory: nothing of them is visible or reachable from the command.
+    let covered = exec(
+        "ls -A /.airlock-sources; umount /.airlock-sources 2>/dev/null && echo UNMOUNTED; \
+         echo x > /.airlock-sources/0/pwned 2>/dev/null && echo WROTE; true",
+        "30",
+    );
+    assert_eq!(covered["warm_host"], true);
+    assert_eq!(covered["stdout"], "", "{covered}");
+    assert!(!ws.join("pwned").exists());
 
     // Kill the host: the next command runs cold and still works.
     let pids = Command::new("pgrep")

@@ -136,7 +136,7 @@ impl Kernel {
             .map(|t| ToolSpec {
                 name: t.name.to_string(),
                 description: t.description.clone(),
-                input_schema: t.schema.clone(),
+                input_schema: t.schema().clone(),
                 read_only: matches!(t.class, airlock_policy::permission::ToolClass::Read),
             })
             .collect()

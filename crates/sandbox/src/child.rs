@@ -92,6 +92,11 @@ pub(crate) struct ChildCtx<'a> {
     /// Started by a warm host ([`crate::host`]): the user, net and uts namespaces and the base
     /// steps exist already; only the run's steps are replayed.
     pub(crate) warm: bool,
+    /// Steps before this index were already replayed (a warm host's spare prepares the run's
+    /// mounts up to the workspace overlay ahead of the request).
+    pub(crate) first_step: usize,
+    /// Already pivoted into the new root (a prepared spare): no `pivot_root` here.
+    pub(crate) pivoted: bool,
     pub(crate) newroot: &'a CStr,
     pub(crate) uid_map: &'a CStr,
     pub(crate) gid_map: &'a CStr,
@@ -338,7 +343,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         {
             fail_stage(ctx, Stage::UidMap);
         }
-        for (i, step) in ctx.steps.iter().enumerate() {
+        for (i, step) in ctx.steps.iter().enumerate().skip(ctx.first_step) {
             if ctx.warm && step.phase != Phase::Run {
                 continue;
             }
@@ -349,11 +354,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         if !ctx.warm {
             finish_namespaces(ctx);
         }
-        if libc::chdir(ctx.newroot.as_ptr()) != 0
-            || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
-            || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
-            || libc::chdir(c"/".as_ptr()) != 0
-        {
+        if !ctx.pivoted && !pivot_into(ctx.newroot) {
             fail_stage(ctx, Stage::PivotRoot);
         }
 
@@ -378,15 +379,37 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
             let mut status: libc::c_int = 0;
             let r = libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut());
             if r == pid {
+                // Empty the namespace before reporting: every other process is killed and
+                // reaped, so once the caller reads the status nothing can write to the upper
+                // layer any more, and it may harvest while this process's exit tears the
+                // namespaces down.
+                libc::kill(-1, libc::SIGKILL);
+                loop {
+                    let r =
+                        libc::wait4(-1, std::ptr::null_mut(), libc::__WALL, std::ptr::null_mut());
+                    if r < 0 && errno() != libc::EINTR {
+                        break;
+                    }
+                }
                 let bytes = status.to_ne_bytes();
                 libc::write(ctx.status_w, bytes.as_ptr().cast(), bytes.len());
-                // Exiting kills every process left in the namespace.
                 libc::_exit(0);
             }
             if r < 0 && errno() != libc::EINTR {
                 libc::_exit(1);
             }
         }
+    }
+}
+
+/// `pivot_root` into `newroot` and detach the old root. Returns false on failure (errno set).
+pub(crate) fn pivot_into(newroot: &std::ffi::CStr) -> bool {
+    // SAFETY: chdir/pivot_root/umount2 on NUL-terminated paths.
+    unsafe {
+        libc::chdir(newroot.as_ptr()) == 0
+            && libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) == 0
+            && libc::umount2(c".".as_ptr(), libc::MNT_DETACH) == 0
+            && libc::chdir(c"/".as_ptr()) == 0
     }
 }
 

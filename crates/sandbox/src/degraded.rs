@@ -342,6 +342,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
             cancel: spec.cancel.as_ref(),
             kill: &kill,
             foreign: None,
+            report: None,
         },
         &mut out,
         &mut err,

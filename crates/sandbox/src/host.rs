@@ -603,7 +603,9 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     let listener = UnixListener::bind(&tmp)?;
     std::fs::rename(&tmp, socket)?;
     let ino = std::fs::metadata(socket)?.ino();
-    let mut spare = Spare::fork(newroot.path(), network).ok();
+    let mut spare = Spare::fork(newroot.path(), network, None).ok();
+    // The last request: the next spare prepares its mounts for the same shape.
+    let mut last: Option<RunRequest> = None;
 
     loop {
         let mut pfd = libc::pollfd {
@@ -630,11 +632,12 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
             continue;
         }
         match handle(&conn, network, newroot.path(), &mut spare) {
-            Ok(()) => {}
+            Ok(Some(req)) => last = Some(req),
+            Ok(None) => {}
             Err(Stop) => break,
         }
         if spare.is_none() {
-            spare = Spare::fork(newroot.path(), network).ok();
+            spare = Spare::fork(newroot.path(), network, last.clone()).ok();
         }
         // Replaced or removed socket: a newer host took over, or the session's scratch is gone.
         if std::fs::metadata(socket).map(|m| m.ino()).ok() != Some(ino) {
@@ -685,15 +688,44 @@ fn reply_error(conn: &UnixStream, msg: &str) {
 /// The next run's PID 1, forked ahead of its request: already in its fresh mount (a copy of the
 /// host's), pid and ipc namespaces, waiting on `ctl` for the request and its descriptors. Making
 /// those namespaces is most of a warm run's cost; a spare makes it while nobody waits.
+///
+/// Given the previous request, a spare also replays that request's steps up to the workspace
+/// overlay (fresh `/tmp`, `/dev/shm`, `$HOME` with its toolchain binds, `/proc`), opens the
+/// overlay's directories, and pivots into the new root; a request of the same shape then costs
+/// only the overlay, the masks and the command.
 struct Spare {
     /// 0 once handed over to a run (then it is no longer ours to kill).
     pid: libc::pid_t,
     ctl: UnixStream,
     alive_w: Option<OwnedFd>,
+    /// The request shape it prepared for, if any.
+    predicted: Option<RunRequest>,
+    /// (path, device, inode) of the overlay directories it holds open: a request whose paths
+    /// now name other directories (a workspace deleted and made again) does not fit.
+    identities: Vec<(PathBuf, u64, u64)>,
+}
+
+/// The overlay directories of `p` (workspace, layers, upper, work) with their device and inode.
+fn source_identities(p: &RunRequest) -> Option<Vec<(PathBuf, u64, u64)>> {
+    let v = &p.v;
+    std::iter::once(&v.workspace)
+        .chain(v.layers.iter())
+        .chain([&v.upper, &v.work])
+        .map(|path| {
+            let m = std::fs::metadata(path).ok()?;
+            Some((path.clone(), m.dev(), m.ino()))
+        })
+        .collect()
 }
 
 impl Spare {
-    fn fork(newroot: &Path, network: bool) -> io::Result<Spare> {
+    fn fork(newroot: &Path, network: bool, predicted: Option<RunRequest>) -> io::Result<Spare> {
+        // A prediction whose directories are gone is no prediction.
+        let predicted = predicted.filter(|p| shared_parent(p).is_some());
+        let (predicted, identities) = match predicted.map(|p| (source_identities(&p), p)) {
+            Some((Some(ids), p)) => (Some(p), ids),
+            _ => (None, Vec::new()),
+        };
         let (ctl, theirs) = UnixStream::pair()?;
         let (alive_r, alive_w) = namespace::pipe().map_err(io::Error::other)?;
         let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::SIGCHLD;
@@ -702,7 +734,7 @@ impl Spare {
         let pid = unsafe { libc::syscall(libc::SYS_clone, flags as libc::c_ulong, 0, 0, 0, 0) };
         if pid == 0 {
             drop(ctl);
-            spare_main(&theirs, alive_r, newroot, network);
+            spare_main(&theirs, alive_r, newroot, network, predicted.as_ref());
         }
         if pid < 0 {
             return Err(io::Error::last_os_error());
@@ -711,7 +743,24 @@ impl Spare {
             pid: pid as libc::pid_t,
             ctl,
             alive_w: Some(alive_w),
+            predicted,
+            identities,
         })
+    }
+
+    /// Can take `req`: still waiting (not dead after a failed preparation), and prepared for
+    /// its shape or not prepared at all.
+    fn fits(&mut self, req: &RunRequest) -> bool {
+        let mut st = 0;
+        // SAFETY: waitpid on our own child, without blocking.
+        if unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG | libc::__WALL) } != 0 {
+            self.pid = 0; // gone (reaped now, or not ours)
+            return false;
+        }
+        let same_dirs = self.identities.iter().all(|(path, dev, ino)| {
+            std::fs::metadata(path).is_ok_and(|m| m.dev() == *dev && m.ino() == *ino)
+        });
+        same_dirs && self.predicted.as_ref().is_none_or(|p| p.same_shape(req))
     }
 
     /// Gives the spare a run: forwards the request and its descriptors. Returns the PID 1 and
@@ -739,8 +788,103 @@ impl Drop for Spare {
     }
 }
 
-/// A spare's life: wait for a request, then become its PID 1 (never returns).
-fn spare_main(ctl: &UnixStream, alive_r: OwnedFd, newroot: &Path, network: bool) -> ! {
+/// The common parent of `p`'s upper and work directories, and their names in it.
+fn shared_parent(p: &RunRequest) -> Option<(&Path, &std::ffi::OsStr, &std::ffi::OsStr)> {
+    let (u, w) = (&p.v.upper, &p.v.work);
+    let parent = u.parent()?;
+    (w.parent()? == parent).then_some((parent, u.file_name()?, w.file_name()?))
+}
+
+/// Where a prepared spare keeps the overlay's directories reachable after it pivots (bind
+/// mounts: overlayfs takes its layers only from mounts of the caller's namespace). The run
+/// covers it with an empty read-only tmpfs right after mounting the overlay.
+const SOURCES_DIR: &str = ".airlock-sources";
+
+/// Replays `p`'s steps up to the workspace overlay, binds the overlay's directories under
+/// [`SOURCES_DIR`] of the new root, and pivots.
+fn prepare_ahead(p: &RunRequest, newroot: &Path) -> Option<namespace::Prepared> {
+    let steps = p.plan(newroot, true).ok()?;
+    let k = steps
+        .iter()
+        .position(|s| matches!(s.op, crate::plan::Op::Overlay { .. }))?;
+    for step in &steps[..k] {
+        if !crate::child::run_op(&step.op) {
+            return None;
+        }
+    }
+    let holder = newroot.join(SOURCES_DIR);
+    let _ = std::fs::create_dir(&holder);
+    let mut count = 0;
+    let mut bind = |src: &Path, read_only: bool| -> Option<PathBuf> {
+        let name = count.to_string();
+        count += 1;
+        let dst = holder.join(&name);
+        let _ = std::fs::create_dir(&dst);
+        let (s, d) = (
+            std::ffi::CString::new(src.as_os_str().as_bytes()).ok()?,
+            std::ffi::CString::new(dst.as_os_str().as_bytes()).ok()?,
+        );
+        // SAFETY: a bind mount between NUL-terminated paths, in this spare's own namespace.
+        let r = unsafe {
+            libc::mount(
+                s.as_ptr(),
+                d.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            )
+        };
+        if r != 0 {
+            return None;
+        }
+        // The real workspace and the staged layers are lower layers: read-only here too.
+        if read_only {
+            let ro = crate::plan::Op::SetAttr {
+                path: d,
+                set: crate::plan::ATTR_RDONLY | crate::plan::ATTR_NOSUID | crate::plan::ATTR_NODEV,
+                recursive: false,
+            };
+            if !crate::child::run_op(&ro) {
+                return None;
+            }
+        }
+        Some(Path::new("/").join(SOURCES_DIR).join(name))
+    };
+    // overlayfs wants upper and work under one mount: bind their common parent.
+    let (parent, upper, work) = shared_parent(p)?;
+    let workspace = bind(&p.v.workspace, true)?;
+    let layers =
+        p.v.layers
+            .iter()
+            .map(|l| bind(l, true))
+            .collect::<Option<_>>()?;
+    let scratch = bind(parent, false)?;
+    let sources = crate::plan::Sources {
+        workspace,
+        layers,
+        upper: scratch.join(upper),
+        work: scratch.join(work),
+    };
+    let root = std::ffi::CString::new(newroot.as_os_str().as_bytes()).ok()?;
+    if !crate::child::pivot_into(&root) {
+        return None;
+    }
+    Some(namespace::Prepared {
+        replayed: steps[..k].iter().map(|s| s.what.clone()).collect(),
+        sources,
+        hide: Path::new("/").join(SOURCES_DIR),
+    })
+}
+
+/// A spare's life: prepare for the predicted shape, wait for a request, then become its PID 1
+/// (never returns).
+fn spare_main(
+    ctl: &UnixStream,
+    alive_r: OwnedFd,
+    newroot: &Path,
+    network: bool,
+    predicted: Option<&RunRequest>,
+) -> ! {
     // SAFETY: prctl and _exit; a spare dies with its host.
     unsafe {
         // (A host that died before this point closed its end of `ctl`: the wait below ends.)
@@ -748,6 +892,16 @@ fn spare_main(ctl: &UnixStream, alive_r: OwnedFd, newroot: &Path, network: bool)
             libc::_exit(0);
         }
     }
+    let prepared = match predicted {
+        Some(p) => match prepare_ahead(p, newroot) {
+            Some(prep) => Some(prep),
+            // Half-prepared mounts cannot be trusted: the host notices the exit and launches
+            // the run itself.
+            // SAFETY: exiting a process that has nothing to clean up.
+            None => unsafe { libc::_exit(0) },
+        },
+        None => None,
+    };
     let Ok((data, fds)) = recv_with_fds(ctl, 5, 16 << 20) else {
         // SAFETY: exiting a process that has nothing to clean up.
         unsafe { libc::_exit(0) }
@@ -757,10 +911,15 @@ fn spare_main(ctl: &UnixStream, alive_r: OwnedFd, newroot: &Path, network: bool)
         unsafe { libc::_exit(0) }
     };
     let err_w = io.err_w.as_raw_fd();
-    let result: Result<(), SandboxError> =
-        namespace::with_child_ctx(&req, newroot, true, &io, alive_r.as_raw_fd(), |ctx| {
-            crate::child::init_main(ctx)
-        });
+    let result: Result<(), SandboxError> = namespace::with_child_ctx(
+        &req,
+        newroot,
+        true,
+        &io,
+        alive_r.as_raw_fd(),
+        prepared.as_ref(),
+        |ctx| crate::child::init_main(ctx),
+    );
     let errno = match result {
         Err(SandboxError::Exec { source, .. }) => {
             let e = source.raw_os_error().unwrap_or(libc::ENOENT);
@@ -801,18 +960,19 @@ fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
     })
 }
 
+/// Serves one connection; returns the request it ran, if any.
 fn handle(
     conn: &UnixStream,
     network: bool,
     newroot: &Path,
     spare: &mut Option<Spare>,
-) -> Result<(), Stop> {
+) -> Result<Option<RunRequest>, Stop> {
     let Ok((data, fds)) = recv_with_fds(conn, 5, 16 << 20) else {
-        return Ok(());
+        return Ok(None);
     };
     if fds.len() != 5 {
         reply_error(conn, "expected 5 descriptors");
-        return Ok(());
+        return Ok(None);
     }
     let req = match decode(&data, network) {
         Ok(r) => r,
@@ -822,11 +982,12 @@ fn handle(
         }
         Err(DecodeError::Bad(e)) => {
             reply_error(conn, &e.to_string());
-            return Ok(());
+            return Ok(None);
         }
     };
-    // A spare takes the request as it came; without one, a PID 1 is cloned for it now.
-    let (pid, alive_w) = match spare.take() {
+    // A spare that fits takes the request as it came; otherwise a PID 1 is cloned for it now.
+    let fitting = spare.take().and_then(|mut s| s.fits(&req).then_some(s));
+    let (pid, alive_w) = match fitting {
         Some(s) => {
             let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
             let taken = s.take_run(&data, &raw);
@@ -835,19 +996,19 @@ fn handle(
                 Ok(x) => x,
                 Err(_) => {
                     reply_error(conn, "the spare sandbox did not take the run");
-                    return Ok(());
+                    return Ok(None);
                 }
             }
         }
         None => {
             let Some(io) = child_io(fds) else {
-                return Ok(());
+                return Ok(None);
             };
             match namespace::launch(&req, newroot, true, io) {
                 Ok(l) => (l.pid, l.alive_w),
                 Err(e) => {
                     reply_error(conn, &e.to_string());
-                    return Ok(());
+                    return Ok(None);
                 }
             }
         }
@@ -869,7 +1030,7 @@ fn handle(
     // The overlay is gone with the run: leave its work directory clean for the next one, while
     // the client is still busy harvesting.
     let _ = namespace::reset_workdir(&req.v.work);
-    Ok(())
+    Ok(Some(req))
 }
 
 /// Waits for the run to end; a client that hangs up first (it died, or gave up) ends the run.

@@ -282,6 +282,7 @@ pub(crate) fn new_root_dir() -> Result<tempfile::TempDir, SandboxError> {
 
 /// One run, independent of where it is launched: the validated spec and the spec's own
 /// settings. A cold run builds it in-process; a warm host receives it over its socket.
+#[derive(Clone)]
 pub(crate) struct RunRequest {
     pub(crate) v: Validated,
     pub(crate) argv: Vec<OsString>,
@@ -293,6 +294,21 @@ pub(crate) struct RunRequest {
 }
 
 impl RunRequest {
+    /// Same mounts up to the workspace overlay (what a spare prepares ahead of a request).
+    pub(crate) fn same_shape(&self, other: &RunRequest) -> bool {
+        let (a, b) = (&self.v, &other.v);
+        a.workspace == b.workspace
+            && a.layers == b.layers
+            && a.upper == b.upper
+            && a.work == b.work
+            && a.home == b.home
+            && self.home_binds == other.home_binds
+            && self.ro_binds == other.ro_binds
+            && self.network == other.network
+            && self.limits.tmp_size == other.limits.tmp_size
+            && self.limits.nproc == other.limits.nproc
+    }
+
     pub(crate) fn new(spec: &SandboxSpec, v: Validated) -> RunRequest {
         RunRequest {
             v,
@@ -307,6 +323,16 @@ impl RunRequest {
 
     /// The mount plan of this run under `newroot`: whole, or (`warm`) only the run's steps.
     pub(crate) fn plan(&self, newroot: &Path, warm: bool) -> Result<Vec<plan::Step>, SandboxError> {
+        self.plan_with(newroot, warm, None)
+    }
+
+    /// [`RunRequest::plan`] with the overlay's directories reached through `sources`.
+    pub(crate) fn plan_with(
+        &self,
+        newroot: &Path,
+        warm: bool,
+        sources: Option<&plan::Sources>,
+    ) -> Result<Vec<plan::Step>, SandboxError> {
         // RLIMIT_NPROC never binds a sandbox whose uid maps to the host's root; the pid
         // namespace's pid_max does. Pids below 300 are used only once (allocation wraps to
         // 300), so add them.
@@ -323,6 +349,7 @@ impl RunRequest {
             masked: &self.v.masked,
             tmp_size: self.limits.tmp_size,
             pid_max,
+            sources,
         };
         if warm {
             plan::build_run(&input)
@@ -374,6 +401,16 @@ pub(crate) fn io_pipes() -> Result<(ChildIo, ParentIo), SandboxError> {
     ))
 }
 
+/// What a warm host's spare replayed ahead of its request: the run's steps up to the workspace
+/// overlay (their descriptions, to check the request has the same shape), then `pivot_root`.
+/// The overlay's directories stay reachable as `sources`, bind mounts under `hide`, which the
+/// run covers once the overlay is mounted.
+pub(crate) struct Prepared {
+    pub(crate) replayed: Vec<String>,
+    pub(crate) sources: plan::Sources,
+    pub(crate) hide: PathBuf,
+}
+
 /// A launched sandbox: its PID 1, and the write end of the pipe whose closing tells a PID 1
 /// that started after its parent died to give up. Keep it until PID 1 is reaped.
 pub(crate) struct Launched {
@@ -393,7 +430,7 @@ pub(crate) fn launch(
     io: ChildIo,
 ) -> Result<Launched, SandboxError> {
     let (alive_r, alive_w) = pipe()?;
-    let pid = with_child_ctx(req, newroot, warm, &io, alive_r.as_raw_fd(), |ctx| {
+    let pid = with_child_ctx(req, newroot, warm, &io, alive_r.as_raw_fd(), None, |ctx| {
         let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::SIGCHLD;
         if !warm {
             flags |= libc::CLONE_NEWUSER | libc::CLONE_NEWUTS;
@@ -431,16 +468,57 @@ pub(crate) fn launch(
 /// Prepares everything PID 1 needs for `req` (the plan, the Landlock ruleset, the seccomp
 /// program, argv/envp, rlimits, the command's stack) and hands it to `f`, which either clones a
 /// PID 1 (a cold run, or a warm host without a spare) or already is one (a warm host's spare).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn with_child_ctx<T>(
     req: &RunRequest,
     newroot: &Path,
     warm: bool,
     io: &ChildIo,
     alive_r: RawFd,
+    prepared: Option<&Prepared>,
     f: impl FnOnce(&ChildCtx<'_>) -> Result<T, SandboxError>,
 ) -> Result<T, SandboxError> {
     let v = &req.v;
-    let steps = req.plan(newroot, warm)?;
+    let (steps, first_step) = match prepared {
+        None => (req.plan(newroot, warm)?, 0),
+        Some(p) => {
+            let mut steps = req.plan_with(Path::new("/"), true, Some(&p.sources))?;
+            let hide = cstring(p.hide.as_os_str().as_bytes())?;
+            steps.push(plan::Step {
+                op: plan::Op::Tmpfs {
+                    dst: hide.clone(),
+                    data: cstring(b"mode=0555,size=4k")?,
+                },
+                what: "covering the overlay's sources".into(),
+                phase: plan::Phase::Run,
+            });
+            steps.push(plan::Step {
+                op: plan::Op::SetAttr {
+                    path: hide,
+                    set: plan::ATTR_RDONLY | plan::ATTR_NOSUID | plan::ATTR_NODEV,
+                    recursive: false,
+                },
+                what: "making the cover read-only".into(),
+                phase: plan::Phase::Run,
+            });
+            // Everything before the overlay was replayed ahead of the request, for the same
+            // shape; anything else means the spare is not this run's.
+            let first = steps
+                .iter()
+                .position(|s| matches!(s.op, plan::Op::Overlay { .. }))
+                .filter(|&i| {
+                    i == p.replayed.len()
+                        && steps[..i]
+                            .iter()
+                            .zip(&p.replayed)
+                            .all(|(a, b)| a.what == *b)
+                })
+                .ok_or_else(|| {
+                    SandboxError::InvalidSpec("the prepared sandbox does not fit this run".into())
+                })?;
+            (steps, first)
+        }
+    };
     crate::timing::mark("sandbox: mount plan");
 
     let block_inet = !req.network && !req.allow_loopback;
@@ -512,6 +590,8 @@ pub(crate) fn with_child_ctx<T>(
     let ctx = ChildCtx {
         steps: &steps,
         warm,
+        first_step,
+        pivoted: prepared.is_some(),
         newroot: &newroot_c,
         uid_map: &uid_map,
         gid_map: &gid_map,
@@ -563,6 +643,22 @@ fn run_cold(spec: &SandboxSpec, req: &RunRequest) -> Result<Outcome, SandboxErro
     };
     let result = finish(spec, req, parent, pid, start, &kill, None, newroot.path());
     drop(launched.alive_w);
+    // PID 1 reported once its sandbox was empty and may still be tearing the namespaces down:
+    // reap it without waiting for that.
+    let mut st = 0;
+    // SAFETY: waitpid on our own child, without blocking.
+    if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG | libc::__WALL) } == 0 {
+        let reaper = std::thread::Builder::new()
+            .name("airlock-reaper".into())
+            .spawn(move || {
+                // SAFETY: blocking waitpid on our own child, which is exiting.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
+            });
+        if reaper.is_err() {
+            // SAFETY: as above, on this thread.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
+        }
+    }
     result
 }
 
@@ -600,13 +696,17 @@ pub(crate) fn finish(
             cancel: spec.cancel.as_ref(),
             kill,
             foreign,
+            report: Some(&parent.status_r),
         },
         &mut out,
         &mut err,
     );
     crate::timing::mark("sandbox: command ended");
 
-    let status = read_record(&parent.status_r, 4);
+    let status = match ended.report {
+        Some(rec) => rec.to_vec(),
+        None => read_record(&parent.status_r, 4),
+    };
     let failure = read_record(&parent.err_r, 12);
     let (stdout, stderr) = (out.finish(), err.finish());
     let interrupted = ended.timed_out || ended.cancelled;

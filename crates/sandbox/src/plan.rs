@@ -130,6 +130,18 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) masked: &'a [PathBuf],
     pub(crate) tmp_size: u64,
     pub(crate) pid_max: u64,
+    /// Where the overlay's directories are reachable when not at their own paths (a warm
+    /// host's spare, which has already pivoted, reaches them through `/proc/self/fd`).
+    pub(crate) sources: Option<&'a Sources>,
+}
+
+/// The overlay's host directories, as a process that pivoted reaches them.
+#[derive(Debug, Clone)]
+pub(crate) struct Sources {
+    pub(crate) workspace: PathBuf,
+    pub(crate) layers: Vec<PathBuf>,
+    pub(crate) upper: PathBuf,
+    pub(crate) work: PathBuf,
 }
 
 pub(crate) fn cstring(bytes: &[u8]) -> Result<CString, SandboxError> {
@@ -244,8 +256,11 @@ impl Builder<'_> {
         let Ok(rel) = abs.strip_prefix(input.workspace) else {
             return Ok(());
         };
-        let sources =
-            std::iter::once(input.workspace).chain(input.layers.iter().map(PathBuf::as_path));
+        let (ws, layers) = match input.sources {
+            Some(s) => (s.workspace.as_path(), s.layers.as_slice()),
+            None => (input.workspace, input.layers),
+        };
+        let sources = std::iter::once(ws).chain(layers.iter().map(PathBuf::as_path));
         let Some(meta) = sources
             .filter_map(|s| std::fs::symlink_metadata(s.join(rel)).ok())
             .next()
@@ -514,7 +529,12 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
             Mount::ReadOnly => b.bind_ro(abs, abs, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV)?,
             Mount::Workspace => {
                 b.mkdirs(abs)?;
-                let data = overlay_options(input.workspace, input.layers, input.upper, input.work)?;
+                let data = match input.sources {
+                    Some(s) => overlay_options(&s.workspace, &s.layers, &s.upper, &s.work)?,
+                    None => {
+                        overlay_options(input.workspace, input.layers, input.upper, input.work)?
+                    }
+                };
                 let dst = b.inside(abs);
                 b.push(
                     Op::Overlay {
@@ -556,6 +576,7 @@ pub(crate) fn build_base(newroot: &Path) -> Result<Vec<Step>, SandboxError> {
         masked: &[],
         tmp_size: 1 << 20,
         pid_max: 1024,
+        sources: None,
     })?;
     Ok(steps
         .into_iter()
@@ -645,6 +666,7 @@ mod tests {
             masked: &[],
             tmp_size: 1 << 20,
             pid_max: 500,
+            sources: None,
         };
         let steps = build(&input).unwrap();
         let pos = |needle: &str| {

@@ -13,6 +13,8 @@ use crate::capture::Collector;
 pub(crate) struct Ended {
     /// `waitpid` status of the reaped process.
     pub(crate) status: libc::c_int,
+    /// PID 1's report (the command's wait status), when it came before PID 1 was reaped.
+    pub(crate) report: Option<[u8; 4]>,
     pub(crate) timed_out: bool,
     pub(crate) cancelled: bool,
     pub(crate) duration: Duration,
@@ -30,6 +32,9 @@ pub(crate) struct Watch<'a> {
     pub(crate) kill: &'a dyn Fn(libc::pid_t),
     /// Not our child (a warm host's run): its pidfd says when it ended; the host reaps it.
     pub(crate) foreign: Option<OwnedFd>,
+    /// PID 1's report: the command's wait status, written once every process of the sandbox
+    /// is dead. It ends the wait before PID 1's own exit has torn the namespaces down.
+    pub(crate) report: Option<&'a OwnedFd>,
 }
 
 fn set_nonblocking(fd: &OwnedFd) {
@@ -90,6 +95,11 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
     let (mut timed_out, mut cancelled, mut killed) = (false, false, false);
     let mut buf = vec![0u8; 64 << 10];
     let mut reaped_at: Option<Instant> = None;
+    let mut report: Option<[u8; 4]> = None;
+    let mut report_open = w.report.is_some();
+    if let Some(r) = w.report {
+        set_nonblocking(r);
+    }
 
     loop {
         let reaped = if foreign {
@@ -144,6 +154,13 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
             -1
         };
         push(pid_watch, libc::POLLIN);
+        push(
+            match w.report {
+                Some(r) if report_open && status.is_none() => r.as_raw_fd(),
+                _ => -1,
+            },
+            libc::POLLIN,
+        );
 
         let mut wait = if status.is_some() || killed {
             Duration::from_millis(100)
@@ -172,9 +189,28 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
         if fds[2].revents != 0 {
             stdin = feed(stdin.take());
         }
+        if fds[4].revents != 0
+            && let Some(fd) = w.report
+        {
+            let mut rec = [0u8; 4];
+            // SAFETY: reading into a live 4-byte buffer (the record is written in one write of
+            // 4 bytes, below PIPE_BUF, so it arrives whole).
+            let n = unsafe { libc::read(fd.as_raw_fd(), rec.as_mut_ptr().cast(), 4) };
+            if n == 4 {
+                report = Some(rec);
+                // The sandbox is empty: treat it as ended (its exit status is not needed).
+                status = Some(0);
+                reaped_at = Some(Instant::now());
+            } else if n == 0
+                || n == -1 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
+            {
+                report_open = false;
+            }
+        }
     }
     Ended {
         status: status.unwrap_or(0),
+        report,
         timed_out,
         cancelled,
         duration: start.elapsed(),

@@ -17,8 +17,12 @@ pub struct ToolDef {
     pub class: ToolClass,
     /// Description shown to models.
     pub description: String,
-    /// JSON Schema of the arguments.
-    pub schema: Value,
+    /// Generates the JSON Schema of the arguments (see [`ToolDef::schema`]).
+    make_schema: fn() -> Value,
+    /// `write_file`'s content bound, patched into its schema.
+    max_content_bytes: u64,
+    /// Generated on first use: a CLI call needs one tool's schema, not every tool's.
+    schema: std::sync::OnceLock<Value>,
     /// Compiled on first use: a CLI call validates one tool, not all of them.
     validator: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
 }
@@ -37,14 +41,14 @@ fn schema_of<T: schemars::JsonSchema>() -> Value {
 
 macro_rules! tool {
     ($name:literal, $class:expr, $args:ty, $desc:expr) => {
-        ($name, $class, schema_of::<$args>(), $desc)
+        ($name, $class, schema_of::<$args> as fn() -> Value, $desc)
     };
 }
 
 /// Build the registry. `max_content_bytes` bounds file contents in write tools.
 pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
     use args::*;
-    let defs: Vec<(&'static str, ToolClass, Value, &'static str)> = vec![
+    let defs: Vec<(&'static str, ToolClass, fn() -> Value, &'static str)> = vec![
         tool!(
             "read_file",
             ToolClass::Read,
@@ -161,12 +165,7 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
         ),
     ];
     let mut out = BTreeMap::new();
-    for (name, class, mut schema, desc) in defs {
-        if matches!(name, "write_file") {
-            // Characters ≤ bytes, so maxLength is a cheap first bound; the executor checks bytes.
-            schema["properties"]["content"]["maxLength"] =
-                Value::from(max_content_bytes * 4 / 3 + 4);
-        }
+    for (name, class, make_schema, desc) in defs {
         let description = format!("{desc}\n\n{LOOP}");
         out.insert(
             name,
@@ -174,7 +173,9 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
                 name,
                 class,
                 description,
-                schema,
+                make_schema,
+                max_content_bytes,
+                schema: std::sync::OnceLock::new(),
                 validator: std::sync::OnceLock::new(),
             },
         );
@@ -183,11 +184,25 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
 }
 
 impl ToolDef {
+    /// The JSON Schema of the tool's arguments.
+    pub fn schema(&self) -> &Value {
+        self.schema.get_or_init(|| {
+            let mut schema = (self.make_schema)();
+            if self.name == "write_file" {
+                // Characters ≤ bytes, so maxLength is a cheap first bound; the executor checks
+                // bytes.
+                schema["properties"]["content"]["maxLength"] =
+                    Value::from(self.max_content_bytes * 4 / 3 + 4);
+            }
+            schema
+        })
+    }
+
     /// Validate `args` against the schema: the first error with its JSON pointer, as a denial.
     pub fn validate(&self, args: &Value) -> Result<(), Decision> {
         // Certainly valid: no need to compile the full validator (see `fast`). Anything else,
         // a rejection included, goes to `jsonschema`, which words the error.
-        if fast::check(&self.schema, args) == Some(true) {
+        if fast::check(self.schema(), args) == Some(true) {
             return Ok(());
         }
         self.validate_full(args)
@@ -197,7 +212,7 @@ impl ToolDef {
     pub fn validate_full(&self, args: &Value) -> Result<(), Decision> {
         let validator = self
             .validator
-            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()));
+            .get_or_init(|| jsonschema::validator_for(self.schema()).map_err(|e| e.to_string()));
         let validator = match validator {
             Ok(v) => v,
             Err(e) => {
