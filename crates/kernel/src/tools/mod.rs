@@ -45,10 +45,13 @@ macro_rules! tool {
     };
 }
 
+/// A registry row: name, class, schema generator, description.
+type ToolEntry = (&'static str, ToolClass, fn() -> Value, &'static str);
+
 /// Build the registry. `max_content_bytes` bounds file contents in write tools.
 pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
     use args::*;
-    let defs: Vec<(&'static str, ToolClass, fn() -> Value, &'static str)> = vec![
+    let defs: Vec<ToolEntry> = vec![
         tool!(
             "read_file",
             ToolClass::Read,
