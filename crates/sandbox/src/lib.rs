@@ -75,6 +75,17 @@
 //! own process is started vfork-style from PID 1 (shared memory, its own stack, PID 1 suspended
 //! until the exec), so no page tables are copied for it.
 //!
+//! PID 1 reports the command's status only after it has killed and reaped every other process of
+//! the namespace, so the caller may harvest while PID 1's exit tears the namespaces down.
+//!
+//! # Warm hosts
+//!
+//! With [`SandboxSpec::warm_host`] set (and [`host::enable`]d by the program), a run goes
+//! through a per-session host process that keeps the user, net and uts namespaces and the base
+//! of the minimal root, and forks the next run's PID 1 (fresh mount, pid and ipc namespaces,
+//! prepared up to the workspace overlay) before its request arrives; see [`host`]. The runs it
+//! starts are confined exactly as cold ones.
+//!
 //! # Without kernel isolation
 //!
 //! [`probe`] names what is missing (user namespaces, overlayfs, Landlock ABI 3).
