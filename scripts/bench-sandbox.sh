@@ -61,11 +61,12 @@ copy_cmd() { # copy in, run, copy back out, clean up
     echo "bash -c 'd=\$(mktemp -d) && cp -r $1 \$d/ws && (cd \$d/ws && true) && cp -r \$d/ws \$d/out && rm -rf \$d'"
 }
 
-# Start-up. On a shared machine the load drifts within a run, so the commands are interleaved:
-# ROUNDS rounds, each running every command RUNS times (hyperfine -N, after a warm-up), and the
-# medians are taken over all rounds. "airlock exec" is the default path (the session's warm
-# sandbox host, started by the warm-up); "cold" sets AIRLOCK_SANDBOX_HOST=off, so every run
-# creates its namespaces and root from nothing, as bwrap does.
+# Start-up and workspace size. On a shared machine the load drifts within a run, so the commands
+# are interleaved: ROUNDS rounds, each running every command RUNS times (hyperfine -N, after a
+# warm-up), and the medians are taken over all rounds. "airlock exec" is the default path (the
+# session's warm sandbox host, started by the warm-up); "cold" sets AIRLOCK_SANDBOX_HOST=off, so
+# every run creates its namespaces and root from nothing, as bwrap does (its row also pays for
+# starting `env`).
 ROUNDS=${ROUNDS:-5}
 for r in $(seq "$ROUNDS"); do
     hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$OUT_DIR/startup-$r.json" \
@@ -73,26 +74,26 @@ for r in $(seq "$ROUNDS"); do
         -n "$LABEL, cold (no warm host)" "env AIRLOCK_SANDBOX_HOST=off $(sandboxed "$SMALL")" \
         -n "bwrap" "bwrap --ro-bind / / --unshare-all --die-with-parent true" \
         -n "true" "true" >&2
+    hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$OUT_DIR/size-$r.json" \
+        -n "sandbox 10k" "$(sandboxed "$BENCH_DIR/ws10k")" \
+        -n "sandbox 100k" "$(sandboxed "$BENCH_DIR/ws100k")" >&2
 done
 python3 - "$OUT_DIR" "$ROUNDS" <<'PY'
 import json, os, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-merged = {}
-for r in range(1, rounds + 1):
-    for res in json.load(open(os.path.join(out, f"startup-{r}.json")))["results"]:
-        m = merged.setdefault(res["command"], dict(res, times=[]))
-        m["times"].extend(res["times"])
-results = []
-for m in merged.values():
-    t = sorted(m["times"])
-    m["median"] = t[len(t) // 2]
-    results.append(m)
-json.dump({"results": results}, open(os.path.join(out, "startup.json"), "w"))
+for name in ("startup", "size"):
+    merged = {}
+    for r in range(1, rounds + 1):
+        for res in json.load(open(os.path.join(out, f"{name}-{r}.json")))["results"]:
+            m = merged.setdefault(res["command"], dict(res, times=[]))
+            m["times"].extend(res["times"])
+    results = []
+    for m in merged.values():
+        t = sorted(m["times"])
+        m["median"] = t[len(t) // 2]
+        results.append(m)
+    json.dump({"results": results}, open(os.path.join(out, name + ".json"), "w"))
 PY
-
-hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$OUT_DIR/size.json" \
-    -n "sandbox 10k" "$(sandboxed "$BENCH_DIR/ws10k")" \
-    -n "sandbox 100k" "$(sandboxed "$BENCH_DIR/ws100k")" >&2
 
 # Copying is slow (seconds per run on a disk with online discard): few runs; SKIP_COPY=1
 # reuses the previous copy results.

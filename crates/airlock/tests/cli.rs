@@ -804,3 +804,65 @@ fn exec_runs_argv_as_a_program() {
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(json_line(&o)["stage"], "guard");
 }
+
+/// Processes of the host whose command line contains `marker` (not this test's own).
+fn processes_with(marker: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == me || !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+/// A command run by a warm host dies with the airlock process that asked for it: killing the
+/// client (kill -9, no clean-up of its own) leaves nothing of the command running.
+#[test]
+fn a_warm_run_dies_with_its_client() {
+    let (t, ws) = workspace();
+    let scratch = t.path().join("scratch");
+    let marker = format!("orphan-check-{}", std::process::id());
+    let script = format!("sleep 30; echo {marker}");
+    let mut client = airlock_cmd(&ws, &["--mode", "build", "exec", "--", "sh", "-c", &script])
+        .env("AIRLOCK_SANDBOX_HOST", "always")
+        .env("AIRLOCK_RUN_DIR", &scratch)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The client's own command line carries the marker too: look only at the others.
+    let client_pid = format!("{}: ", client.id());
+    let sandboxed = || -> Vec<String> {
+        processes_with(&marker)
+            .into_iter()
+            .filter(|p| !p.starts_with(&client_pid))
+            .collect()
+    };
+    let wait_for = |want_running: bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let running = !sandboxed().is_empty();
+            if running == want_running || std::time::Instant::now() > deadline {
+                return running;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    assert!(wait_for(true), "the command never started");
+    client.kill().unwrap();
+    let _ = client.wait();
+    assert!(
+        !wait_for(false),
+        "the command outlived its client: {:?}",
+        sandboxed()
+    );
+}
