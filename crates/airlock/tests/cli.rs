@@ -2,6 +2,8 @@
 //! workspaces: staged writes never touch the disk, every denial names its stage and rule, and
 //! exit codes follow the table.
 
+mod common;
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -805,25 +807,6 @@ fn exec_runs_argv_as_a_program() {
     assert_eq!(json_line(&o)["stage"], "guard");
 }
 
-/// Processes of the host whose command line contains `marker` (not this test's own).
-fn processes_with(marker: &str) -> Vec<String> {
-    let me = std::process::id().to_string();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == me || !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmd.contains(marker) {
-                found.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    found
-}
-
 /// A command run by a warm host dies with the airlock process that asked for it: killing the
 /// client (kill -9, no clean-up of its own) leaves nothing of the command running.
 #[test]
@@ -842,7 +825,7 @@ fn a_warm_run_dies_with_its_client() {
     // The client's own command line carries the marker too: look only at the others.
     let client_pid = format!("{}: ", client.id());
     let sandboxed = || -> Vec<String> {
-        processes_with(&marker)
+        common::host_processes_with(&marker)
             .into_iter()
             .filter(|p| !p.starts_with(&client_pid))
             .collect()

@@ -1,5 +1,8 @@
 //! Helpers shared by the end-to-end tests.
 
+// Each test crate uses a different subset.
+#![allow(dead_code)]
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

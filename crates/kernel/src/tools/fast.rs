@@ -90,27 +90,11 @@ fn eval(root: &Value, schema: &Value, instance: &Value, depth: usize) -> Option<
                 _ => true,
             },
             "minLength" | "maxLength" => match instance {
-                Value::String(s) => {
-                    let bound = value.as_u64()?;
-                    let len = s.chars().count() as u64;
-                    if key == "minLength" {
-                        len >= bound
-                    } else {
-                        len <= bound
-                    }
-                }
+                Value::String(s) => within(key, s.chars().count() as u64, value.as_u64()?),
                 _ => true,
             },
             "minItems" | "maxItems" => match instance {
-                Value::Array(items) => {
-                    let bound = value.as_u64()?;
-                    let len = items.len() as u64;
-                    if key == "minItems" {
-                        len >= bound
-                    } else {
-                        len <= bound
-                    }
-                }
+                Value::Array(items) => within(key, items.len() as u64, value.as_u64()?),
                 _ => true,
             },
             "minimum" | "maximum" => match instance {
@@ -198,6 +182,15 @@ fn object_ok(
             }
             Some(all)
         }
+    }
+}
+
+/// `len` against a `min…` or `max…` keyword's bound.
+fn within(key: &str, len: u64, bound: u64) -> bool {
+    if key.starts_with("min") {
+        len >= bound
+    } else {
+        len <= bound
     }
 }
 
