@@ -446,11 +446,14 @@ fn landlock_blocks_writes_the_mounts_would_allow() {
     // /proc/sys/kernel/hostname belongs to the sandbox's own uts namespace, so only Landlock
     // stands between the command and the write; the workspace and /tmp stay writable.
     let out = run(&fx.spec(
-        "echo evil > /proc/sys/kernel/hostname 2>&1 || echo denied; hostname; \
+        "echo evil > /proc/sys/kernel/hostname 2>&1 || echo denied; \
+         hostname evil 2>/dev/null || echo refused; hostname; \
          echo ok > /tmp/t && echo ok > in-ws && echo ok > /dev/shm/s && echo writable",
     ));
     let text = stdout(&out);
     assert!(text.contains("denied"), "{text}");
+    // sethostname(2) itself is refused by seccomp.
+    assert!(text.contains("refused"), "{text}");
     assert!(text.contains("airlock\n"), "{text}");
     assert!(
         text.contains("writable"),
