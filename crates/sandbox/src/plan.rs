@@ -688,6 +688,88 @@ mod tests {
         assert_eq!(steps.last().unwrap().what, "making the new root read-only");
     }
 
+    /// A warm host replays the base once for every spec: the base must not depend on the spec,
+    /// and everything of the spec (workspace, home, /tmp, /proc) must be in the run's phase.
+    #[test]
+    fn base_steps_do_not_depend_on_the_spec() {
+        let root = tempfile::tempdir().unwrap();
+        let plan_for = |ws: &'static str, home: &'static str| {
+            build(&PlanInput {
+                newroot: root.path(),
+                workspace: Path::new(ws),
+                layers: &[],
+                upper: Path::new("/u"),
+                work: Path::new("/w"),
+                home: Some(Path::new(home)),
+                home_binds: &[PathBuf::from(".cargo")],
+                ro_binds: &[],
+                masked: &[PathBuf::from("/x/ws/.airlock")],
+                tmp_size: 1 << 20,
+                pid_max: 500,
+                sources: None,
+            })
+            .unwrap()
+        };
+        let base = |steps: &[Step]| -> Vec<String> {
+            steps
+                .iter()
+                .filter(|s| s.phase == Phase::Base)
+                .map(|s| s.what.clone())
+                .collect()
+        };
+        let a = plan_for("/x/ws", "/home/a");
+        let b = plan_for("/tmp/y/other", "/root");
+        assert_eq!(base(&a), base(&b));
+        assert_eq!(
+            base(&a),
+            base(&build_base(root.path()).unwrap()),
+            "build_base is the base of any plan"
+        );
+        for what in base(&a) {
+            assert!(
+                !what.contains("/x/ws")
+                    && !what.contains("/home/a")
+                    && !what.contains("tmpfs on /tmp"),
+                "{what}"
+            );
+        }
+        let run: Vec<&str> = a
+            .iter()
+            .filter(|s| s.phase == Phase::Run)
+            .map(|s| s.what.as_str())
+            .collect();
+        for needed in [
+            "mounting a tmpfs on /tmp",
+            "mounting a tmpfs on /home/a",
+            "mounting /proc",
+            "mounting the workspace overlay on /x/ws",
+            "making the new root read-only",
+        ] {
+            assert!(
+                run.contains(&needed),
+                "{needed} not in the run phase: {run:?}"
+            );
+        }
+        // A warm run's plan is exactly the run phase.
+        let warm = build_run(&PlanInput {
+            newroot: root.path(),
+            workspace: Path::new("/x/ws"),
+            layers: &[],
+            upper: Path::new("/u"),
+            work: Path::new("/w"),
+            home: Some(Path::new("/home/a")),
+            home_binds: &[PathBuf::from(".cargo")],
+            ro_binds: &[],
+            masked: &[PathBuf::from("/x/ws/.airlock")],
+            tmp_size: 1 << 20,
+            pid_max: 500,
+            sources: None,
+        })
+        .unwrap();
+        let warm: Vec<&str> = warm.iter().map(|s| s.what.as_str()).collect();
+        assert_eq!(warm, run);
+    }
+
     #[test]
     fn normalize_and_candidates() {
         assert_eq!(
