@@ -849,3 +849,64 @@ fn a_warm_run_dies_with_its_client() {
         sandboxed()
     );
 }
+
+/// A host started by another build of airlock is not used: it answers "stale" and exits, the
+/// command runs cold, and the next one gets a host of the current build.
+#[test]
+fn a_host_of_another_build_is_replaced() {
+    let (t, ws) = workspace();
+    let scratch = t.path().join("scratch");
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("airlock");
+    let install = || {
+        // A new file (new inode): to a host, another build.
+        let _ = std::fs::remove_file(&exe);
+        std::fs::copy(env!("CARGO_BIN_EXE_airlock"), &exe).unwrap();
+    };
+    let exec = || {
+        let home = ws.parent().unwrap().join("home");
+        let o = Command::new(&exe)
+            .args(["--workspace"])
+            .arg(&ws)
+            .args(["--json", "--mode", "build", "exec", "--", "true"])
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("AIRLOCK_SANDBOX_HOST", "always")
+            .env("AIRLOCK_RUN_DIR", &scratch)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        json_line(&o)
+    };
+    install();
+    assert_eq!(exec()["warm_host"], true);
+    // The host and its spare (a fork of it, same command line).
+    let hosts = || -> Vec<String> {
+        common::host_processes_with(&scratch.display().to_string())
+            .into_iter()
+            .map(|p| p.split(':').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    let old = hosts();
+    assert!(!old.is_empty());
+    install();
+    let stale = exec();
+    assert!(
+        stale.get("warm_host").is_none(),
+        "the old build's host ran it: {stale}"
+    );
+    // The old host is gone (the cold run started one of this build in its place).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let alive = || hosts().into_iter().filter(|p| old.contains(p)).count();
+    while alive() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(alive(), 0, "the old build's host is still running");
+    assert_eq!(exec()["warm_host"], true);
+}
