@@ -910,3 +910,26 @@ fn a_host_of_another_build_is_replaced() {
     assert_eq!(alive(), 0, "the old build's host is still running");
     assert_eq!(exec()["warm_host"], true);
 }
+
+/// The session's scratch must be a real directory of this user's: a symlink planted where it
+/// would go (a shared /tmp) is refused, and nothing is written where it points.
+#[test]
+fn a_planted_scratch_directory_is_refused() {
+    let (t, ws) = workspace();
+    let elsewhere = t.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let planted = t.path().join("scratch");
+    std::os::unix::fs::symlink(&elsewhere, &planted).unwrap();
+    let o = airlock_cmd(&ws, &["--mode", "build", "exec", "--", "true"])
+        .env("AIRLOCK_RUN_DIR", &planted)
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("refusing to keep sandbox scratch"), "{text}");
+    assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
+}

@@ -75,22 +75,28 @@ impl Drop for SessionScratch {
 /// The private directory holding every session's scratch: made 0700, and refused unless it is a
 /// real directory owned by this user (a shared `/tmp` must not let anyone else plant it).
 fn scratch_base() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let uid = rustix::process::geteuid().as_raw();
-    let dir = match (
-        std::env::var_os("AIRLOCK_RUN_DIR"),
-        std::env::var_os("XDG_RUNTIME_DIR"),
-    ) {
-        (Some(d), _) => PathBuf::from(d),
-        (None, Some(x)) if Path::new(&x).is_dir() => PathBuf::from(x).join("airlock"),
-        _ => std::env::temp_dir().join(format!("airlock-{uid}")),
-    };
-    match std::fs::create_dir(&dir) {
+    // The operator's choice is binding; the runtime directory is only a preference.
+    if let Some(d) = std::env::var_os("AIRLOCK_RUN_DIR") {
+        return private_dir(&PathBuf::from(d), uid);
+    }
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|x| Path::new(x).is_dir())
+        && let Ok(dir) = private_dir(&PathBuf::from(x).join("airlock"), uid)
+    {
+        return Ok(dir);
+    }
+    private_dir(&std::env::temp_dir().join(format!("airlock-{uid}")), uid)
+}
+
+/// `dir`, created if need be, as a real directory owned by `uid` with mode 0700.
+fn private_dir(dir: &Path, uid: u32) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    match std::fs::create_dir(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let md = std::fs::symlink_metadata(&dir)?;
+    let md = std::fs::symlink_metadata(dir)?;
     if !md.is_dir() || md.uid() != uid {
         return Err(std::io::Error::other(format!(
             "`{}` is not a directory of this user's; refusing to keep sandbox scratch there",
@@ -98,9 +104,9 @@ fn scratch_base() -> std::io::Result<PathBuf> {
         )));
     }
     if md.mode() & 0o077 != 0 {
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
-    Ok(dir)
+    Ok(dir.to_path_buf())
 }
 
 /// Removes everything inside `dir` (creating it if missing), whatever the entries' modes.
