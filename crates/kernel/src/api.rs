@@ -190,13 +190,18 @@ pub(crate) fn bash_script(args: &serde_json::Value) -> Option<String> {
     if let Some(c) = args.get("command") {
         return c.as_str().map(str::to_string);
     }
+    bash_argv(args).map(|argv| shell_join(&argv))
+}
+
+/// A `bash` call's `argv`: a non-empty array of strings, or `None`.
+pub(crate) fn bash_argv(args: &serde_json::Value) -> Option<Vec<String>> {
     let argv = args
         .get("argv")?
         .as_array()?
         .iter()
         .map(|a| a.as_str().map(str::to_string))
         .collect::<Option<Vec<String>>>()?;
-    (!argv.is_empty()).then(|| shell_join(&argv))
+    (!argv.is_empty()).then_some(argv)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use libc::c_char;
 
 use crate::confine::PathRule;
-use crate::plan::{Op, Phase, Step};
+use crate::plan::{Op, Step};
 
 /// Steps outside the mount plan, reported by number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -344,9 +344,6 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
             fail_stage(ctx, Stage::UidMap);
         }
         for (i, step) in ctx.steps.iter().enumerate().skip(ctx.first_step) {
-            if ctx.warm && step.phase != Phase::Run {
-                continue;
-            }
             if !run_op(&step.op) {
                 fail(ctx, crate::child::KIND_PLAN, i as u32, errno());
             }

@@ -475,16 +475,7 @@ pub(crate) fn try_run(
         };
     };
     crate::timing::mark("sandbox: launched by the warm host");
-    let outcome = namespace::finish(
-        spec,
-        req,
-        parent,
-        0,
-        start,
-        &kill,
-        Some(pidfd),
-        Path::new("/"),
-    );
+    let outcome = namespace::finish(spec, req, parent, 0, start, &kill, Some(pidfd));
     // Closing the connection tells the host this run is over for us (or that we gave up).
     drop(conn);
     outcome.map(Some)
@@ -546,10 +537,6 @@ fn lock_file(socket: &Path) -> io::Result<Option<std::fs::File>> {
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-fn write_proc(path: &str, data: &[u8]) -> io::Result<()> {
-    std::fs::write(path, data)
-}
-
 fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
     if ret != 0 {
         let e = io::Error::last_os_error();
@@ -572,9 +559,9 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
         unsafe { libc::unshare(libc::CLONE_NEWUSER) },
         "unshare(user)",
     )?;
-    write_proc("/proc/self/setgroups", b"deny")?;
-    write_proc("/proc/self/uid_map", format!("0 {uid} 1").as_bytes())?;
-    write_proc("/proc/self/gid_map", format!("0 {gid} 1").as_bytes())?;
+    std::fs::write("/proc/self/setgroups", b"deny")?;
+    std::fs::write("/proc/self/uid_map", format!("0 {uid} 1").as_bytes())?;
+    std::fs::write("/proc/self/gid_map", format!("0 {gid} 1").as_bytes())?;
     let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
     if !network {
         flags |= libc::CLONE_NEWNET;

@@ -127,6 +127,45 @@ pub trait Backend: Send + Sync {
     fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError>;
 }
 
+/// Removes `path` and everything below it, whatever modes a command (or overlayfs, which makes
+/// `work/work` mode 000) left on its directories. Entries that vanish meanwhile, `path`
+/// included, are not an error: a warm host and its client may clear the same directory.
+pub fn remove_tree(path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::ErrorKind::NotFound;
+    use std::os::unix::fs::PermissionsExt;
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == NotFound => Ok(()),
+        other => other,
+    };
+    let md = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == NotFound => return Ok(()),
+        other => other?,
+    };
+    if !md.is_dir() {
+        return gone(std::fs::remove_file(path));
+    }
+    if md.permissions().mode() & 0o700 != 0o700 {
+        gone(std::fs::set_permissions(
+            path,
+            std::fs::Permissions::from_mode(0o700),
+        ))?;
+    }
+    match std::fs::read_dir(path) {
+        Ok(entries) => {
+            for entry in entries {
+                match entry {
+                    Ok(e) => remove_tree(&e.path())?,
+                    Err(e) if e.kind() == NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Err(e) if e.kind() == NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    gone(std::fs::remove_dir(path))
+}
+
 /// The namespace backend when the kernel supports it; otherwise the degraded backend if the
 /// caller opted in, else the probe's error naming what is missing.
 pub fn default_backend(allow_degraded: bool) -> Result<Box<dyn Backend>, SandboxError> {

@@ -77,39 +77,10 @@ fn check_not_nested(named: &[(&str, &Path)]) -> Result<(), SandboxError> {
 /// A warm host also does this right after each run, so the next one finds it clean; entries
 /// that vanish meanwhile (removed by the other side) are not an error.
 pub(crate) fn reset_workdir(work: &Path) -> Result<(), SandboxError> {
-    fn gone(r: io::Result<()>) -> io::Result<()> {
-        match r {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            other => other,
-        }
-    }
-    fn force_remove(p: &Path) -> io::Result<()> {
-        use std::os::unix::fs::PermissionsExt;
-        let md = std::fs::symlink_metadata(p)?;
-        if !md.is_dir() {
-            return gone(std::fs::remove_file(p));
-        }
-        // overlayfs makes `work/work` mode 000.
-        gone(std::fs::set_permissions(
-            p,
-            std::fs::Permissions::from_mode(0o700),
-        ))?;
-        match std::fs::read_dir(p) {
-            Ok(rd) => {
-                for entry in rd.flatten() {
-                    gone(force_remove(&entry.path()))?;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        }
-        gone(std::fs::remove_dir(p))
-    }
     for name in ["work", "index", "incompat"] {
         let p = work.join(name);
-        if let Err(e) = gone(force_remove(&p)) {
-            return Err(SandboxError::io("clearing the work directory", p, e));
-        }
+        crate::remove_tree(&p)
+            .map_err(|e| SandboxError::io("clearing the work directory", p, e))?;
     }
     Ok(())
 }
@@ -641,7 +612,7 @@ fn run_cold(spec: &SandboxSpec, req: &RunRequest) -> Result<Outcome, SandboxErro
         // SAFETY: signalling our own unreaped child; its pid cannot have been reused.
         unsafe { libc::kill(p, libc::SIGKILL) };
     };
-    let result = finish(spec, req, parent, pid, start, &kill, None, newroot.path());
+    let result = finish(spec, req, parent, pid, start, &kill, None);
     drop(launched.alive_w);
     // PID 1 reported once its sandbox was empty and may still be tearing the namespaces down:
     // reap it without waiting for that.
@@ -674,7 +645,6 @@ pub(crate) fn finish(
     start: Instant,
     kill: &dyn Fn(libc::pid_t),
     foreign: Option<OwnedFd>,
-    newroot: &Path,
 ) -> Result<Outcome, SandboxError> {
     let warm = foreign.is_some();
     // Without input the command reads EOF at once: the write end must not stay open here.
@@ -724,7 +694,7 @@ pub(crate) fn finish(
     if failure.len() == 12 && !interrupted {
         // The plan is rebuilt only to name the failed step (its words do not depend on where
         // the new root lives).
-        let steps = req.plan(newroot, warm).unwrap_or_default();
+        let steps = req.plan(Path::new("/"), warm).unwrap_or_default();
         return Err(decode_failure(&failure, &steps, &req.argv[0]));
     }
     if status.len() == 4 {

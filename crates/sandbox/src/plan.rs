@@ -131,8 +131,19 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) tmp_size: u64,
     pub(crate) pid_max: u64,
     /// Where the overlay's directories are reachable when not at their own paths (a warm
-    /// host's spare, which has already pivoted, reaches them through `/proc/self/fd`).
+    /// host's spare, which has already pivoted, reaches them through bind mounts).
     pub(crate) sources: Option<&'a Sources>,
+}
+
+impl PlanInput<'_> {
+    /// The overlay's workspace, layers, upper and work directories, as the plan's replayer
+    /// reaches them.
+    fn overlay_dirs(&self) -> (&Path, &[PathBuf], &Path, &Path) {
+        match self.sources {
+            Some(s) => (&s.workspace, &s.layers, &s.upper, &s.work),
+            None => (self.workspace, self.layers, self.upper, self.work),
+        }
+    }
 }
 
 /// The overlay's host directories, as a process that pivoted reaches them.
@@ -256,10 +267,7 @@ impl Builder<'_> {
         let Ok(rel) = abs.strip_prefix(input.workspace) else {
             return Ok(());
         };
-        let (ws, layers) = match input.sources {
-            Some(s) => (s.workspace.as_path(), s.layers.as_slice()),
-            None => (input.workspace, input.layers),
-        };
+        let (ws, layers, _, _) = input.overlay_dirs();
         let sources = std::iter::once(ws).chain(layers.iter().map(PathBuf::as_path));
         let Some(meta) = sources
             .filter_map(|s| std::fs::symlink_metadata(s.join(rel)).ok())
@@ -529,12 +537,8 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
             Mount::ReadOnly => b.bind_ro(abs, abs, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV)?,
             Mount::Workspace => {
                 b.mkdirs(abs)?;
-                let data = match input.sources {
-                    Some(s) => overlay_options(&s.workspace, &s.layers, &s.upper, &s.work)?,
-                    None => {
-                        overlay_options(input.workspace, input.layers, input.upper, input.work)?
-                    }
-                };
+                let (ws, layers, upper, work) = input.overlay_dirs();
+                let data = overlay_options(ws, layers, upper, work)?;
                 let dst = b.inside(abs);
                 b.push(
                     Op::Overlay {

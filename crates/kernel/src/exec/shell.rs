@@ -115,30 +115,13 @@ fn empty_dir(dir: &Path) -> std::io::Result<()> {
         Ok(rd) => {
             for entry in rd {
                 let path = entry?.path();
-                remove_any(&path)?;
+                airlock_sandbox::remove_tree(&path)?;
             }
             Ok(())
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(dir),
         Err(e) => Err(e),
     }
-}
-
-fn remove_any(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let md = std::fs::symlink_metadata(path)?;
-    if !md.is_dir() {
-        return std::fs::remove_file(path);
-    }
-    // A command may leave directories it cannot list (mode 000), and overlayfs leaves `work/work`
-    // that way: open them up first.
-    if md.permissions().mode() & 0o700 != 0o700 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
-    }
-    for entry in std::fs::read_dir(path)? {
-        remove_any(&entry?.path())?;
-    }
-    std::fs::remove_dir(path)
 }
 
 /// The session's scratch, ready for a run: empty `upper`/`work`, and `layer` holding exactly
@@ -213,12 +196,7 @@ pub(crate) fn home_binds() -> Vec<PathBuf> {
 /// guarded equivalent, with bash's own semantics and errors.
 fn direct_argv(args: &Value) -> Option<Vec<String>> {
     use std::os::unix::fs::PermissionsExt;
-    let argv: Vec<String> = args
-        .get("argv")?
-        .as_array()?
-        .iter()
-        .map(|a| a.as_str().map(str::to_string))
-        .collect::<Option<_>>()?;
+    let argv = crate::api::bash_argv(args)?;
     let name = argv.first()?;
     if name.contains('/') {
         return Some(argv);
