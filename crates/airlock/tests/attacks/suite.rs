@@ -617,7 +617,9 @@ fn a_fork_bomb_is_bounded_and_leaves_no_survivor() {
     );
 
     // The classic shell bomb: the guard refuses the command line; as a script it runs until
-    // the timeout, and nothing survives.
+    // the timeout, and nothing survives. The script then `exec`s its sleep: once the bomb has
+    // used up the process limit a forked `sleep` could fail, and dash would end the script
+    // (status 2) before the timeout this checks.
     let plain = fx.run(&[
         "--mode",
         "build",
@@ -633,7 +635,7 @@ fn a_fork_bomb_is_bounded_and_leaves_no_survivor() {
     let t = Instant::now();
     let o = fx.script_named(
         &format!("{tag}.sh"),
-        "b() { b | b & }; b; sleep 300\n",
+        "b() { b | b & }; b; exec sleep 300\n",
         Some(3),
     );
     assert_eq!(o.status.code(), Some(124), "{} {}", out(&o), err(&o));
