@@ -807,6 +807,71 @@ fn exec_runs_argv_as_a_program() {
     assert_eq!(json_line(&o)["stage"], "guard");
 }
 
+/// Under a warm host every command still gets its own net and uts namespaces: what one command
+/// does to its network (here: taking `lo` down, which root in the sandbox may) is gone for the
+/// next one.
+#[test]
+fn warm_runs_do_not_share_network_state() {
+    let (t, ws) = workspace();
+    let scratch = t.path().join("scratch");
+    let probe = "import fcntl, os, socket, struct, sys\n\
+                 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+                 def flags():\n\
+                 \x20   r = fcntl.ioctl(s, 0x8913, struct.pack('16sH22x', b'lo', 0))\n\
+                 \x20   return struct.unpack('16sH22x', r)[1]\n\
+                 def state():\n\
+                 \x20   return 'up' if flags() & 1 else 'down'\n\
+                 print(state())\n\
+                 if sys.argv[1] == 'down':\n\
+                 \x20   fcntl.ioctl(s, 0x8914, struct.pack('16sH22x', b'lo', flags() & ~1))\n\
+                 \x20   print('now', state())\n";
+    std::fs::write(ws.join("netprobe.py"), probe).unwrap();
+    let exec = |mode: &str| {
+        let o = airlock_cmd(
+            &ws,
+            &[
+                "--json",
+                "--mode",
+                "build",
+                "exec",
+                "--",
+                "python3",
+                "netprobe.py",
+                mode,
+            ],
+        )
+        .env("AIRLOCK_SANDBOX_HOST", "always")
+        .env("AIRLOCK_RUN_DIR", &scratch)
+        .output()
+        .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{} {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v = json_line(&o);
+        assert_eq!(v["warm_host"], true, "{v}");
+        let out = v["stdout"].as_str().unwrap().to_owned();
+        let words: Vec<String> = out.split_whitespace().map(str::to_owned).collect();
+        assert!(!words.is_empty(), "{out}");
+        words
+    };
+    let first = exec("down");
+    assert_eq!(first[0], "up", "{first:?}");
+    assert_eq!(
+        first[1..],
+        ["now", "down"],
+        "the probe could not change its network"
+    );
+    let second = exec("look");
+    assert_eq!(
+        second[0], "up",
+        "a command's network state reached the next: {second:?}"
+    );
+}
+
 /// A command run by a warm host dies with the airlock process that asked for it: killing the
 /// client (kill -9, no clean-up of its own) leaves nothing of the command running.
 #[test]

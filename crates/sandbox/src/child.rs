@@ -89,8 +89,8 @@ pub(crate) const KIND_STAGE: u32 = 2;
 /// Everything the child needs, prepared by the parent.
 pub(crate) struct ChildCtx<'a> {
     pub(crate) steps: &'a [Step],
-    /// Started by a warm host ([`crate::host`]): the user, net and uts namespaces and the base
-    /// steps exist already; only the run's steps are replayed.
+    /// Started by a warm host ([`crate::host`]): the user namespace and the base steps exist
+    /// already; only the run's steps are replayed.
     pub(crate) warm: bool,
     /// Steps before this index were already replayed (a warm host's spare prepares the run's
     /// mounts up to the workspace overlay ahead of the request).
@@ -348,9 +348,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
                 fail(ctx, crate::child::KIND_PLAN, i as u32, errno());
             }
         }
-        if !ctx.warm {
-            finish_namespaces(ctx);
-        }
+        finish_namespaces(ctx);
         if !ctx.pivoted && !pivot_into(ctx.newroot) {
             fail_stage(ctx, Stage::PivotRoot);
         }

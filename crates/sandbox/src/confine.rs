@@ -155,7 +155,8 @@ fn denied_syscalls() -> Vec<i64> {
         libc::SYS_syslog,
         libc::SYS_quotactl,
         libc::SYS_pidfd_getfd,
-        // The uts namespace outlives a command when a warm host runs it: its names are fixed.
+        // The names a run is given stay fixed (defence in depth: every run has its own uts
+        // namespace).
         libc::SYS_sethostname,
         libc::SYS_setdomainname,
     ];

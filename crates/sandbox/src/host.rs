@@ -1,12 +1,13 @@
 //! Warm sandbox hosts: the part of a sandbox that does not depend on the command, made once
 //! and kept, so that a run costs only its own mounts.
 //!
-//! Creating user, net and uts namespaces and building the base of the minimal root (system
-//! directories, the `/etc` allow-list, `/dev`) is most of a cold start. A host is a small
-//! detached process that does this once, then listens on a unix socket (in a 0700 directory of
-//! the caller's choosing, [`SandboxSpec::warm_host`]). For each run it receives the validated
-//! request and the run's pipes (`SCM_RIGHTS`), clones a PID 1 into fresh mount (a copy of its
-//! own), pid and ipc namespaces, and sends back that PID 1's pidfd. The PID 1 then does exactly
+//! Creating a user namespace and building the base of the minimal root (system directories,
+//! the `/etc` allow-list, `/dev`) is most of a cold start. A host is a small detached process
+//! that does this once, then listens on a unix socket (in a 0700 directory of the caller's
+//! choosing, [`SandboxSpec::warm_host`]). For each run it receives the validated request and
+//! the run's pipes (`SCM_RIGHTS`), clones a PID 1 into fresh mount (a copy of its own), pid,
+//! ipc, uts and net namespaces, and sends back that PID 1's pidfd. The next PID 1 is cloned
+//! ahead of its request (a spare), so creating those namespaces is off the caller's path. The PID 1 then does exactly
 //! what a cold one does after the base steps: the run's own `/tmp`, `/dev/shm`, `$HOME` and
 //! `/proc`, the workspace overlay, the masks, the read-only root, `pivot_root`, and the command
 //! under Landlock and seccomp ([`crate::child`]). The caller supervises it through the pidfd
@@ -562,18 +563,14 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     std::fs::write("/proc/self/setgroups", b"deny")?;
     std::fs::write("/proc/self/uid_map", format!("0 {uid} 1").as_bytes())?;
     std::fs::write("/proc/self/gid_map", format!("0 {gid} 1").as_bytes())?;
-    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+    // The host's own mount namespace holds the base; with the network off it keeps no network
+    // of its own either. Every run gets fresh namespaces besides ([`namespace::run_namespaces`]).
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
     if !network {
         flags |= libc::CLONE_NEWNET;
     }
     // SAFETY: as above.
     check(unsafe { libc::unshare(flags) }, "unshare")?;
-    if !crate::child::set_hostname() {
-        return Err(io::Error::last_os_error());
-    }
-    if !network && !crate::child::loopback_up() {
-        return Err(io::Error::last_os_error());
-    }
     let newroot = namespace::new_root_dir().map_err(io::Error::other)?;
     for step in crate::plan::build_base(newroot.path()).map_err(io::Error::other)? {
         if !crate::child::run_op(&step.op) {
@@ -715,7 +712,7 @@ impl Spare {
         };
         let (ctl, theirs) = UnixStream::pair()?;
         let (alive_r, alive_w) = namespace::pipe().map_err(io::Error::other)?;
-        let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::SIGCHLD;
+        let flags = namespace::run_namespaces(network) | libc::SIGCHLD;
         // SAFETY: a fork-like clone of this single-threaded host; the child runs spare_main,
         // which never returns.
         let pid = unsafe { libc::syscall(libc::SYS_clone, flags as libc::c_ulong, 0, 0, 0, 0) };

@@ -82,10 +82,10 @@
 //! # Warm hosts
 //!
 //! With [`SandboxSpec::warm_host`] set (and [`host::enable`]d by the program), a run goes
-//! through a per-session host process that keeps the user, net and uts namespaces and the base
-//! of the minimal root, and forks the next run's PID 1 (fresh mount, pid and ipc namespaces,
-//! prepared up to the workspace overlay) before its request arrives; see [`host`]. The runs it
-//! starts are confined exactly as cold ones.
+//! through a per-session host process that keeps the user namespace and the base of the minimal
+//! root, and forks the next run's PID 1 (fresh mount, pid, ipc, uts and net namespaces, prepared
+//! up to the workspace overlay) before its request arrives; see [`host`]. The runs it starts are
+//! confined exactly as cold ones.
 //!
 //! # Without kernel isolation
 //!

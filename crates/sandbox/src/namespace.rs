@@ -389,11 +389,22 @@ pub(crate) struct Launched {
     pub(crate) alive_w: OwnedFd,
 }
 
-/// Prepares everything the child needs and clones it. Cold (`warm == false`): fresh user,
-/// mount, pid, ipc, uts and net namespaces and the whole plan. Warm: from inside a host that
-/// holds the user, net and uts namespaces and has replayed the base steps under `newroot`; the
-/// clone takes fresh mount (a copy of the host's), pid and ipc namespaces, and replays the
-/// run's steps only.
+/// The namespaces every run gets fresh, cold or warm: mount, pid, ipc, uts and (network off)
+/// net. A warm host shares only its user namespace and its mount tree's base between runs.
+pub(crate) fn run_namespaces(network: bool) -> libc::c_int {
+    let mut flags =
+        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if !network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    flags
+}
+
+/// Prepares everything the child needs and clones it. Cold (`warm == false`): a fresh user
+/// namespace, the [`run_namespaces`] and the whole plan. Warm: from inside a host that holds
+/// the user namespace and has replayed the base steps under `newroot`; the clone takes the
+/// fresh [`run_namespaces`] (its mount namespace a copy of the host's) and replays the run's
+/// steps only.
 pub(crate) fn launch(
     req: &RunRequest,
     newroot: &Path,
@@ -402,12 +413,9 @@ pub(crate) fn launch(
 ) -> Result<Launched, SandboxError> {
     let (alive_r, alive_w) = pipe()?;
     let pid = with_child_ctx(req, newroot, warm, &io, alive_r.as_raw_fd(), None, |ctx| {
-        let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::SIGCHLD;
+        let mut flags = run_namespaces(req.network) | libc::SIGCHLD;
         if !warm {
-            flags |= libc::CLONE_NEWUSER | libc::CLONE_NEWUTS;
-            if !req.network {
-                flags |= libc::CLONE_NEWNET;
-            }
+            flags |= libc::CLONE_NEWUSER;
         }
         // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child
         // only executes child::init_main, which never returns and makes only
