@@ -872,6 +872,91 @@ fn warm_runs_do_not_share_network_state() {
     );
 }
 
+/// A new session's first command prunes the scratch of sessions idle for a day: stale scratch
+/// goes, with the leftovers of an interrupted prune; scratch that a run holds, recent scratch
+/// and anything not named like scratch stay.
+#[test]
+fn idle_session_scratch_is_pruned() {
+    let (t, ws) = workspace();
+    let scratch = t.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let two_days_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 24 * 3600);
+    let make = |name: &str| {
+        let d = scratch.join(name);
+        std::fs::create_dir_all(d.join("layer/src")).unwrap();
+        std::fs::write(d.join("layer/src/staged.txt"), "x").unwrap();
+        d
+    };
+    let age = |d: &Path| {
+        std::fs::File::open(d)
+            .unwrap()
+            .set_modified(two_days_ago)
+            .unwrap();
+    };
+    let stale = make("0123456789abcdef");
+    let held = make("aaaaaaaaaaaaaaaa");
+    let recent = make("fedcba9876543210");
+    let foreign = make("not-airlock-scratch");
+    let leftover = make(".pruning-1111111111111111");
+    // A run in progress holds its scratch's lock shared (however old the directory looks).
+    let lock = std::fs::File::create(held.join("in-use.lock")).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockShared).unwrap();
+    for d in [&stale, &held, &foreign] {
+        age(d);
+    }
+
+    let o = airlock_cmd(
+        &ws,
+        &[
+            "--mode",
+            "build",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo hi > a.txt",
+        ],
+    )
+    .env("AIRLOCK_RUN_DIR", &scratch)
+    .env("AIRLOCK_SANDBOX_HOST", "off")
+    .output()
+    .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!stale.exists(), "idle scratch was kept");
+    assert!(!leftover.exists(), "an interrupted prune was not finished");
+    assert!(
+        held.join("layer/src/staged.txt").exists(),
+        "scratch in use was removed"
+    );
+    assert!(recent.join("layer/src/staged.txt").exists());
+    assert!(foreign.join("layer/src/staged.txt").exists());
+    // The session's own scratch was made, and its use marks it as recent.
+    let mut own: Vec<_> = std::fs::read_dir(&scratch)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| {
+            ![held.clone(), recent.clone(), foreign.clone()]
+                .iter()
+                .any(|p| p.file_name().unwrap() == n.as_str())
+        })
+        .collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    let own = scratch.join(own.pop().unwrap());
+    let age = std::fs::metadata(&own)
+        .unwrap()
+        .modified()
+        .unwrap()
+        .elapsed()
+        .unwrap();
+    assert!(age < std::time::Duration::from_secs(600), "{age:?}");
+    drop(lock);
+}
+
 /// A command run by a warm host dies with the airlock process that asked for it: killing the
 /// client (kill -9, no clean-up of its own) leaves nothing of the command running.
 #[test]

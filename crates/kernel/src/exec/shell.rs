@@ -51,6 +51,106 @@ pub(crate) struct SessionScratch {
     pub(crate) layer: PathBuf,
     pub(crate) upper: PathBuf,
     pub(crate) work: PathBuf,
+    /// A shared lock on [`IN_USE`] for as long as the run lasts: pruning passes it by.
+    _in_use: std::fs::File,
+}
+
+/// Held (shared) by every run in a session's scratch directory; pruning takes it exclusively.
+const IN_USE: &str = "in-use.lock";
+
+/// Scratch directories of sessions that ran no command for this long are removed when another
+/// session makes its scratch. They hold only derived data (empty overlay directories, the
+/// cached staged layer, an idle host's socket).
+const SCRATCH_MAX_IDLE: Duration = Duration::from_secs(24 * 3600);
+
+/// Prefix a scratch directory is renamed to before it is removed (an interrupted removal is
+/// finished by the next prune).
+const PRUNING: &str = ".pruning-";
+
+/// A session's scratch directory name: 16 lowercase hex digits.
+fn is_scratch_name(name: &std::ffi::OsStr) -> bool {
+    let b = name.as_bytes();
+    b.len() == 16 && b.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Takes `path`'s flock without waiting; a missing file is a free lock. `None`: held by someone.
+fn try_lock_exclusive(path: &Path) -> Option<Option<std::fs::File>> {
+    match std::fs::OpenOptions::new().read(true).open(path) {
+        Ok(f) => {
+            match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => Some(Some(f)),
+                Err(_) => None,
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(None),
+        Err(_) => None,
+    }
+}
+
+/// Removes the scratch directories under `base` idle for `max_idle` or longer, except `keep`
+/// and any that a run (shared [`IN_USE`] lock) or a live warm host (`host.sock.lock`) holds.
+/// Best effort: whatever cannot be removed now is left for a later prune.
+pub(crate) fn prune_idle_scratch(base: &Path, keep: &Path, max_idle: Duration) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let (path, name) = (entry.path(), entry.file_name());
+        if path == keep {
+            continue;
+        }
+        let leftover = name.as_bytes().starts_with(PRUNING.as_bytes());
+        let Ok(md) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !md.is_dir() || !(leftover || is_scratch_name(&name)) {
+            continue;
+        }
+        if leftover {
+            let _ = airlock_sandbox::remove_tree(&path);
+            continue;
+        }
+        let idle = md
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default();
+        if idle < max_idle {
+            continue;
+        }
+        let (Some(_run), Some(_host)) = (
+            try_lock_exclusive(&path.join(IN_USE)),
+            try_lock_exclusive(&path.join("host.sock.lock")),
+        ) else {
+            continue;
+        };
+        let mut doomed = OsString::from(PRUNING);
+        doomed.push(&name);
+        let doomed = base.join(doomed);
+        if std::fs::rename(&path, &doomed).is_ok() {
+            tracing::info!(dir = %path.display(), "removing idle sandbox scratch");
+            let _ = airlock_sandbox::remove_tree(&doomed);
+        }
+    }
+}
+
+/// Opens `dir`'s [`IN_USE`] lock shared, creating it; `None` if `dir` was pruned meanwhile
+/// (the lock file at that path is no longer the one locked).
+fn lock_in_use(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::MetadataExt;
+    let path = dir.join(IN_USE);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared)?;
+    let held = f.metadata()?;
+    Ok(match std::fs::metadata(&path) {
+        Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => Some(f),
+        _ => None,
+    })
 }
 
 impl SessionScratch {
@@ -137,20 +237,40 @@ pub(crate) fn prepare_session_run(
     key.update(b"\0");
     key.update(k.session().as_bytes());
     let dir = base.join(&key.finalize().to_hex()[..16]);
+    let io = |what: &str, p: &Path, e: std::io::Error| {
+        format!("cannot prepare the sandbox's {what} `{}`: {e}", p.display())
+    };
+    // A directory pruned between its creation and its lock is made again (twice at most: a
+    // prune only takes directories idle for a day).
+    let mut attempts = 0;
+    let in_use = loop {
+        attempts += 1;
+        match std::fs::create_dir(&dir) {
+            Ok(()) => prune_idle_scratch(&base, &dir, SCRATCH_MAX_IDLE),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("scratch directory", &dir, e)),
+        }
+        match lock_in_use(&dir).map_err(|e| io("scratch lock", &dir, e))? {
+            Some(f) => break f,
+            None if attempts < 3 => continue,
+            None => {
+                return Err(io(
+                    "scratch directory",
+                    &dir,
+                    std::io::Error::other("removed while in use"),
+                ));
+            }
+        }
+    };
+    // The directory's mtime is its last use: pruning measures idleness by it.
+    let _ = std::fs::File::open(&dir).and_then(|d| d.set_modified(std::time::SystemTime::now()));
     let scratch = SessionScratch {
         layer: dir.join("layer"),
         upper: dir.join("upper"),
         work: dir.join("work"),
         dir,
+        _in_use: in_use,
     };
-    let io = |what: &str, p: &Path, e: std::io::Error| {
-        format!("cannot prepare the sandbox's {what} `{}`: {e}", p.display())
-    };
-    match std::fs::create_dir(&scratch.dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io("scratch directory", &scratch.dir, e)),
-    }
     scratch
         .clear_run_dirs()
         .map_err(|e| io("overlay directories", &scratch.upper, e))?;
