@@ -808,42 +808,35 @@ fn exec_runs_argv_as_a_program() {
 }
 
 /// Under a warm host every command still gets its own net and uts namespaces: what one command
-/// does to its network (here: taking `lo` down, which root in the sandbox may) is gone for the
-/// next one.
+/// does to its network (here: changing `lo`'s MTU and taking it down, which root in the
+/// sandbox may) is gone for the next one, whether the host prepared that run's PID 1 ahead
+/// (a spare) or had to clone it on request.
 #[test]
 fn warm_runs_do_not_share_network_state() {
     let (t, ws) = workspace();
     let scratch = t.path().join("scratch");
     let probe = "import fcntl, os, socket, struct, sys\n\
                  s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
-                 def flags():\n\
-                 \x20   r = fcntl.ioctl(s, 0x8913, struct.pack('16sH22x', b'lo', 0))\n\
-                 \x20   return struct.unpack('16sH22x', r)[1]\n\
+                 def req(code, value):\n\
+                 \x20   r = fcntl.ioctl(s, code, struct.pack('16si20x', b'lo', value))\n\
+                 \x20   return struct.unpack('16si20x', r)[1]\n\
                  def state():\n\
-                 \x20   return 'up' if flags() & 1 else 'down'\n\
+                 \x20   up = 'up' if req(0x8913, 0) & 1 else 'down'\n\
+                 \x20   return up + '/' + str(req(0x8921, 0))\n\
                  print(state())\n\
                  if sys.argv[1] == 'down':\n\
-                 \x20   fcntl.ioctl(s, 0x8914, struct.pack('16sH22x', b'lo', flags() & ~1))\n\
+                 \x20   req(0x8922, 1280)\n\
+                 \x20   req(0x8914, req(0x8913, 0) & ~1)\n\
                  \x20   print('now', state())\n";
     std::fs::write(ws.join("netprobe.py"), probe).unwrap();
-    let exec = |mode: &str| {
-        let o = airlock_cmd(
-            &ws,
-            &[
-                "--json",
-                "--mode",
-                "build",
-                "exec",
-                "--",
-                "python3",
-                "netprobe.py",
-                mode,
-            ],
-        )
-        .env("AIRLOCK_SANDBOX_HOST", "always")
-        .env("AIRLOCK_RUN_DIR", &scratch)
-        .output()
-        .unwrap();
+    let home = t.path().join("home");
+    let run = |args: &[&str]| {
+        let o = airlock_cmd(&ws, args)
+            .env("HOME", &home)
+            .env("AIRLOCK_SANDBOX_HOST", "always")
+            .env("AIRLOCK_RUN_DIR", &scratch)
+            .output()
+            .unwrap();
         assert_eq!(
             o.status.code(),
             Some(0),
@@ -851,24 +844,51 @@ fn warm_runs_do_not_share_network_state() {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
+        o
+    };
+    let probe = |mode: &str| {
+        let o = run(&[
+            "--json",
+            "--mode",
+            "build",
+            "exec",
+            "--",
+            "python3",
+            "netprobe.py",
+            mode,
+        ]);
         let v = json_line(&o);
         assert_eq!(v["warm_host"], true, "{v}");
         let out = v["stdout"].as_str().unwrap().to_owned();
-        let words: Vec<String> = out.split_whitespace().map(str::to_owned).collect();
-        assert!(!words.is_empty(), "{out}");
-        words
+        out.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
     };
-    let first = exec("down");
-    assert_eq!(first[0], "up", "{first:?}");
+    let fresh = probe("down");
+    assert_eq!(fresh[0], "up/65536", "{fresh:?}");
     assert_eq!(
-        first[1..],
-        ["now", "down"],
+        fresh[1..],
+        ["now", "down/1280"],
         "the probe could not change its network"
     );
-    let second = exec("look");
+    let next = probe("look");
     assert_eq!(
-        second[0], "up",
-        "a command's network state reached the next: {second:?}"
+        next,
+        [fresh[0].clone()],
+        "a command's network state reached the next"
+    );
+
+    // A toolchain directory appearing in (then leaving) the home directory changes the next
+    // run's home binds: such a run does not fit the spare prepared for the previous one's
+    // shape, and the host clones its PID 1 on request.
+    std::fs::create_dir_all(home.join(".npm")).unwrap();
+    assert_eq!(probe("down")[1..], ["now", "down/1280"]);
+    std::fs::remove_dir(home.join(".npm")).unwrap();
+    let next = probe("look");
+    assert_eq!(
+        next,
+        [fresh[0].clone()],
+        "a command's network state reached the next"
     );
 }
 

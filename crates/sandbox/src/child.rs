@@ -97,6 +97,9 @@ pub(crate) struct ChildCtx<'a> {
     pub(crate) first_step: usize,
     /// Already pivoted into the new root (a prepared spare): no `pivot_root` here.
     pub(crate) pivoted: bool,
+    /// The hostname and loopback of this run's fresh namespaces are set already (a spare does
+    /// it ahead of its request).
+    pub(crate) namespaces_ready: bool,
     pub(crate) newroot: &'a CStr,
     pub(crate) uid_map: &'a CStr,
     pub(crate) gid_map: &'a CStr,
@@ -348,7 +351,9 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
                 fail(ctx, crate::child::KIND_PLAN, i as u32, errno());
             }
         }
-        finish_namespaces(ctx);
+        if !ctx.namespaces_ready {
+            finish_namespaces(ctx);
+        }
         if !ctx.pivoted && !pivot_into(ctx.newroot) {
             fail_stage(ctx, Stage::PivotRoot);
         }

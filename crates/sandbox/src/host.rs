@@ -876,6 +876,11 @@ fn spare_main(
             libc::_exit(0);
         }
     }
+    // This PID 1's own uts and net namespaces, made ready before anyone waits for them.
+    if !crate::child::set_hostname() || (!network && !crate::child::loopback_up()) {
+        // SAFETY: exiting a process that has nothing to clean up (the host launches the run).
+        unsafe { libc::_exit(0) }
+    }
     let prepared = match predicted {
         Some(p) => match prepare_ahead(p, newroot) {
             Some(prep) => Some(prep),
@@ -898,6 +903,7 @@ fn spare_main(
     let result: Result<(), SandboxError> = namespace::with_child_ctx(
         &req,
         newroot,
+        true,
         true,
         &io,
         alive_r.as_raw_fd(),

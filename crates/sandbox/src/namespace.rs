@@ -412,32 +412,41 @@ pub(crate) fn launch(
     io: ChildIo,
 ) -> Result<Launched, SandboxError> {
     let (alive_r, alive_w) = pipe()?;
-    let pid = with_child_ctx(req, newroot, warm, &io, alive_r.as_raw_fd(), None, |ctx| {
-        let mut flags = run_namespaces(req.network) | libc::SIGCHLD;
-        if !warm {
-            flags |= libc::CLONE_NEWUSER;
-        }
-        // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child
-        // only executes child::init_main, which never returns and makes only
-        // async-signal-safe calls on data prepared by with_child_ctx.
-        let pid = unsafe {
-            libc::syscall(
-                libc::SYS_clone,
-                flags as libc::c_ulong,
-                0usize,
-                0usize,
-                0usize,
-                0usize,
-            )
-        };
-        if pid == 0 {
-            child::init_main(ctx);
-        }
-        if pid < 0 {
-            return Err(SandboxError::sys("clone into new namespaces"));
-        }
-        Ok(pid as libc::pid_t)
-    })?;
+    let pid = with_child_ctx(
+        req,
+        newroot,
+        warm,
+        false,
+        &io,
+        alive_r.as_raw_fd(),
+        None,
+        |ctx| {
+            let mut flags = run_namespaces(req.network) | libc::SIGCHLD;
+            if !warm {
+                flags |= libc::CLONE_NEWUSER;
+            }
+            // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child
+            // only executes child::init_main, which never returns and makes only
+            // async-signal-safe calls on data prepared by with_child_ctx.
+            let pid = unsafe {
+                libc::syscall(
+                    libc::SYS_clone,
+                    flags as libc::c_ulong,
+                    0usize,
+                    0usize,
+                    0usize,
+                    0usize,
+                )
+            };
+            if pid == 0 {
+                child::init_main(ctx);
+            }
+            if pid < 0 {
+                return Err(SandboxError::sys("clone into new namespaces"));
+            }
+            Ok(pid as libc::pid_t)
+        },
+    )?;
     drop(io);
     drop(alive_r);
     crate::timing::mark("sandbox: cloned");
@@ -452,6 +461,7 @@ pub(crate) fn with_child_ctx<T>(
     req: &RunRequest,
     newroot: &Path,
     warm: bool,
+    namespaces_ready: bool,
     io: &ChildIo,
     alive_r: RawFd,
     prepared: Option<&Prepared>,
@@ -571,6 +581,7 @@ pub(crate) fn with_child_ctx<T>(
         warm,
         first_step,
         pivoted: prepared.is_some(),
+        namespaces_ready,
         newroot: &newroot_c,
         uid_map: &uid_map,
         gid_map: &gid_map,
