@@ -432,7 +432,22 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 }
             }
         }
-        _ => Wrap::No,
+        _ => match alias_of(name) {
+            Some(prepend) => Wrap::Run {
+                start: 0,
+                prepend: prepend.iter().map(|w| Arg::literal(*w)).collect(),
+            },
+            None => Wrap::No,
+        },
+    }
+}
+
+/// Programs that are another command under a package name: `rimraf X` is `rm -rf X`.
+fn alias_of(name: &str) -> Option<&'static [&'static str]> {
+    match program_name(name) {
+        "rimraf" | "del-cli" | "trash-cli" => Some(&["rm", "-rf"]),
+        "shx" => Some(&[]),
+        _ => None,
     }
 }
 

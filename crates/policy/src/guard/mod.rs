@@ -1,7 +1,9 @@
 //! The Bash Guard: parse a shell script with a real bash parser (brush-parser), normalise its
 //! words (quotes, escapes, `$'…'`, variables assigned earlier, trivially static substitutions),
 //! walk every command the script can run — through pipelines, lists, compound commands,
-//! substitutions, `bash -c` / `eval` strings, wrappers, `xargs`, `find -exec` and `parallel` —
+//! substitutions, `bash -c` / `eval` strings, wrappers, `xargs`, `find -exec`, `parallel` and
+//! the commands other commands carry in their arguments (ssh's remote command, tar's program
+//! options, git's command-valued configuration, tmux, `at`, `docker exec`, editor escapes) —
 //! and deny the dangerous families with a stable rule id (CLI.md).
 //!
 //! Invariants: [`evaluate`] is pure and never panics; anything the guard cannot understand

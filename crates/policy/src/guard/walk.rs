@@ -682,6 +682,13 @@ impl Walker {
             self.extra_separators.sort_unstable();
             self.extra_separators.dedup();
         }
+        // `GIT_SSH_COMMAND='…' git fetch`: a variable programs run as a command line.
+        if rules::carried::runs_as_command(name) && !var.unknown {
+            for v in var.values.clone() {
+                let shown = shorten(&format!("{name}={v}"));
+                self.run_code(&Arg::literal(v), &Input::Inherited, &shown);
+            }
+        }
         if !permanent {
             return;
         }

@@ -520,7 +520,13 @@ fn stdin_downloads(stdin: &Input) -> bool {
 }
 
 /// A shell or `source` running the file `script`.
-fn run_file(w: &mut Walker, script: &Arg, stdin: &Input, shown: &str, is_shell: bool) -> Output {
+pub(super) fn run_file(
+    w: &mut Walker,
+    script: &Arg,
+    stdin: &Input,
+    shown: &str,
+    is_shell: bool,
+) -> Output {
     if let Some(out) = &script.proc_sub {
         let as_input = stream_input(out);
         return run_stdin(w, &as_input, shown, is_shell);
@@ -568,7 +574,7 @@ fn run_file(w: &mut Walker, script: &Arg, stdin: &Input, shown: &str, is_shell: 
 }
 
 /// A shell (`is_shell`) or interpreter reading its program from standard input.
-fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bool) -> Output {
+pub(super) fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bool) -> Output {
     match stdin {
         Input::Inherited => Output::unknown(),
         Input::Static(text) => {

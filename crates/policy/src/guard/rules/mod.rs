@@ -2,6 +2,7 @@
 //! leaves behind for the rest of the walk: its output (static text, downloads, file contents),
 //! the working directory, variables.
 
+pub(crate) mod carried;
 mod code;
 mod destruction;
 mod env_dump;
@@ -118,6 +119,7 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
     destruction::check(w, &name, args, stdin, &shown);
     env_dump::check(w, &name, args, &shown);
     exfiltration::check(w, &name, args, stdin, &shown);
+    carried::check(w, &name, args, stdin, &shown);
     if let Some(out) = code::check(w, &name, argv, stdin, &shown) {
         return out;
     }
@@ -258,6 +260,9 @@ fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
                         continue;
                     }
                     let value = if a.dynamic { None } else { Some(v.to_owned()) };
+                    if carried::runs_as_command(n) && !a.dynamic {
+                        w.run_code(&Arg::literal(v), &Input::Inherited, &display_argv(args));
+                    }
                     w.set_var(n.trim_end_matches('+'), value);
                 }
             }
