@@ -188,6 +188,17 @@ pub(crate) enum Wrap {
     Inspect,
 }
 
+/// Commands that change the root directory or enter namespaces, where the command they run
+/// holds rights the agent does not: what each does, for the denial.
+pub(crate) fn changes_root(name: &str) -> Option<&'static str> {
+    match name {
+        "chroot" => Some("runs a command under another root directory, which needs root"),
+        "nsenter" => Some("runs a command inside another process's namespaces"),
+        "unshare" => Some("runs a command in new namespaces, as root inside them"),
+        _ => None,
+    }
+}
+
 /// Commands that raise privileges.
 pub(crate) fn is_privilege(name: &str) -> bool {
     matches!(
@@ -209,6 +220,10 @@ fn run_at(parsed: &Parsed<'_>, args_len: usize) -> Wrap {
 
 /// Unwrap one wrapper level: `name` with its arguments `args`.
 pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
+    let asks_info = |a: &Arg| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V");
+    if changes_root(name).is_some() && args.first().is_some_and(asks_info) {
+        return Wrap::Inspect;
+    }
     match name {
         "env" => {
             let spec = Spec::posix("uCSP", &["unset", "chdir", "split-string"]);
@@ -295,6 +310,39 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
             run_at(&parse_args(args, &Spec::posix("", &[])), args.len())
         }
         "exec" => run_at(&parse_args(args, &Spec::posix("a", &[])), args.len()),
+        // `chroot [--userspec=U:G] NEWROOT [cmd …]`
+        "chroot" => {
+            let parsed = parse_args(args, &Spec::posix("", &["userspec", "groups"]));
+            after_first_operand(parsed.rest, args.len())
+        }
+        "nsenter" => run_at(
+            &parse_args(
+                args,
+                &Spec::posix("tSGe", &["target", "setuid", "setgid", "env"]),
+            ),
+            args.len(),
+        ),
+        "unshare" => run_at(
+            &parse_args(
+                args,
+                &Spec::posix(
+                    "SGRwl",
+                    &[
+                        "setuid",
+                        "setgid",
+                        "root",
+                        "wd",
+                        "propagation",
+                        "setgroups",
+                        "map-user",
+                        "map-group",
+                        "map-users",
+                        "map-groups",
+                    ],
+                ),
+            ),
+            args.len(),
+        ),
         // `npx node -e …`: the package's program runs with the remaining words.
         "npx" | "pnpx" | "bunx" => {
             let parsed = parse_args(args, &Spec::posix("pc", &["package", "call"]));

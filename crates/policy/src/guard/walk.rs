@@ -14,7 +14,7 @@ use brush_parser::word::{
     TildeExpr, WordPiece, WordPieceWithSource,
 };
 
-use super::command::{Wrap, is_privilege, program_name, unwrap};
+use super::command::{Wrap, changes_root, is_privilege, program_name, unwrap};
 use super::normalize::{Arg, Input, Output, Taint, decode_ansi_c, display_argv, shorten};
 use super::parse;
 use super::rules;
@@ -815,6 +815,12 @@ impl Walker {
                     Family::Privilege,
                     format!("`{shown}` runs a command with raised privileges."),
                 );
+            }
+            if let Some(what) = changes_root(&name)
+                && wrap != Wrap::Inspect
+            {
+                let shown = display_argv(&argv);
+                self.deny(Family::Privilege, format!("`{shown}` {what}."));
             }
             match wrap {
                 Wrap::No => break,

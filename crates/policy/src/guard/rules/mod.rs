@@ -7,6 +7,7 @@ mod code;
 mod destruction;
 mod env_dump;
 mod exfiltration;
+mod privilege;
 pub(crate) mod target;
 
 use super::Family;
@@ -120,6 +121,7 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
     env_dump::check(w, &name, args, &shown);
     exfiltration::check(w, &name, args, stdin, &shown);
     carried::check(w, &name, args, stdin, &shown);
+    privilege::check(w, &name, args, &shown);
     if let Some(out) = code::check(w, &name, argv, stdin, &shown) {
         return out;
     }
@@ -210,6 +212,12 @@ pub(crate) fn check_redirect(w: &mut Walker, path: &str, reads: bool, writes: bo
         w.deny(
             Family::Exfiltration,
             format!("The redirect to `{path}` opens a network connection."),
+        );
+    }
+    if writes && privilege::grants_root(path) {
+        w.deny(
+            Family::Privilege,
+            format!("The redirect to `{path}` rewrites a file that decides who is root."),
         );
     }
     if writes && target::is_device(path) {
