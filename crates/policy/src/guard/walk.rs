@@ -605,7 +605,11 @@ impl Walker {
                         kind,
                         ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::DuplicateInput
                     );
-                    rules::check_redirect(self, &path, reads, writes);
+                    let truncates = matches!(
+                        kind,
+                        ast::IoFileRedirectKind::Write | ast::IoFileRedirectKind::Clobber
+                    );
+                    rules::check_redirect(self, &path, reads, writes, truncates);
                     if reads && fd.unwrap_or(0) == 0 {
                         *stdin = Input::File(path.clone());
                     }
@@ -616,9 +620,9 @@ impl Walker {
                         *out_file = Some(path);
                     }
                 }
-                ast::IoRedirect::OutputAndError(w, _) => {
+                ast::IoRedirect::OutputAndError(w, append) => {
                     let arg = self.expand_single(&w.value);
-                    rules::check_redirect(self, &arg.text, false, true);
+                    rules::check_redirect(self, &arg.text, false, true, !append);
                     *out_file = Some(arg.text);
                 }
                 ast::IoRedirect::HereDocument(fd, doc) => {

@@ -1,17 +1,26 @@
 //! `destruction`: recursive or forced removal of the root, home, workspace, parent or `.git`;
 //! `find -delete`/`-exec rm` on such roots; filesystem creation and raw writes to disks;
-//! shredding; recursive permission changes on system or home directories; `git clean -fdx`.
+//! shredding; recursive permission changes on system or home directories; `git clean -fdx`;
+//! deleting, truncating or replacing the user's own files in the home directory (`rm
+//! ~/.gitconfig`, `> ~/.bash_history`); signalling every process (`kill -9 -1`, `pkill -u
+//! root`, `killall5`); `crontab -r`.
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args};
 use super::super::normalize::{Arg, Input};
 use super::super::walk::Walker;
-use super::target::{Target, classify, is_device};
+use super::target::{Target, classify, home_file, is_device};
 
 pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, shown: &str) {
     match name {
-        "rm" => {
+        "rm" | "unlink" => {
             let p = parse_args(args, &Spec::gnu("", &[]));
+            if deletes_home_file(w, &p.operands, "deletes", shown) {
+                return;
+            }
+            if name == "unlink" {
+                return;
+            }
             let recursive = p.has('r', "recursive") || p.has_short('R');
             let force = p.has('f', "force");
             if !(recursive || force) {
@@ -33,6 +42,102 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
             }
         }
         "git" => git(w, args, shown),
+        "ln" => {
+            // `ln -sf /dev/null ~/.bash_history` replaces the file.
+            let p = parse_args(args, &Spec::gnu("St", &["suffix", "target-directory"]));
+            if p.has('f', "force") && p.operands.len() >= 2 {
+                let dest = p.operands.last().copied().into_iter().collect::<Vec<_>>();
+                deletes_home_file(w, &dest, "replaces", shown);
+            }
+        }
+        "kill" => {
+            // The signal comes first (`-9`, `-KILL`, `-s KILL`, `-n 9`); then the pids, where
+            // `-1` is every process the user may signal.
+            let mut i = 0;
+            match args.first().map(|a| a.text.as_str()) {
+                Some("-s" | "-n") => i = 2,
+                Some("--") => i = 1,
+                Some(t) if t.starts_with('-') && t != "-l" && t != "-L" => i = 1,
+                _ => {}
+            }
+            if args.get(i).is_some_and(|a| a.text == "--") {
+                i += 1;
+            }
+            if args
+                .get(i..)
+                .unwrap_or_default()
+                .iter()
+                .any(|a| a.text == "-1")
+            {
+                w.deny(
+                    Family::Destruction,
+                    format!("`{shown}` signals every process the user may signal."),
+                );
+            }
+        }
+        "killall5" => w.deny(
+            Family::Destruction,
+            format!("`{shown}` kills every process on the system."),
+        ),
+        "pkill" | "killall" => {
+            let p = parse_args(
+                args,
+                &Spec::gnu(
+                    "sugUGPtFnoeOcy",
+                    &[
+                        "signal",
+                        "euid",
+                        "uid",
+                        "group",
+                        "parent",
+                        "terminal",
+                        "pidfile",
+                        "session",
+                        "older-than",
+                        "younger-than",
+                        "user",
+                        "context",
+                        "ns",
+                        "nslist",
+                    ],
+                ),
+            );
+            let root_user = p
+                .values(Some('u'), &["euid", "user", "uid"])
+                .chain(p.values(Some('U'), &[]))
+                .any(|u| u.split(',').any(|u| u == "root" || u == "0"));
+            let regex = name == "pkill" || p.has('r', "regexp");
+            let everything = p.operands.is_empty()
+                || (regex && p.operands.iter().any(|a| matches_everything(&a.text)));
+            let narrowed = p.has_short('P')
+                || p.has_short('t')
+                || p.has_short('F')
+                || p.has_short('s')
+                || p.has_short('g')
+                || p.has_short('n')
+                || p.has_short('o')
+                || p.has_long("parent")
+                || p.has_long("pidfile");
+            if root_user
+                || (everything
+                    && !narrowed
+                    && (!p.operands.is_empty() || p.has('u', "user") || p.has_short('U')))
+            {
+                w.deny(
+                    Family::Destruction,
+                    format!("`{shown}` kills every process of a user or of the system."),
+                );
+            }
+        }
+        "crontab" => {
+            let p = parse_args(args, &Spec::gnu("u", &[]));
+            if p.has_short('r') {
+                w.deny(
+                    Family::Destruction,
+                    format!("`{shown}` removes the user's crontab without a backup."),
+                );
+            }
+        }
         "find" => {
             let parts = FindParts::parse(args);
             let deletes = parts.delete
@@ -144,6 +249,26 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
             }
         }
         "cp" | "tee" | "truncate" | "install" => {
+            if name == "truncate" {
+                let p = parse_args(args, &Spec::gnu("sr", &["size", "reference"]));
+                if deletes_home_file(w, &p.operands, "truncates", shown) {
+                    return;
+                }
+            }
+            if name == "tee" && !args.iter().any(|a| a.text == "-a" || a.text == "--append") {
+                let p = parse_args(args, &Spec::gnu("", &[]));
+                if deletes_home_file(w, &p.operands, "overwrites", shown) {
+                    return;
+                }
+            }
+            if name == "cp" {
+                let p = parse_args(args, &Spec::gnu("St", &["suffix", "target-directory"]));
+                let empties = p.operands.len() == 2
+                    && matches!(p.operands[0].text.as_str(), "/dev/null" | "/dev/zero");
+                if empties && deletes_home_file(w, &p.operands[1..], "empties", shown) {
+                    return;
+                }
+            }
             let p = parse_args(
                 args,
                 &Spec::gnu(
@@ -215,6 +340,29 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
         }
         _ => {}
     }
+}
+
+/// Deny when an operand is a file the user keeps in the home directory; `how` is the verb.
+fn deletes_home_file(w: &mut Walker, operands: &[&Arg], how: &str, shown: &str) -> bool {
+    for op in operands {
+        if let Some(path) = home_file(&op.text, &w.cwd) {
+            w.deny(
+                Family::Destruction,
+                format!(
+                    "`{shown}` {how} `{path}`, a file in the home directory outside the workspace."
+                ),
+            );
+            return true;
+        }
+    }
+    false
+}
+
+/// A process-name regex that matches every name: `.`, `.*`, `^`, `''`.
+fn matches_everything(pattern: &str) -> bool {
+    let core = pattern.trim_start_matches('^').trim_end_matches('$');
+    core.chars().all(|c| matches!(c, '.' | '*' | '+' | '?'))
+        && (core.is_empty() || core.contains('.'))
 }
 
 /// git's global options before the subcommand.

@@ -207,7 +207,19 @@ fn check_path_word(w: &mut Walker, text: &str, shown: &str) {
 }
 
 /// A redirect target: network pseudo-files, devices, process environments.
-pub(crate) fn check_redirect(w: &mut Walker, path: &str, reads: bool, writes: bool) {
+pub(crate) fn check_redirect(
+    w: &mut Walker,
+    path: &str,
+    reads: bool,
+    writes: bool,
+    truncates: bool,
+) {
+    if truncates && let Some(file) = target::home_file(path, &w.cwd) {
+        w.deny(
+            Family::Destruction,
+            format!("The redirect to `{path}` empties `{file}`, a file in the home directory outside the workspace."),
+        );
+    }
     if is_dev_net(path) {
         w.deny(
             Family::Exfiltration,

@@ -297,6 +297,84 @@ fn classify_workspace(comps: &[String], up: usize, at_root: bool) -> Option<Targ
     }
 }
 
+/// Home directories that hold the user's credentials and documents: any file under them is
+/// the user's, not the workspace's.
+const HOME_PRIVATE_DIRS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".kube",
+    ".docker",
+    ".azure",
+    ".gcloud",
+    ".password-store",
+    "Documents",
+    "Desktop",
+];
+
+/// A file the user keeps in the home directory, outside the workspace: a top-level dotfile
+/// (`~/.bashrc`, `~/.gitconfig`, `~/.bash_history`) that is not a cache or a toolchain
+/// directory, or anything under a credentials directory (`~/.ssh/id_rsa`). Returns the path
+/// as shown in the denial.
+pub(crate) fn home_file(text: &str, cwd: &Cwd) -> Option<String> {
+    let comps: Vec<String> = if text == "~" || text.starts_with("~/") {
+        let (comps, up) = resolve(&[], &text[1..]);
+        if up > 0 {
+            return None;
+        }
+        comps
+    } else if let Some(r) = text.strip_prefix('/') {
+        let (comps, _) = resolve(&[], r);
+        match comps.as_slice() {
+            [h, _user, rest @ ..] if h == "home" || h == "Users" => rest.to_vec(),
+            [r, rest @ ..] if r == "root" => rest.to_vec(),
+            _ => return None,
+        }
+    } else if let Cwd::Home(start) = cwd {
+        if text.starts_with('~') {
+            return None;
+        }
+        let (comps, up) = resolve(start, text);
+        if up > 0 {
+            return None;
+        }
+        comps
+    } else {
+        return None;
+    };
+    let first = comps.first()?;
+    let regenerated = first.contains("cache")
+        || matches!(
+            first.as_str(),
+            ".npm"
+                | ".yarn"
+                | ".pnpm-store"
+                | ".m2"
+                | ".gradle"
+                | ".cargo"
+                | ".rustup"
+                | ".nvm"
+                | ".bun"
+                | ".deno"
+                | ".pyenv"
+                | ".node-gyp"
+                | ".pub-cache"
+                | ".nuget"
+                | ".ivy2"
+                | ".sbt"
+                | ".conda"
+                | ".local"
+                | ".config"
+                | ".vscode-server"
+                | ".ipython"
+                | ".jupyter"
+                | ".Trash"
+        );
+    let private = HOME_PRIVATE_DIRS.contains(&first.as_str()) && comps.len() > 1;
+    let dotfile = comps.len() == 1 && first.starts_with('.') && first.len() > 1 && !regenerated;
+    (private || dotfile).then(|| format!("~/{}", comps.join("/")))
+}
+
 /// A block device or raw memory: writing to it destroys a disk or the running system.
 pub(crate) fn is_device(path: &str) -> bool {
     let Some(dev) = path.strip_prefix("/dev/") else {
@@ -382,6 +460,29 @@ mod tests {
             ".gitignore",
         ] {
             assert!(!names_git_history(routine), "{routine}");
+        }
+    }
+
+    #[test]
+    fn home_files_versus_caches() {
+        for user in [
+            "~/.bashrc",
+            "~/.ssh/id_rsa",
+            "/home/u/.gitconfig",
+            "/root/.profile",
+        ] {
+            assert!(home_file(user, &Cwd::Root).is_some(), "{user}");
+        }
+        assert!(home_file(".bashrc", &Cwd::Home(vec![])).is_some());
+        for other in [
+            "~/.cache/pip",
+            "~/.npm",
+            "~/.local/bin/x",
+            ".bashrc",
+            "~/notes.txt",
+            "/tmp/.x",
+        ] {
+            assert_eq!(home_file(other, &Cwd::Root), None, "{other}");
         }
     }
 
