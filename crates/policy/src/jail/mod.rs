@@ -61,6 +61,7 @@
 mod resolve;
 mod sensitive;
 
+pub(crate) use sensitive::sensitive_components;
 pub use sensitive::sensitive_rule;
 
 use crate::decision::{Decision, Stage};

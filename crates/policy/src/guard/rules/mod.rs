@@ -117,6 +117,7 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
     for a in args {
         check_path_word(w, &a.text, &shown);
     }
+    check_credential_read(w, &name, args, &shown);
     destruction::check(w, &name, args, stdin, &shown);
     env_dump::check(w, &name, args, &shown);
     exfiltration::check(w, &name, args, stdin, &shown);
@@ -189,6 +190,39 @@ pub(crate) fn wrapper_alone(w: &mut Walker, name: &str, argv: &[Arg], _stdin: &I
     }
 }
 
+/// Reading a host credential file (`cat ~/.ssh/id_rsa`, `cp ~/.aws/credentials .`,
+/// `tar czf k.tgz ~/.ssh`) or exporting secret keys: the first step of carrying them off.
+fn check_credential_read(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+    let copies = matches!(name, "cp" | "scp" | "rsync" | "install" | "ln" | "mv");
+    if !is_file_reader(name) && !copies {
+        return;
+    }
+    if name == "gpg" && args.iter().any(|a| a.text.starts_with("--export-secret")) {
+        w.deny(
+            Family::Exfiltration,
+            format!("`{shown}` exports private keys from the keyring."),
+        );
+        return;
+    }
+    let operands: Vec<&Arg> = args.iter().filter(|a| !a.text.starts_with('-')).collect();
+    // The last operand of a copy is where it writes.
+    let read = if copies && operands.len() > 1 {
+        &operands[..operands.len() - 1]
+    } else {
+        &operands[..]
+    };
+    for op in read {
+        let path = op.text.strip_prefix('@').unwrap_or(&op.text);
+        if let Some(file) = target::host_credential(path, &w.cwd) {
+            w.deny(
+                Family::Exfiltration,
+                format!("`{shown}` reads the host credential `{file}`, outside the workspace."),
+            );
+            return;
+        }
+    }
+}
+
 /// Paths in words that matter whatever the command: the environment of a process and
 /// bash's network pseudo-files.
 fn check_path_word(w: &mut Walker, text: &str, shown: &str) {
@@ -224,6 +258,12 @@ pub(crate) fn check_redirect(
         w.deny(
             Family::Exfiltration,
             format!("The redirect to `{path}` opens a network connection."),
+        );
+    }
+    if reads && let Some(file) = target::host_credential(path, &w.cwd) {
+        w.deny(
+            Family::Exfiltration,
+            format!("The redirect from `{path}` reads the host credential `{file}`, outside the workspace."),
         );
     }
     if writes && privilege::grants_root(path) {

@@ -317,31 +317,7 @@ const HOME_PRIVATE_DIRS: &[&str] = &[
 /// directory, or anything under a credentials directory (`~/.ssh/id_rsa`). Returns the path
 /// as shown in the denial.
 pub(crate) fn home_file(text: &str, cwd: &Cwd) -> Option<String> {
-    let comps: Vec<String> = if text == "~" || text.starts_with("~/") {
-        let (comps, up) = resolve(&[], &text[1..]);
-        if up > 0 {
-            return None;
-        }
-        comps
-    } else if let Some(r) = text.strip_prefix('/') {
-        let (comps, _) = resolve(&[], r);
-        match comps.as_slice() {
-            [h, _user, rest @ ..] if h == "home" || h == "Users" => rest.to_vec(),
-            [r, rest @ ..] if r == "root" => rest.to_vec(),
-            _ => return None,
-        }
-    } else if let Cwd::Home(start) = cwd {
-        if text.starts_with('~') {
-            return None;
-        }
-        let (comps, up) = resolve(start, text);
-        if up > 0 {
-            return None;
-        }
-        comps
-    } else {
-        return None;
-    };
+    let comps = home_components(text, cwd)?;
     let first = comps.first()?;
     let regenerated = first.contains("cache")
         || matches!(
@@ -373,6 +349,68 @@ pub(crate) fn home_file(text: &str, cwd: &Cwd) -> Option<String> {
     let private = HOME_PRIVATE_DIRS.contains(&first.as_str()) && comps.len() > 1;
     let dotfile = comps.len() == 1 && first.starts_with('.') && first.len() > 1 && !regenerated;
     (private || dotfile).then(|| format!("~/{}", comps.join("/")))
+}
+
+/// The components below the home directory that `text` names (`~/x`, `/home/u/x`,
+/// `/root/x`, or relative after `cd ~`).
+fn home_components(text: &str, cwd: &Cwd) -> Option<Vec<String>> {
+    let comps: Vec<String> = if text == "~" || text.starts_with("~/") {
+        let (comps, up) = resolve(&[], &text[1..]);
+        if up > 0 {
+            return None;
+        }
+        comps
+    } else if let Some(r) = text.strip_prefix('/') {
+        let (comps, _) = resolve(&[], r);
+        match comps.as_slice() {
+            [h, _user, rest @ ..] if h == "home" || h == "Users" => rest.to_vec(),
+            [r, rest @ ..] if r == "root" => rest.to_vec(),
+            _ => return None,
+        }
+    } else if let Cwd::Home(start) = cwd {
+        if text.starts_with('~') {
+            return None;
+        }
+        let (comps, up) = resolve(start, text);
+        if up > 0 {
+            return None;
+        }
+        comps
+    } else {
+        return None;
+    };
+    Some(comps)
+}
+
+/// A host credential file outside the workspace, named as the jail names sensitive files
+/// (`~/.ssh/id_rsa`, `~/.aws/credentials`, `~/.netrc`), or the system's password hashes and
+/// host keys. Public keys (`*.pub`) are meant to be shared and do not count.
+pub(crate) fn host_credential(text: &str, cwd: &Cwd) -> Option<String> {
+    if text.ends_with(".pub") {
+        return None;
+    }
+    if let Some(comps) = home_components(text, cwd) {
+        // ssh's client configuration and host lists are not secrets; its keys are.
+        let ssh_public = comps.len() == 2
+            && comps[0] == ".ssh"
+            && matches!(
+                comps[1].as_str(),
+                "config" | "known_hosts" | "known_hosts.old" | "authorized_keys"
+            );
+        if ssh_public {
+            return None;
+        }
+        let names = comps.iter().map(|c| std::ffi::OsStr::new(c.as_str()));
+        let shown = format!("~/{}", comps.join("/"));
+        return crate::jail::sensitive_components(names, &shown).map(|_| shown);
+    }
+    let (comps, _) = resolve(&[], text.strip_prefix('/')?);
+    let joined = format!("/{}", comps.join("/"));
+    let system = matches!(
+        joined.as_str(),
+        "/etc/shadow" | "/etc/gshadow" | "/etc/sudoers" | "/etc/shadow-" | "/etc/security/opasswd"
+    ) || (joined.starts_with("/etc/ssh/ssh_host_") && joined.ends_with("_key"));
+    system.then_some(joined)
 }
 
 /// A block device or raw memory: writing to it destroys a disk or the running system.
