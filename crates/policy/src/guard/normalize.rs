@@ -11,6 +11,8 @@ pub(crate) struct Taint {
     pub(crate) secret: bool,
     /// The output of a shell: fed to a network client, it is a reverse shell.
     pub(crate) shell: bool,
+    /// The value of an environment variable named as a secret (`$AWS_SECRET_ACCESS_KEY`).
+    pub(crate) env_secret: bool,
 }
 
 impl Taint {
@@ -18,7 +20,24 @@ impl Taint {
         self.download |= other.download;
         self.secret |= other.secret;
         self.shell |= other.shell;
+        self.env_secret |= other.env_secret;
     }
+}
+
+/// An environment variable whose name says it holds a secret: a `TOKEN`, `SECRET`,
+/// `PASSWORD`, `PASSWD` or `CREDENTIALS` word, or `API_KEY`, `ACCESS_KEY`, `PRIVATE_KEY`,
+/// `SECRET_KEY` (`GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `OPENAI_API_KEY`, `DB_PASSWORD`).
+pub(crate) fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let words: Vec<&str> = upper.split('_').collect();
+    words.iter().any(|w| {
+        matches!(
+            *w,
+            "TOKEN" | "SECRET" | "PASSWORD" | "PASSWD" | "CREDENTIALS" | "APIKEY" | "PAT"
+        )
+    }) || words
+        .windows(2)
+        .any(|p| p[1] == "KEY" && matches!(p[0], "API" | "ACCESS" | "PRIVATE" | "SECRET"))
 }
 
 /// One argument after normalisation.
@@ -251,6 +270,30 @@ pub(crate) fn shorten(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_variable_names() {
+        for s in [
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "OPENAI_API_KEY",
+            "DB_PASSWORD",
+            "NPM_TOKEN",
+            "github_pat",
+        ] {
+            assert!(is_secret_name(s), "{s}");
+        }
+        for s in [
+            "PATH",
+            "HOME",
+            "KEYBOARD_LAYOUT",
+            "TOKENIZERS_PARALLELISM",
+            "SSH_AUTH_SOCK",
+            "PATCH",
+        ] {
+            assert!(!is_secret_name(s), "{s}");
+        }
+    }
 
     #[test]
     fn ansi_c_escapes_decode() {

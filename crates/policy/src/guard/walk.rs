@@ -15,7 +15,9 @@ use brush_parser::word::{
 };
 
 use super::command::{Wrap, changes_root, is_privilege, program_name, unwrap};
-use super::normalize::{Arg, Input, Output, Taint, decode_ansi_c, display_argv, shorten};
+use super::normalize::{
+    Arg, Input, Output, Taint, decode_ansi_c, display_argv, is_secret_name, shorten,
+};
 use super::parse;
 use super::rules;
 use super::rules::target::Cwd;
@@ -133,7 +135,7 @@ pub(crate) struct Walker {
     /// Functions being defined, innermost last (fork-bomb detection).
     functions: Vec<String>,
     /// The current command runs in a pipeline or in the background.
-    concurrent: bool,
+    pub(crate) concurrent: bool,
     /// A cap was hit; the walk stops adding work.
     exhausted: bool,
     /// The scripts being walked, innermost last (source positions index into them).
@@ -1257,7 +1259,11 @@ impl Walker {
                         text: " ".to_owned(),
                         ..PieceVal::default()
                     }],
-                    _ => vec![dynamic_val(&format!("${n}"))],
+                    _ => {
+                        let mut v = dynamic_val(&format!("${n}"));
+                        v.taint.env_secret = is_secret_name(n);
+                        vec![v]
+                    }
                 }
             }
             Parameter::Special(SpecialParameter::ProcessId) => vec![PieceVal {

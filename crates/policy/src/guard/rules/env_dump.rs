@@ -4,7 +4,7 @@
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args};
-use super::super::normalize::Arg;
+use super::super::normalize::{Arg, is_secret_name};
 use super::super::walk::Walker;
 
 pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
@@ -39,6 +39,19 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
         }),
         _ => false,
     };
+    // `echo $AWS_SECRET_ACCESS_KEY`, `printenv GITHUB_TOKEN`: one secret, printed where the
+    // agent reads it. Piped into a program (`| docker login --password-stdin`) it is used.
+    let prints_secret = match name {
+        "echo" | "printf" => args.iter().any(|a| a.taint.env_secret),
+        "printenv" => args.iter().any(|a| is_secret_name(&a.text)),
+        _ => false,
+    };
+    if prints_secret && !w.concurrent {
+        w.deny(
+            Family::EnvDump,
+            format!("`{shown}` prints a secret environment variable."),
+        );
+    }
     if dumps {
         w.deny(
             Family::EnvDump,

