@@ -641,8 +641,13 @@ fn open_db_once(path: &Path) -> Result<Connection, StageError> {
             detail: format!("journal mode is `{mode}`, not WAL"),
         });
     }
-    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-        .map_err(err)?;
+    // journal_size_limit = 0: the last connection's checkpoint at close also truncates the kept
+    // WAL. Otherwise its already-copied frames look new to the next process (opening rebuilds
+    // the index from the file), which would copy and fsync them again at every close.
+    conn.execute_batch(
+        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA journal_size_limit = 0;",
+    )
+    .map_err(err)?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(err)?;

@@ -554,3 +554,38 @@ fn a_state_directory_that_is_a_symlink_is_refused() {
             .is_none()
     );
 }
+
+/// The kept `-wal` file is empty whenever no process has the store open: a later process that
+/// only reads then has nothing to checkpoint, so it closes without writing or syncing anything.
+/// (A WAL that kept its checkpointed frames would be copied back and fsynced at every close.)
+#[test]
+fn the_kept_wal_is_empty_between_processes() {
+    let ws = workspace();
+    let wal = ws.path().join(".airlock/sessions/default.db-wal");
+    let db = ws.path().join(".airlock/sessions/default.db");
+    {
+        let s = Store::open(ws.path(), "default").unwrap();
+        s.stage_write(&rp("src/lib.rs"), b"pub fn g() {}\n", None)
+            .unwrap();
+        assert!(std::fs::metadata(&wal).unwrap().len() > 0, "no WAL in use");
+    }
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+    let db_before = std::fs::read(&db).unwrap();
+    let modified = std::fs::metadata(&db).unwrap().modified().unwrap();
+    {
+        let s = Store::open(ws.path(), "default").unwrap();
+        assert_eq!(s.snapshot().unwrap().entries.len(), 1);
+    }
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+    assert_eq!(std::fs::read(&db).unwrap(), db_before);
+    assert_eq!(
+        std::fs::metadata(&db).unwrap().modified().unwrap(),
+        modified
+    );
+    // Nothing was lost: the staged write is in the database file itself.
+    let s = Store::open(ws.path(), "default").unwrap();
+    assert_eq!(
+        s.get(&rp("src/lib.rs")).unwrap().map(|e| e.path.display()),
+        Some("src/lib.rs".to_string())
+    );
+}
