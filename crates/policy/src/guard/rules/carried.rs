@@ -11,7 +11,7 @@ use super::super::Family;
 use super::super::command::{Spec, parse_args};
 use super::super::normalize::{Arg, Input, Taint, decode_ansi_c};
 use super::super::walk::Walker;
-use super::code::{run_file, run_stdin};
+use super::code::{join, run_file, run_stdin};
 use super::destruction::git_subcommand;
 use super::target::{Target, classify};
 
@@ -255,24 +255,6 @@ fn arg_from(text: &str, args: &[Arg]) -> Arg {
         text: text.to_owned(),
         dynamic: source.is_some_and(|a| a.dynamic),
         taint: source.map_or(Taint::default(), |a| a.taint),
-        proc_sub: None,
-    }
-}
-
-/// Words joined with spaces, as a remote shell or `sh -c "$*"` sees them.
-fn join(args: &[Arg]) -> Arg {
-    let mut taint = Taint::default();
-    for a in args {
-        taint.merge(a.taint);
-    }
-    Arg {
-        text: args
-            .iter()
-            .map(|a| a.text.as_str())
-            .collect::<Vec<_>>()
-            .join(" "),
-        dynamic: args.iter().any(|a| a.dynamic),
-        taint,
         proc_sub: None,
     }
 }

@@ -472,8 +472,8 @@ fn taint_of(args: &[Arg]) -> Taint {
     t
 }
 
-/// Words joined with spaces, as `eval` and `sh -c "$*"` see them.
-fn join(args: &[Arg]) -> Arg {
+/// Words joined with spaces, as `eval`, `sh -c "$*"` and a remote shell see them.
+pub(super) fn join(args: &[Arg]) -> Arg {
     Arg {
         text: args
             .iter()
