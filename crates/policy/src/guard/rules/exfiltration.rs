@@ -1,6 +1,8 @@
 //! `exfiltration`: sending files or secrets off the machine — curl/wget uploads and
 //! POST-a-file flags, nc/socat/telnet/ssh fed a file, scp/rsync/sftp to a remote host, file
-//! contents interpolated into a URL or a DNS name. Uploads to the loopback host stay local.
+//! contents interpolated into a URL or a DNS name, uploads to object storage (`aws s3 cp`,
+//! `gsutil`, `rclone` …), `git push` to an address, `ssh -R` tunnels. Uploads to the loopback
+//! host stay local.
 //! Reverse shells (`nc -e`, `socat EXEC:`) are `remote_exec`.
 
 use super::super::Family;
@@ -48,7 +50,105 @@ fn is_network(name: &str) -> bool {
             | "lwp-request"
             | "GET"
             | "POST"
+            | "aws"
+            | "gsutil"
+            | "gcloud"
+            | "rclone"
+            | "azcopy"
+            | "s3cmd"
+            | "az"
     )
+}
+
+/// Options of the object-storage CLIs that take a separate value (`--profile prod`), so the
+/// value is not mistaken for a file.
+const CLOUD_VALUE_OPTS: &[&str] = &[
+    "profile",
+    "region",
+    "endpoint-url",
+    "acl",
+    "storage-class",
+    "exclude",
+    "include",
+    "content-type",
+    "cache-control",
+    "content-encoding",
+    "metadata",
+    "sse",
+    "sse-kms-key-id",
+    "expected-size",
+    "grants",
+    "page-size",
+    "output",
+    "project",
+    "billing-project",
+    "config",
+    "transfers",
+    "checkers",
+    "filter",
+    "filter-from",
+    "exclude-from",
+    "include-from",
+    "log-file",
+    "bwlimit",
+    "account-name",
+    "container-name",
+];
+
+/// `aws s3 cp .env s3://b/`, `gsutil -m rsync -r . gs://b`, `rclone sync . drive:backup`,
+/// `az storage blob upload --file x …`: a copy whose source is local and whose destination is
+/// remote. The source comes first, so a local operand before the first remote one is an upload;
+/// downloads (`aws s3 cp s3://b/x .`) and remote-to-remote copies stay allowed.
+fn cloud_upload(name: &str, args: &[Arg]) -> bool {
+    let words: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
+    if name == "az" {
+        return words.contains(&"storage")
+            && words
+                .iter()
+                .any(|w| matches!(*w, "upload" | "upload-batch" | "sync"));
+    }
+    let Some(verb) = words.iter().position(|w| {
+        matches!(
+            *w,
+            "cp" | "mv" | "sync" | "rsync" | "copy" | "copyto" | "move" | "moveto" | "put"
+        )
+    }) else {
+        return false;
+    };
+    let mut operands = Vec::new();
+    let mut i = verb + 1;
+    while i < words.len() {
+        let w = words[i];
+        if let Some(opt) = w.strip_prefix("--") {
+            if !opt.contains('=') && CLOUD_VALUE_OPTS.contains(&opt) {
+                i += 1;
+            }
+        } else if !w.starts_with('-') || w == "-" {
+            operands.push(w);
+        }
+        i += 1;
+    }
+    operands
+        .iter()
+        .position(|w| is_remote(w))
+        .is_some_and(|k| k > 0)
+}
+
+/// `git push URL …`, `git push user@host:repo.git`: the repository goes to a remote named by
+/// address rather than a configured remote.
+fn git_push_to_address(args: &[Arg]) -> bool {
+    let Some((i, "push")) = super::destruction::git_subcommand(args) else {
+        return false;
+    };
+    let p = parse_args(
+        &args[i + 1..],
+        &Spec::gnu("o", &["push-option", "receive-pack", "exec", "repo"]),
+    );
+    let repo = p
+        .values(None, &["repo"])
+        .next()
+        .or_else(|| p.operands.first().map(|a| a.text.as_str()));
+    repo.is_some_and(|r| is_remote(r) && !is_loopback_url(r))
 }
 
 const CURL: Spec = Spec::gnu(
@@ -223,7 +323,26 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
         }
         "ssh" => {
             let p = parse_args(args, &Spec::posix("bcDEeFIiJLlmOoPpQRSWw", &[]));
+            if p.values(Some('R'), &[]).next().is_some() {
+                w.deny(
+                    Family::Exfiltration,
+                    format!("`{shown}` opens a tunnel from a remote host into this machine."),
+                );
+                return;
+            }
             stdin_secret && !p.operands.is_empty()
+        }
+        "aws" | "gsutil" | "gcloud" | "rclone" | "azcopy" | "s3cmd" | "az" => {
+            cloud_upload(name, args)
+        }
+        "git" => {
+            if git_push_to_address(args) {
+                w.deny(
+                    Family::Exfiltration,
+                    format!("`{shown}` pushes the repository to an address that is not one of its remotes."),
+                );
+            }
+            return;
         }
         "scp" => {
             let p = parse_args(args, &Spec::gnu("cFiJloPS", &[]));

@@ -1,7 +1,8 @@
 //! `privilege`: commands that give a program or a user more rights than the agent has —
 //! setuid/setgid modes (`chmod u+s`, `chmod 4755`, `install -m 4755`), file capabilities
-//! (`setcap`), membership of an admin group, and writes to the files that grant root
-//! (`/etc/sudoers`, `/etc/sudoers.d/*`, `/etc/passwd`, `/etc/shadow`, `/etc/group`).
+//! (`setcap`), membership of an admin group, and writes to, or mode and owner changes of, the
+//! files that grant root (`/etc/sudoers`, `/etc/sudoers.d/*`, `/etc/passwd`, `/etc/shadow`,
+//! `/etc/group`).
 //! `sudo`, `su`, `chroot`, `nsenter`, `unshare` are recorded by the walk as it unwraps them.
 
 use super::super::Family;
@@ -21,6 +22,28 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
                 w.deny(
                     Family::Privilege,
                     format!("`{shown}` sets the setuid or setgid bit, so the file runs with its owner's or group's rights."),
+                );
+            } else if p.operands.len() >= 2 && p.operands[1..].iter().any(|a| grants_root(&a.text))
+            {
+                w.deny(
+                    Family::Privilege,
+                    format!("`{shown}` changes who may edit a file that decides who is root."),
+                );
+            }
+        }
+        // `chown bob /etc/sudoers`, `chgrp -R users /etc/sudoers.d`: the new owner may rewrite
+        // who is root. (`--reference=F` takes all operands as files.)
+        "chown" | "chgrp" => {
+            let p = parse_args(args, &Spec::gnu("", &["reference", "from"]));
+            let files = if p.has_long("reference") {
+                &p.operands[..]
+            } else {
+                p.operands.get(1..).unwrap_or(&[])
+            };
+            if files.iter().any(|a| grants_root(&a.text)) {
+                w.deny(
+                    Family::Privilege,
+                    format!("`{shown}` changes who may edit a file that decides who is root."),
                 );
             }
         }
