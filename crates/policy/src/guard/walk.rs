@@ -128,6 +128,8 @@ pub(crate) struct Walker {
     vars: HashMap<String, Var>,
     /// Files a download was written to.
     pub(crate) downloaded: HashSet<String>,
+    /// git remotes the script pointed at an address (`git remote add x https://…`).
+    pub(crate) addressed_remotes: HashSet<String>,
     /// Where relative paths point.
     pub(crate) cwd: Cwd,
     depth: usize,

@@ -134,21 +134,45 @@ fn cloud_upload(name: &str, args: &[Arg]) -> bool {
         .is_some_and(|k| k > 0)
 }
 
-/// `git push URL …`, `git push user@host:repo.git`: the repository goes to a remote named by
-/// address rather than a configured remote.
-fn git_push_to_address(args: &[Arg]) -> bool {
-    let Some((i, "push")) = super::destruction::git_subcommand(args) else {
+/// An address off this machine: `https://host/…`, `user@host:path`.
+fn off_machine(address: &str) -> bool {
+    is_remote(address) && !is_loopback_url(address)
+}
+
+/// `git push URL …`, `git push user@host:repo.git`, or a push to a remote that this script
+/// pointed at an address (`git remote add x URL; git push x`): the repository goes somewhere
+/// the workspace's own configuration does not name.
+fn git_push_to_address(w: &mut Walker, args: &[Arg]) -> bool {
+    let Some((i, sub)) = super::destruction::git_subcommand(args) else {
         return false;
     };
-    let p = parse_args(
-        &args[i + 1..],
-        &Spec::gnu("o", &["push-option", "receive-pack", "exec", "repo"]),
-    );
-    let repo = p
-        .values(None, &["repo"])
-        .next()
-        .or_else(|| p.operands.first().map(|a| a.text.as_str()));
-    repo.is_some_and(|r| is_remote(r) && !is_loopback_url(r))
+    let rest = &args[i + 1..];
+    match sub {
+        "push" => {
+            let p = parse_args(
+                rest,
+                &Spec::gnu("o", &["push-option", "receive-pack", "exec", "repo"]),
+            );
+            let repo = p
+                .values(None, &["repo"])
+                .next()
+                .or_else(|| p.operands.first().map(|a| a.text.as_str()));
+            repo.is_some_and(|r| off_machine(r) || w.addressed_remotes.contains(r))
+        }
+        // `git remote add [-f] [-t b] NAME URL`, `git remote set-url [--push] NAME URL`.
+        "remote" => {
+            let p = parse_args(rest, &Spec::gnu("tm", &["track", "master", "mirror"]));
+            let ops: Vec<&str> = p.operands.iter().map(|a| a.text.as_str()).collect();
+            if let [verb, name, url, ..] = ops[..]
+                && matches!(verb, "add" | "set-url")
+                && off_machine(url)
+            {
+                w.addressed_remotes.insert(name.to_string());
+            }
+            false
+        }
+        _ => false,
+    }
 }
 
 const CURL: Spec = Spec::gnu(
@@ -336,10 +360,10 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
             cloud_upload(name, args)
         }
         "git" => {
-            if git_push_to_address(args) {
+            if git_push_to_address(w, args) {
                 w.deny(
                     Family::Exfiltration,
-                    format!("`{shown}` pushes the repository to an address that is not one of its remotes."),
+                    format!("`{shown}` pushes the repository to an address this command line chose, not to a remote the workspace already had."),
                 );
             }
             return;
