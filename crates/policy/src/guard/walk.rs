@@ -830,6 +830,16 @@ impl Walker {
                 let shown = display_argv(&argv);
                 self.deny(Family::Privilege, format!("`{shown}` {what}."));
             }
+            // Checked before unwrapping: `npx URL …` is also a wrapper of what the package runs.
+            if wrap != Wrap::Inspect && rules::runs_package_from_address(&name, &argv[1..]) {
+                let shown = display_argv(&argv);
+                self.deny(
+                    Family::RemoteExec,
+                    format!(
+                        "`{shown}` runs a package fetched from an address rather than a registry."
+                    ),
+                );
+            }
             match wrap {
                 Wrap::No => break,
                 Wrap::Inspect => return Output::unknown(),

@@ -765,6 +765,44 @@ fn interpreter(w: &mut Walker, l: &Lang, args: &[Arg], stdin: &Input, shown: &st
     out
 }
 
+/// A package spec that is an address (`https://…/x.tgz`, `git+https://…`, `github:u/r`)
+/// rather than a name in a registry.
+fn is_address_spec(spec: &str) -> bool {
+    spec.contains("://")
+        || spec.starts_with("git+")
+        || spec.starts_with("github:")
+        || spec.starts_with("gitlab:")
+        || spec.starts_with("bitbucket:")
+}
+
+/// Package runners that fetch and run in one step (`npx`, `npm exec`, `pnpm dlx`, `yarn dlx`,
+/// `bunx`, `bun x`, `pipx run`, `uvx`, `uv tool run`) given a package by address: code from
+/// wherever that address points runs at once. Registry names stay allowed (`npx prettier`).
+pub(crate) fn runs_package_from_address(name: &str, args: &[Arg]) -> bool {
+    let verb = match name {
+        "npx" | "bunx" | "uvx" => Some(0),
+        "npm" | "pnpm" | "yarn" | "bun" | "pipx" | "uv" => None,
+        _ => return false,
+    };
+    let p = parse_args(args, &Spec::gnu("p", &["package", "spec", "from", "with"]));
+    let ops: Vec<&str> = p.operands.iter().map(|a| a.text.as_str()).collect();
+    // Where the package operand sits: right after the runner's verb.
+    let at = verb.or(match (name, &ops[..]) {
+        ("npm", ["exec" | "x", ..])
+        | ("pnpm" | "yarn", ["dlx", ..])
+        | ("bun", ["x", ..])
+        | ("pipx", ["run", ..]) => Some(1),
+        ("uv", ["tool", "run", ..]) => Some(2),
+        _ => None,
+    });
+    let Some(at) = at else {
+        return false;
+    };
+    p.values(Some('p'), &["package", "spec", "from", "with"])
+        .chain(ops.get(at).copied())
+        .any(is_address_spec)
+}
+
 fn deno(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let p = parse_args(args, &Spec::posix("", &[]));
     if p.has('e', "eval") || p.has_short('p') {

@@ -4,6 +4,7 @@
 
 pub(crate) mod carried;
 mod code;
+pub(crate) use code::runs_package_from_address;
 mod destruction;
 mod env_dump;
 mod exfiltration;
