@@ -119,6 +119,12 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
         check_path_word(w, &a.text, &shown);
     }
     check_credential_read(w, &name, args, &shown);
+    if prints_stored_credential(&name, args) {
+        w.deny(
+            Family::Exfiltration,
+            format!("`{shown}` prints a stored credential."),
+        );
+    }
     destruction::check(w, &name, args, stdin, &shown);
     env_dump::check(w, &name, args, &shown);
     exfiltration::check(w, &name, args, stdin, &shown);
@@ -188,6 +194,85 @@ pub(crate) fn wrapper_alone(w: &mut Walker, name: &str, argv: &[Arg], _stdin: &I
         }
         // Privilege was already recorded by the walk.
         _ => Output::unknown(),
+    }
+}
+
+/// Commands whose job is to print a stored credential: `gh auth token`, `gcloud auth
+/// print-access-token`, `aws configure get aws_secret_access_key`, `kubectl get secret x -o
+/// yaml`, `security find-generic-password -w`, `vault kv get`, `git credential fill` …
+/// Listing or describing without the values (`kubectl get secrets`, `aws configure get
+/// region`) stays allowed.
+fn prints_stored_credential(name: &str, args: &[Arg]) -> bool {
+    let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
+    let has = |flag: &str| {
+        lower
+            .iter()
+            .any(|t| t == flag || t.starts_with(&format!("{flag}=")))
+    };
+    let ops: Vec<&str> = lower
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !t.starts_with('-'))
+        .collect();
+    let secretish = |k: &str| {
+        [
+            "secret",
+            "token",
+            "password",
+            "passwd",
+            "key",
+            "auth",
+            "credential",
+        ]
+        .iter()
+        .any(|s| k.contains(s))
+    };
+    if name.starts_with("docker-credential-") {
+        return ops.first() == Some(&"get");
+    }
+    match (name, &ops[..]) {
+        ("gh", ["auth", "token", ..]) => true,
+        // `gcloud auth print-access-token`, `gcloud auth application-default print-…`.
+        ("gcloud", ["auth", rest @ ..]) => rest.iter().take(2).any(|t| t.starts_with("print-")),
+        ("az", ["account", "get-access-token", ..]) => true,
+        ("aws", ["configure", "get", k, ..]) => secretish(k),
+        ("aws", ["configure", "export-credentials", ..])
+        | ("aws", ["secretsmanager", "get-secret-value", ..]) => true,
+        ("aws", ["ssm", "get-parameter" | "get-parameters", ..]) => has("--with-decryption"),
+        ("npm" | "pnpm" | "yarn", ["config", "get", k, ..]) => secretish(k),
+        ("kubectl" | "oc", ["get", res, ..]) if res.starts_with("secret") => {
+            // Values appear only in a full output format; `-o name` or a table shows none.
+            lower.windows(2).any(|w| {
+                (w[0] == "-o" || w[0] == "--output")
+                    && !w[1].starts_with("name")
+                    && !w[1].starts_with("wide")
+            }) || lower.iter().any(|t| {
+                [
+                    "-oyaml",
+                    "-ojson",
+                    "-ojsonpath",
+                    "-ogo-template",
+                    "--output=yaml",
+                    "--output=json",
+                ]
+                .iter()
+                .any(|f| t.starts_with(f))
+            })
+        }
+        ("security", [sub, ..]) if sub.starts_with("find-") && sub.ends_with("-password") => {
+            // `-w` prints the password alone, `-g` with the item (`-wa x` clusters them).
+            lower
+                .iter()
+                .any(|t| t.starts_with('-') && !t.starts_with("--") && t[1..].contains(['w', 'g']))
+        }
+        ("pass" | "gopass", ["show", ..])
+        | ("op", ["read", ..])
+        | ("op", ["item", "get", ..])
+        | ("vault", ["read", ..])
+        | ("vault", ["kv", "get", ..])
+        | ("heroku", ["auth:token", ..])
+        | ("git", ["credential", "fill", ..]) => true,
+        _ => false,
     }
 }
 
