@@ -94,20 +94,11 @@ const SYSTEM_DIRS: &[&str] = &[
     "Volumes",
 ];
 
-const HOME_SENSITIVE: &[&str] = &[
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".config",
-    ".local",
-    ".kube",
-    ".docker",
-    ".azure",
-    ".gcloud",
-    ".password-store",
-    "Documents",
-    "Desktop",
-];
+/// Home entries whose recursive removal is its own finding: the private directories plus the
+/// user's configuration and local data.
+fn home_sensitive(name: &str) -> bool {
+    HOME_PRIVATE_DIRS.contains(&name) || matches!(name, ".config" | ".local")
+}
 
 fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
@@ -248,13 +239,13 @@ fn classify_absolute(comps: &[String]) -> Option<Target> {
             Some(Target::System(format!("/{first}/{second}")))
         }
         [first, _, third] if matches!(first.as_str(), "home" | "Users") => {
-            if is_glob(third) || HOME_SENSITIVE.contains(&third.as_str()) {
+            if is_glob(third) || home_sensitive(third) {
                 Some(Target::HomeSensitive(comps.join("/")))
             } else {
                 None
             }
         }
-        [first, third] if first == "root" && HOME_SENSITIVE.contains(&third.as_str()) => {
+        [first, third] if first == "root" && home_sensitive(third) => {
             Some(Target::HomeSensitive(comps.join("/")))
         }
         _ => None,
@@ -268,9 +259,7 @@ fn classify_home(comps: &[String], up: usize) -> Option<Target> {
     match comps {
         [] => Some(Target::Home),
         [only] if is_glob(only) => Some(Target::HomeGlob),
-        [only] if HOME_SENSITIVE.contains(&only.as_str()) => {
-            Some(Target::HomeSensitive(format!("~/{only}")))
-        }
+        [only] if home_sensitive(only) => Some(Target::HomeSensitive(format!("~/{only}"))),
         _ => None,
     }
 }
