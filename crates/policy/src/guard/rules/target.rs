@@ -239,13 +239,15 @@ fn classify_absolute(comps: &[String]) -> Option<Target> {
             Some(Target::System(format!("/{first}/{second}")))
         }
         [first, _, third] if matches!(first.as_str(), "home" | "Users") => {
-            if is_glob(third) || home_sensitive(third) {
+            if is_glob(third) || home_sensitive(third) || !regenerated_in_home(third) {
                 Some(Target::HomeSensitive(comps.join("/")))
             } else {
                 None
             }
         }
-        [first, third] if first == "root" && home_sensitive(third) => {
+        [first, third]
+            if first == "root" && (home_sensitive(third) || !regenerated_in_home(third)) =>
+        {
             Some(Target::HomeSensitive(comps.join("/")))
         }
         _ => None,
@@ -260,6 +262,9 @@ fn classify_home(comps: &[String], up: usize) -> Option<Target> {
         [] => Some(Target::Home),
         [only] if is_glob(only) => Some(Target::HomeGlob),
         [only] if home_sensitive(only) => Some(Target::HomeSensitive(format!("~/{only}"))),
+        // Any other top-level entry is the user's own (`~/projects`, `~/notes.txt`), unless
+        // tools recreate it.
+        [only] if !regenerated_in_home(only) => Some(Target::HomeSensitive(format!("~/{only}"))),
         _ => None,
     }
 }
@@ -301,16 +306,12 @@ const HOME_PRIVATE_DIRS: &[&str] = &[
     "Desktop",
 ];
 
-/// A file the user keeps in the home directory, outside the workspace: a top-level dotfile
-/// (`~/.bashrc`, `~/.gitconfig`, `~/.bash_history`) that is not a cache or a toolchain
-/// directory, or anything under a credentials directory (`~/.ssh/id_rsa`). Returns the path
-/// as shown in the denial.
-pub(crate) fn home_file(text: &str, cwd: &Cwd) -> Option<String> {
-    let comps = home_components(text, cwd)?;
-    let first = comps.first()?;
-    let regenerated = first.contains("cache")
+/// A home entry that tools recreate on demand: caches and toolchain directories (`~/.npm`,
+/// `~/.cargo`, `~/.cache`, …). Removing them costs a download, not the user's work.
+fn regenerated_in_home(first: &str) -> bool {
+    first.contains("cache")
         || matches!(
-            first.as_str(),
+            first,
             ".npm"
                 | ".yarn"
                 | ".pnpm-store"
@@ -334,7 +335,17 @@ pub(crate) fn home_file(text: &str, cwd: &Cwd) -> Option<String> {
                 | ".ipython"
                 | ".jupyter"
                 | ".Trash"
-        );
+        )
+}
+
+/// A file the user keeps in the home directory, outside the workspace: a top-level dotfile
+/// (`~/.bashrc`, `~/.gitconfig`, `~/.bash_history`) that is not a cache or a toolchain
+/// directory, or anything under a credentials directory (`~/.ssh/id_rsa`). Returns the path
+/// as shown in the denial.
+pub(crate) fn home_file(text: &str, cwd: &Cwd) -> Option<String> {
+    let comps = home_components(text, cwd)?;
+    let first = comps.first()?;
+    let regenerated = regenerated_in_home(first);
     let private = HOME_PRIVATE_DIRS.contains(&first.as_str()) && comps.len() > 1;
     let dotfile = comps.len() == 1 && first.starts_with('.') && first.len() > 1 && !regenerated;
     (private || dotfile).then(|| format!("~/{}", comps.join("/")))
@@ -487,6 +498,19 @@ mod tests {
             ".gitignore",
         ] {
             assert!(!names_git_history(routine), "{routine}");
+        }
+    }
+
+    #[test]
+    fn top_level_home_entries_are_the_users_unless_regenerated() {
+        for user in ["~/projects", "~/notes.txt", "/home/u/src", "~/Library"] {
+            assert!(
+                matches!(classify(user, &Cwd::Root), Some(Target::HomeSensitive(_))),
+                "{user}"
+            );
+        }
+        for other in ["~/.cache", "~/.npm", "~/.cargo", "~/projects/app/build"] {
+            assert_eq!(classify(other, &Cwd::Root), None, "{other}");
         }
     }
 
