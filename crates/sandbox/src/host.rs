@@ -715,7 +715,7 @@ impl Spare {
         let flags = namespace::run_namespaces(network) | libc::SIGCHLD;
         // SAFETY: a fork-like clone of this single-threaded host; the child runs spare_main,
         // which never returns.
-        let pid = unsafe { libc::syscall(libc::SYS_clone, flags as libc::c_ulong, 0, 0, 0, 0) };
+        let pid = unsafe { namespace::fork_clone(flags) };
         if pid == 0 {
             drop(ctl);
             spare_main(&theirs, alive_r, newroot, network, predicted.as_ref());

@@ -389,6 +389,29 @@ pub(crate) struct Launched {
     pub(crate) alive_w: OwnedFd,
 }
 
+/// `clone(2)` like `fork`, with `flags` (namespaces and the exit signal) and no new stack: the
+/// child runs on a copy of the caller's memory. Returns 0 in the child, the child's pid in the
+/// parent, or -1 (errno set).
+///
+/// # Safety
+///
+/// As for `fork` in a process that may hold locks: the child must make only
+/// async-signal-safe calls until it execs or `_exit`s, and must never return into code that
+/// assumes it is the parent.
+pub(crate) unsafe fn fork_clone(flags: libc::c_int) -> libc::c_long {
+    // SAFETY: the caller upholds fork's contract for the child (see above).
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    }
+}
+
 /// The namespaces every run gets fresh, cold or warm: mount, pid, ipc, uts and (network off)
 /// net. A warm host shares only its user namespace and its mount tree's base between runs.
 pub(crate) fn run_namespaces(network: bool) -> libc::c_int {
@@ -428,16 +451,7 @@ pub(crate) fn launch(
             // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child
             // only executes child::init_main, which never returns and makes only
             // async-signal-safe calls on data prepared by with_child_ctx.
-            let pid = unsafe {
-                libc::syscall(
-                    libc::SYS_clone,
-                    flags as libc::c_ulong,
-                    0usize,
-                    0usize,
-                    0usize,
-                    0usize,
-                )
-            };
+            let pid = unsafe { fork_clone(flags) };
             if pid == 0 {
                 child::init_main(ctx);
             }

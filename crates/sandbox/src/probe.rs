@@ -20,14 +20,7 @@ fn user_namespaces() -> Result<(), String> {
     // SAFETY: a fork-like clone whose child immediately _exits; the parent reaps it.
     unsafe {
         let flags = libc::CLONE_NEWUSER | libc::SIGCHLD;
-        let pid = libc::syscall(
-            libc::SYS_clone,
-            flags as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        );
+        let pid = crate::namespace::fork_clone(flags);
         if pid == 0 {
             libc::_exit(0);
         }
