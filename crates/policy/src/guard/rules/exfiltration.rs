@@ -100,14 +100,14 @@ const CLOUD_VALUE_OPTS: &[&str] = &[
 /// remote. The source comes first, so a local operand before the first remote one is an upload;
 /// downloads (`aws s3 cp s3://b/x .`) and remote-to-remote copies stay allowed.
 fn cloud_upload(name: &str, args: &[Arg]) -> bool {
-    let words: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
     if name == "az" {
-        return words.contains(&"storage")
-            && words
-                .iter()
-                .any(|w| matches!(*w, "upload" | "upload-batch" | "sync"));
+        let word = |f: fn(&str) -> bool| args.iter().any(|a| f(&a.text));
+        return word(|w| w == "storage")
+            && word(|w| matches!(w, "upload" | "upload-batch" | "sync"));
     }
-    let Some(verb) = words.iter().position(|w| {
+    let p = parse_args(args, &Spec::gnu("", CLOUD_VALUE_OPTS));
+    let operands: Vec<&str> = p.operands.iter().map(|a| a.text.as_str()).collect();
+    let Some(verb) = operands.iter().position(|w| {
         matches!(
             *w,
             "cp" | "mv" | "sync" | "rsync" | "copy" | "copyto" | "move" | "moveto" | "put"
@@ -115,20 +115,7 @@ fn cloud_upload(name: &str, args: &[Arg]) -> bool {
     }) else {
         return false;
     };
-    let mut operands = Vec::new();
-    let mut i = verb + 1;
-    while i < words.len() {
-        let w = words[i];
-        if let Some(opt) = w.strip_prefix("--") {
-            if !opt.contains('=') && CLOUD_VALUE_OPTS.contains(&opt) {
-                i += 1;
-            }
-        } else if !w.starts_with('-') || w == "-" {
-            operands.push(w);
-        }
-        i += 1;
-    }
-    operands
+    operands[verb + 1..]
         .iter()
         .position(|w| is_remote(w))
         .is_some_and(|k| k > 0)
