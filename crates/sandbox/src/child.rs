@@ -413,17 +413,25 @@ pub(crate) fn pivot_into(newroot: &std::ffi::CStr) -> bool {
     }
 }
 
-/// The hostname and the loopback interface of fresh uts and net namespaces.
-pub(crate) fn finish_namespaces(ctx: &ChildCtx<'_>) {
+/// The hostname and the loopback interface of fresh uts and net namespaces; the failing stage.
+pub(crate) fn ready_namespaces(private_net: bool) -> Result<(), Stage> {
     if !set_hostname() {
-        fail_stage(ctx, Stage::Hostname);
+        return Err(Stage::Hostname);
     }
-    if ctx.private_net && !loopback_up() {
-        fail_stage(ctx, Stage::Loopback);
+    if private_net && !loopback_up() {
+        return Err(Stage::Loopback);
+    }
+    Ok(())
+}
+
+/// [`ready_namespaces`] in PID 1, reporting a failure.
+fn finish_namespaces(ctx: &ChildCtx<'_>) {
+    if let Err(stage) = ready_namespaces(ctx.private_net) {
+        fail_stage(ctx, stage);
     }
 }
 
-pub(crate) fn set_hostname() -> bool {
+fn set_hostname() -> bool {
     let host = b"airlock";
     // SAFETY: sethostname with a live buffer and its length.
     unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) == 0 }
@@ -453,7 +461,7 @@ fn reset_signals() {
     }
 }
 
-pub(crate) fn loopback_up() -> bool {
+fn loopback_up() -> bool {
     // SAFETY: a socket and two ioctls on a zeroed, correctly typed ifreq.
     unsafe {
         let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);

@@ -877,7 +877,7 @@ fn spare_main(
         }
     }
     // This PID 1's own uts and net namespaces, made ready before anyone waits for them.
-    if !crate::child::set_hostname() || (!network && !crate::child::loopback_up()) {
+    if crate::child::ready_namespaces(!network).is_err() {
         // SAFETY: exiting a process that has nothing to clean up (the host launches the run).
         unsafe { libc::_exit(0) }
     }
