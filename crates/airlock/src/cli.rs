@@ -321,10 +321,7 @@ enum Style {
 fn call_and_print(kernel: &Kernel, g: &Global, tool: &str, args: &str, style: Style) -> i32 {
     let approver = TtyApprover::default();
     let cancel = Cancel::new();
-    let ctx = CallContext {
-        cancel,
-        approver: &approver,
-    };
+    let ctx = CallContext::new(cancel, &approver);
     let outcome = kernel.call(tool, args, &ctx);
     print_outcome(g, tool, &outcome, style);
     outcome.exit_code

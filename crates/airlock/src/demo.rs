@@ -45,10 +45,7 @@ impl Demo<'_> {
         expect: impl Fn(&CallOutcome) -> bool,
     ) -> CallOutcome {
         let approver = DenyAll::default();
-        let ctx = CallContext {
-            cancel: Cancel::new(),
-            approver: &approver,
-        };
+        let ctx = CallContext::new(Cancel::new(), &approver);
         let out = self.kernel.call(tool, &args.to_string(), &ctx);
         let good = expect(&out);
         if !good {

@@ -111,6 +111,36 @@ pub struct CallContext<'a> {
     pub cancel: Cancel,
     /// Who approves gated calls.
     pub approver: &'a dyn Approver,
+    /// What the operator said for this one call, outside the tool's arguments. Only an
+    /// operator's front end (the CLI's dedicated commands) fills it; the MCP server and
+    /// `airlock call` — the agent's channels — leave it empty.
+    pub operator: OperatorInputs,
+}
+
+impl<'a> CallContext<'a> {
+    /// A context with no operator inputs: what every agent-facing front end builds.
+    pub fn new(cancel: Cancel, approver: &'a dyn Approver) -> CallContext<'a> {
+        CallContext {
+            cancel,
+            approver,
+            operator: OperatorInputs::default(),
+        }
+    }
+}
+
+/// Inputs for one call that only the operator can give (never part of a tool's arguments, so
+/// never reachable by the model).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OperatorInputs {
+    /// `airlock verify -- CMD`: the operator's own test command; its verdict can unlock apply.
+    pub verify_command: Option<Vec<String>>,
+    /// `airlock apply --allow-host-exec PATH`: staged paths whose content the host would
+    /// execute by itself, which the operator lets this one apply write anyway.
+    pub allow_host_exec: Vec<String>,
+    /// `--memory BYTES` on `exec`/`verify`: this run's memory ceiling.
+    pub memory_bytes: Option<u64>,
+    /// `--cpu-secs N` on `exec`/`verify`: this run's CPU-time ceiling.
+    pub cpu_secs: Option<u64>,
 }
 
 /// How a kernel is opened: the operator's choices, never the model's.

@@ -12,7 +12,8 @@
 //!     workspace: ".".into(), session: "default".into(), mode: "build".into(),
 //!     permission: "auto".into(), profile: None, allow_local_config: false, allow_degraded: false,
 //! }).unwrap();
-//! let ctx = CallContext { cancel: Cancel::new(), approver: &DenyAll::default() };
+//! let approver = DenyAll::default();
+//! let ctx = CallContext::new(Cancel::new(), &approver);
 //! let out = kernel.call("write_file", r#"{"path":"src/a.rs","content":"x"}"#, &ctx);
 //! assert!(out.ok); // staged, not written
 //! ```
@@ -26,6 +27,6 @@ pub mod tools;
 
 pub use api::{
     Approval, ApprovalRequest, Approver, CallContext, CallOutcome, Cancel, DenyAll, GuardCheck,
-    KernelConfig, ToolSpec, guard_check,
+    KernelConfig, OperatorInputs, ToolSpec, guard_check,
 };
 pub use kernel::{Kernel, OpenError};

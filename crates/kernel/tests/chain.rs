@@ -21,10 +21,7 @@ fn open(ws: &Path, mode: &str) -> Kernel {
 
 fn call(k: &Kernel, tool: &str, args: Value) -> CallOutcome {
     let approver = DenyAll::default();
-    let ctx = CallContext {
-        cancel: Cancel::new(),
-        approver: &approver,
-    };
+    let ctx = CallContext::new(Cancel::new(), &approver);
     k.call(tool, &args.to_string(), &ctx)
 }
 
@@ -60,10 +57,7 @@ fn edit_file_requires_exactly_one_match_unless_replace_all() {
         k.call(
             "status",
             "{}",
-            &CallContext {
-                cancel: Cancel::new(),
-                approver: &DenyAll::default()
-            }
+            &CallContext::new(Cancel::new(), &DenyAll::default())
         )
         .output["entries"]
             .as_array()
@@ -186,10 +180,7 @@ fn cancelled_calls_do_nothing() {
     let k = open(t.path(), "build");
     let cancel = Cancel::new();
     cancel.cancel();
-    let ctx = CallContext {
-        cancel,
-        approver: &DenyAll::default(),
-    };
+    let ctx = CallContext::new(cancel, &DenyAll::default());
     let o = k.call("write_file", r#"{"path":"c.txt","content":"x"}"#, &ctx);
     assert!(!o.ok);
     let o = call(&k, "status", json!({}));

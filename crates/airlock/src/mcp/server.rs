@@ -281,10 +281,7 @@ impl ServerHandler for AirlockServer {
         let joined = tokio::task::spawn_blocking(move || {
             let _slot = slot;
             let _guard = guard;
-            let ctx = CallContext {
-                cancel,
-                approver: &approver,
-            };
+            let ctx = CallContext::new(cancel, &approver);
             let outcome = kernel.call(&tool, &text, &ctx);
             (outcome, approver.take_asked())
         })
