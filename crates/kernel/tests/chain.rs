@@ -180,7 +180,8 @@ fn cancelled_calls_do_nothing() {
     let k = open(t.path(), "build");
     let cancel = Cancel::new();
     cancel.cancel();
-    let ctx = CallContext::new(cancel, &DenyAll::default());
+    let deny = DenyAll::default();
+    let ctx = CallContext::new(cancel, &deny);
     let o = k.call("write_file", r#"{"path":"c.txt","content":"x"}"#, &ctx);
     assert!(!o.ok);
     let o = call(&k, "status", json!({}));
