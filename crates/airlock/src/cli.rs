@@ -5,7 +5,7 @@
 //! 5 conflict.
 
 use crate::approve::TtyApprover;
-use airlock_kernel::{CallContext, CallOutcome, Cancel, Kernel, KernelConfig};
+use airlock_kernel::{CallContext, CallOutcome, Cancel, Kernel, KernelConfig, OperatorInputs};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::io::{BufRead, Read, Write};
@@ -113,6 +113,8 @@ enum Command {
         /// Wall-clock limit in seconds (exit 124 when reached).
         #[arg(long)]
         timeout: Option<u64>,
+        #[command(flatten)]
+        ceilings: Ceilings,
         /// Command and arguments.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
@@ -128,12 +130,20 @@ enum Command {
         /// Also run on the unchanged workspace and mark pre-existing failures.
         #[arg(long)]
         baseline: bool,
-        /// Explicit test command.
+        #[command(flatten)]
+        ceilings: Ceilings,
+        /// The operator's own test command: its verdict can unlock `apply` (a command an agent
+        /// passes to the `verify` tool only gives advice).
         #[arg(last = true)]
         argv: Vec<String>,
     },
     /// Write the verified changeset to the workspace atomically.
-    Apply,
+    Apply {
+        /// Let this one apply write a staged path whose content the host would run by itself
+        /// (a `.git` entry, `.envrc`, an editor task file); repeat per path.
+        #[arg(long = "allow-host-exec", value_name = "PATH")]
+        allow_host_exec: Vec<String>,
+    },
     /// Revert the last apply.
     Undo,
     /// Journal records, newest last.
@@ -144,6 +154,44 @@ enum Command {
     Mcp,
     /// The built-in end-to-end example on a bundled sample project.
     Demo,
+}
+
+/// Per-run resource ceilings the operator may set on `exec` and `verify`.
+#[derive(Args, Debug, Clone, Default)]
+struct Ceilings {
+    /// Memory ceiling for the run, in bytes (suffixes K, M, G accepted).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    memory: Option<u64>,
+    /// CPU-time ceiling for the run, in seconds.
+    #[arg(long = "cpu-secs", value_name = "N")]
+    cpu_secs: Option<u64>,
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => {
+                    return Err(format!(
+                        "`{s}`: use a number of bytes, optionally with K, M, G or T"
+                    ));
+                }
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}`: use a number of bytes, optionally with K, M, G or T"))?;
+    n.checked_mul(mult)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("`{s}`: out of range"))
 }
 
 /// Entry point; returns the process exit code.
@@ -226,34 +274,63 @@ fn run(cli: Cli) -> CliResult {
         Command::Call { tool, args } => {
             let kernel = open_kernel(&g)?;
             let args = read_args(args)?;
-            Ok(call_and_print(&kernel, &g, &tool, &args, Style::Call))
+            // `airlock call` is the agent's channel: no operator inputs.
+            Ok(call_and_print(
+                &kernel,
+                &g,
+                &tool,
+                &args,
+                Style::Call,
+                OperatorInputs::default(),
+            ))
         }
         Command::Status => tool_cmd(&g, "status", json!({})),
         Command::Diff { paths } => tool_cmd(&g, "diff", json!({ "paths": paths })),
         Command::Discard => tool_cmd(&g, "discard", json!({})),
-        Command::Exec { timeout, argv } => {
+        Command::Exec {
+            timeout,
+            ceilings,
+            argv,
+        } => {
             let mut args = json!({ "argv": argv });
             if let Some(t) = timeout {
                 args["timeout_secs"] = json!(t);
             }
-            tool_cmd(&g, "bash", args)
+            let operator = OperatorInputs {
+                memory_bytes: ceilings.memory,
+                cpu_secs: ceilings.cpu_secs,
+                ..OperatorInputs::default()
+            };
+            operator_cmd(&g, "bash", args, operator)
         }
         Command::Verify {
             timeout,
             runner,
             baseline,
+            ceilings,
             argv,
         } => {
             let mut args = json!({ "runner": runner, "baseline": baseline });
             if let Some(t) = timeout {
                 args["timeout_secs"] = json!(t);
             }
-            if !argv.is_empty() {
-                args["command"] = json!(argv);
-            }
-            tool_cmd(&g, "verify", args)
+            // The operator's command travels outside the tool's arguments: only this channel
+            // can name a command whose verdict unlocks `apply`.
+            let operator = OperatorInputs {
+                verify_command: (!argv.is_empty()).then_some(argv),
+                memory_bytes: ceilings.memory,
+                cpu_secs: ceilings.cpu_secs,
+                ..OperatorInputs::default()
+            };
+            operator_cmd(&g, "verify", args, operator)
         }
-        Command::Apply => tool_cmd(&g, "apply", json!({})),
+        Command::Apply { allow_host_exec } => {
+            let operator = OperatorInputs {
+                allow_host_exec,
+                ..OperatorInputs::default()
+            };
+            operator_cmd(&g, "apply", json!({}), operator)
+        }
         Command::Undo => tool_cmd(&g, "undo", json!({})),
         Command::Journal => tool_cmd(&g, "journal", json!({})),
         Command::Recover => tool_cmd(&g, "recover", json!({})),
@@ -297,6 +374,11 @@ fn read_args(args: Option<String>) -> Result<String, Box<dyn std::error::Error>>
 }
 
 fn tool_cmd(g: &Global, tool: &str, args: Value) -> CliResult {
+    operator_cmd(g, tool, args, OperatorInputs::default())
+}
+
+/// A dedicated command: the tool's arguments plus what the operator said on this command line.
+fn operator_cmd(g: &Global, tool: &str, args: Value, operator: OperatorInputs) -> CliResult {
     let kernel = open_kernel(g)?;
     airlock_sandbox::timing::mark("kernel open");
     Ok(call_and_print(
@@ -305,6 +387,7 @@ fn tool_cmd(g: &Global, tool: &str, args: Value) -> CliResult {
         tool,
         &args.to_string(),
         Style::Direct,
+        operator,
     ))
 }
 
@@ -318,10 +401,18 @@ enum Style {
 }
 
 /// Run a tool and print its outcome the CLI way; returns the exit code.
-fn call_and_print(kernel: &Kernel, g: &Global, tool: &str, args: &str, style: Style) -> i32 {
+fn call_and_print(
+    kernel: &Kernel,
+    g: &Global,
+    tool: &str,
+    args: &str,
+    style: Style,
+    operator: OperatorInputs,
+) -> i32 {
     let approver = TtyApprover::default();
     let cancel = Cancel::new();
-    let ctx = CallContext::new(cancel, &approver);
+    let mut ctx = CallContext::new(cancel, &approver);
+    ctx.operator = operator;
     let outcome = kernel.call(tool, args, &ctx);
     print_outcome(g, tool, &outcome, style);
     outcome.exit_code

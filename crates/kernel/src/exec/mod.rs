@@ -50,7 +50,7 @@ pub(crate) fn execute(kernel: &Kernel, p: Prepared<'_>, ctx: &CallContext<'_>) -
         "status" => workflow::status(kernel),
         "diff" => workflow::diff(kernel, &p),
         "discard" => workflow::discard(kernel),
-        "apply" => workflow::apply(kernel),
+        "apply" => workflow::apply(kernel, ctx),
         "undo" => workflow::undo(kernel),
         "journal" => workflow::journal(kernel),
         "recover" => workflow::recover(kernel),

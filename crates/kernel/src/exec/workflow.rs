@@ -114,11 +114,13 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
             }
         },
     };
-    let command = p.args.get("command").and_then(Value::as_array).map(|a| {
-        a.iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect::<Vec<_>>()
+    let command = ctx.operator.verify_command.clone().or_else(|| {
+        p.args.get("command").and_then(Value::as_array).map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
     });
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
@@ -189,7 +191,7 @@ fn open_journal(k: &Kernel) -> Result<Journal, crate::CallOutcome> {
         .map_err(|e| failure(format!("The journal cannot be opened: {e}"), 1))
 }
 
-pub(crate) fn apply(k: &Kernel) -> crate::CallOutcome {
+pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
     let _serial = match k.session_run() {
         Ok(g) => g,
         Err(e) => return failure(e, 1),
