@@ -310,13 +310,14 @@ fn run(cli: Cli) -> CliResult {
             ceilings,
             argv,
         } => {
-            let mut args = json!({ "runner": runner, "baseline": baseline });
+            let mut args = json!({ "runner": runner.clone(), "baseline": baseline });
             if let Some(t) = timeout {
                 args["timeout_secs"] = json!(t);
             }
             // The operator's command travels outside the tool's arguments: only this channel
             // can name a command whose verdict unlocks `apply`.
             let operator = OperatorInputs {
+                verify_runner: Some(runner),
                 verify_command: (!argv.is_empty()).then_some(argv),
                 memory_bytes: ceilings.memory,
                 cpu_secs: ceilings.cpu_secs,

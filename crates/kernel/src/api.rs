@@ -134,6 +134,8 @@ impl<'a> CallContext<'a> {
 pub struct OperatorInputs {
     /// `airlock verify -- CMD`: the operator's own test command; its verdict can unlock apply.
     pub verify_command: Option<Vec<String>>,
+    /// `airlock verify --runner NAME`: the operator's choice of runner (adapter).
+    pub verify_runner: Option<String>,
     /// `airlock apply --allow-host-exec PATH`: staged paths whose content the host would
     /// execute by itself, which the operator lets this one apply write anyway.
     pub allow_host_exec: Vec<String>,

@@ -27,6 +27,9 @@ pub struct Prepared<'k> {
     pub script: Option<GuardedScript>,
     /// The parsed patch, for `apply_patch`.
     pub patch: Option<airlock_stage::patch::ParsedPatch>,
+    /// For a `verify` call that names its own command: the operator rule that allows exactly
+    /// that command, or the operator's approval of it. `None`: the command is the agent's.
+    pub vouched: Option<String>,
 }
 
 /// How gated (ask) decisions are resolved while deciding.
@@ -146,6 +149,13 @@ impl Kernel {
             subjects: &subjects,
         };
         let perm = self.policy.decide(&req);
+        // A rule that names the command (not a bare tool rule) vouches for it.
+        let mut vouched = self
+            .policy
+            .rules()
+            .allowing(&req)
+            .filter(|r| r.names_arguments() && !subjects.is_empty())
+            .map(|r| format!("the operator rule `{r}`"));
         match perm.decision {
             Verdict::Allow => trail.push(perm),
             Verdict::Deny => {
@@ -157,6 +167,9 @@ impl Kernel {
                 if let AskMode::Ask(ctx) = ask {
                     self.resolve_ask(tool, &args, &subjects, perm, ctx)?;
                     trail.push(pass(Stage::Permission, "The operator approved the call."));
+                    if !subjects.is_empty() {
+                        vouched = Some("the operator's approval".into());
+                    }
                 }
             }
         }
@@ -209,10 +222,15 @@ impl Kernel {
             )
         });
 
-        // Bash guard.
+        // Bash guard: `bash`, and a command the agent gives `verify` (it runs just the same).
         let mut script = None;
-        if tool == "bash" {
-            if let Some(cmd) = crate::api::bash_script(&args) {
+        if tool == "bash" || (tool == "verify" && args.get("command").is_some()) {
+            let cmd = if tool == "bash" {
+                crate::api::bash_script(&args)
+            } else {
+                verify_script(&args)
+            };
+            if let Some(cmd) = cmd {
                 match airlock_policy::guard::guard(&cmd) {
                     Ok(g) => {
                         trail.push(pass(
@@ -246,6 +264,7 @@ impl Kernel {
             rels,
             script,
             patch,
+            vouched,
         })
     }
 
@@ -343,7 +362,22 @@ fn subjects_of(
     if tool == "bash" {
         return crate::api::bash_script(args).into_iter().collect();
     }
+    if tool == "verify" {
+        return verify_script(args).into_iter().collect();
+    }
     path_args(tool, args, patch)
+}
+
+/// The command a `verify` call names, as the shell would read it (`None`: no command, or not a
+/// list of strings — validation reports that).
+fn verify_script(args: &Value) -> Option<String> {
+    let argv = args
+        .get("command")?
+        .as_array()?
+        .iter()
+        .map(|a| a.as_str().map(str::to_string))
+        .collect::<Option<Vec<String>>>()?;
+    (!argv.is_empty()).then(|| crate::api::shell_join(&argv))
 }
 
 /// Every path argument of a call, as given.

@@ -22,6 +22,8 @@ pub struct Kernel {
     pub(crate) store: Store,
     pub(crate) tools: BTreeMap<&'static str, ToolDef>,
     pub(crate) max_file_bytes: u64,
+    /// The operator's configured test command for this workspace, if any.
+    pub(crate) verify_command: Option<Vec<String>>,
     pub(crate) notices: Vec<String>,
     /// Outcomes of the recovery run at start-up, reported again by the `recover` tool.
     pub(crate) startup_outcomes: Vec<serde_json::Value>,
@@ -85,8 +87,14 @@ impl Kernel {
         )
         .map_err(|e| OpenError::Config(e.to_string()))?;
         let mut notices = cfg.notices.clone();
-        let policy = Policy::new(mode, permission, profile, cfg.rules, cfg.plan_artifacts)
-            .map_err(|e| OpenError::Usage(e.to_string()))?;
+        let policy = Policy::new(
+            mode,
+            permission,
+            profile,
+            cfg.rules.clone(),
+            cfg.plan_artifacts.clone(),
+        )
+        .map_err(|e| OpenError::Usage(e.to_string()))?;
         let jail = Jail::open(&root).map_err(|source| OpenError::Workspace {
             path: root.clone(),
             source,
@@ -106,6 +114,7 @@ impl Kernel {
             store,
             tools: tools::registry(cfg.max_file_bytes),
             max_file_bytes: cfg.max_file_bytes,
+            verify_command: cfg.verify_command.clone(),
             notices,
             startup_outcomes: startup.outcomes,
             session_approvals: Mutex::new(HashSet::new()),

@@ -40,7 +40,7 @@
 //! is the operator's command-line choice, and unrestricted can never come from a file.
 
 use crate::path::RelPath;
-use crate::permission::{ToolClass, ToolRequest};
+use crate::permission::ToolRequest;
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 use std::fmt;
@@ -160,6 +160,12 @@ impl Rule {
         &self.tool
     }
 
+    /// True when the rule names arguments (`tool(glob)`), not just a tool: only such a rule
+    /// can vouch for one specific command.
+    pub fn names_arguments(&self) -> bool {
+        self.glob.is_some()
+    }
+
     fn names_tool(&self, tool: &str) -> bool {
         self.tool == "*" || self.tool == tool
     }
@@ -173,7 +179,7 @@ impl Rule {
         if req.subjects.is_empty() {
             return false;
         }
-        if req.class == ToolClass::Exec {
+        if req.class.takes_commands() {
             req.subjects.iter().all(|cmd| {
                 let cmd = cmd.trim();
                 (g.has_operators || !has_shell_operators(cmd)) && g.text.is_match(cmd)
@@ -194,7 +200,7 @@ impl Rule {
             return false;
         }
         let Some(g) = &self.glob else { return true };
-        if req.class == ToolClass::Exec {
+        if req.class.takes_commands() {
             req.subjects.iter().any(|cmd| {
                 let cmd = cmd.trim();
                 g.text.is_match(cmd)
@@ -339,6 +345,9 @@ pub struct Config {
     pub max_file_bytes: u64,
     /// Things the operator should know (an ignored local config, an ignored key, …).
     pub notices: Vec<String>,
+    /// The operator's test command for this workspace (`[verify] command`, or its entry in
+    /// `[verify.workspaces]`): a verdict of this command can unlock apply.
+    pub verify_command: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -348,6 +357,7 @@ impl Default for Config {
             plan_artifacts: default_plan_artifacts(),
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             notices: Vec::new(),
+            verify_command: None,
         }
     }
 }
@@ -398,6 +408,18 @@ struct RawConfig {
     profile: Option<toml::Spanned<toml::Value>>,
     #[serde(default)]
     unrestricted: Option<toml::Spanned<toml::Value>>,
+    #[serde(default)]
+    verify: Option<RawVerify>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVerify {
+    #[serde(default)]
+    command: Option<toml::Spanned<Vec<String>>>,
+    /// Absolute workspace path → that workspace's test command.
+    #[serde(default)]
+    workspaces: std::collections::BTreeMap<String, toml::Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -460,13 +482,13 @@ pub fn load_config(
     if let Some(path) = user_config
         && let Some(text) = read_if_present(path)?
     {
-        merge_file(&mut config, path, &text)?;
+        merge_file_for(&mut config, path, &text, Some(workspace))?;
     }
     let local = local_config_path(workspace);
     match std::fs::symlink_metadata(&local) {
         Ok(_) if allow_local => {
             if let Some(text) = read_if_present(&local)? {
-                merge_file(&mut config, &local, &text)?;
+                merge_file_for(&mut config, &local, &text, Some(workspace))?;
                 config.notices.push(format!(
                     "Honouring the workspace-local config {} because local config is allowed.",
                     local.display()
@@ -504,6 +526,16 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// Parse one file's text and fold it into `config`.
 pub fn merge_file(config: &mut Config, path: &Path, text: &str) -> Result<(), ConfigError> {
+    merge_file_for(config, path, text, None)
+}
+
+/// [`merge_file`] for one workspace: `[verify.workspaces]` entries naming it apply.
+pub fn merge_file_for(
+    config: &mut Config,
+    path: &Path,
+    text: &str,
+    workspace: Option<&Path>,
+) -> Result<(), ConfigError> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
         path: path.to_path_buf(),
         line: e.span().map(|s| line_of(text, s.start)).unwrap_or(0),
@@ -542,6 +574,30 @@ pub fn merge_file(config: &mut Config, path: &Path, text: &str) -> Result<(), Co
     if let Some(n) = raw.limits.and_then(|l| l.max_file_bytes) {
         config.max_file_bytes = n;
     }
+    if let Some(v) = raw.verify {
+        let checked = |c: toml::Spanned<Vec<String>>| -> Result<Vec<String>, ConfigError> {
+            if c.get_ref().is_empty() || c.get_ref()[0].is_empty() {
+                return Err(ConfigError::Syntax {
+                    path: path.to_path_buf(),
+                    line: line_of(text, c.span().start),
+                    message: "a test command is a non-empty list: program, then arguments".into(),
+                });
+            }
+            Ok(c.into_inner())
+        };
+        if let Some(c) = v.command {
+            config.verify_command = Some(checked(c)?);
+        }
+        for (ws, c) in v.workspaces {
+            let c = checked(c)?;
+            let named = Path::new(&ws);
+            let same = workspace
+                .is_some_and(|w| named == w || std::fs::canonicalize(named).is_ok_and(|n| n == w));
+            if same {
+                config.verify_command = Some(c);
+            }
+        }
+    }
     for (key, value) in [("profile", raw.profile), ("unrestricted", raw.unrestricted)] {
         if let Some(v) = value {
             config.notices.push(format!(
@@ -557,6 +613,7 @@ pub fn merge_file(config: &mut Config, path: &Path, text: &str) -> Result<(), Co
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::permission::ToolClass;
 
     fn req<'a>(tool: &'a str, class: ToolClass, subjects: &'a [String]) -> ToolRequest<'a> {
         ToolRequest {
@@ -647,6 +704,38 @@ mod tests {
         assert!(e.to_string().starts_with("c.toml:2:"), "{e}");
         let e = merge_file(&mut c, Path::new("c.toml"), "\n\nbogus = 1\n").unwrap_err();
         assert!(e.to_string().starts_with("c.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn verify_command_from_config_and_per_workspace() {
+        let mut c = Config::default();
+        let text = "[verify]\ncommand = [\"make\", \"test\"]\n[verify.workspaces]\n\"/w/one\" = [\"cargo\", \"test\", \"--workspace\"]\n";
+        merge_file_for(&mut c, Path::new("u.toml"), text, Some(Path::new("/w/one"))).unwrap();
+        assert_eq!(
+            c.verify_command,
+            Some(vec!["cargo".into(), "test".into(), "--workspace".into()])
+        );
+        let mut c = Config::default();
+        merge_file_for(&mut c, Path::new("u.toml"), text, Some(Path::new("/w/two"))).unwrap();
+        assert_eq!(c.verify_command, Some(vec!["make".into(), "test".into()]));
+        let e = merge_file_for(
+            &mut Config::default(),
+            Path::new("u.toml"),
+            "\n[verify]\ncommand = []\n",
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("u.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn verify_rules_match_the_command_text() {
+        let r = Rule::parse("verify(cargo test*)").unwrap();
+        let ok = ["cargo test -p x".to_string()];
+        assert!(r.allows(&req("verify", ToolClass::Verify, &ok)));
+        let chained = ["cargo test; echo 1 passed".to_string()];
+        assert!(!r.allows(&req("verify", ToolClass::Verify, &chained)));
+        assert!(!r.allows(&req("verify", ToolClass::Verify, &[])));
     }
 
     #[test]

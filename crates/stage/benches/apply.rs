@@ -63,6 +63,7 @@ fn setup(n: usize, blobs_dir: &Path) -> Case {
     let verdict = VerdictRecord {
         changeset: snap.hash,
         verdict: "passed".into(),
+        source: airlock_stage::VerdictSource::Detected,
         detail: serde_json::Value::Null,
     };
     let verified = VerifiedChangeset::attest(snap, Some(&verdict)).unwrap();

@@ -27,5 +27,5 @@ pub mod undo;
 pub use blobs::BlobStore;
 pub use model::{
     Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
-    VerifiedChangeset, fingerprint_path,
+    VerdictSource, VerifiedChangeset, fingerprint_path,
 };

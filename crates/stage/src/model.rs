@@ -213,8 +213,68 @@ pub struct VerdictRecord {
     pub changeset: ContentHash,
     /// `passed`, `failed`, `no_tests`, `timeout` or `error`.
     pub verdict: String,
+    /// Where the test command came from; only the operator's (or the project's detected
+    /// runner) can unlock apply.
+    pub source: VerdictSource,
     /// The full verdict JSON (CLI.md), for display.
     pub detail: serde_json::Value,
+}
+
+/// Where the command behind a verdict came from. The model never chooses a command whose
+/// verdict unlocks apply: only the project's own declaration (detection), the operator's
+/// configuration, the operator's command line, or an operator rule naming that command can.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictSource {
+    /// The runner airlock detected from the project's files.
+    Detected,
+    /// The test command in the operator's configuration.
+    OperatorConfig,
+    /// `airlock verify -- CMD` on the operator's command line.
+    OperatorCli,
+    /// A command the agent passed that an operator rule allows (or the operator approved).
+    OperatorRule,
+    /// A command the agent chose: the verdict is advice only.
+    Agent,
+    /// Recorded without provenance (by an earlier airlock): trusted for nothing.
+    Unrecorded,
+}
+
+impl VerdictSource {
+    /// True when a passing verdict from this source may unlock apply.
+    pub fn unlocks_apply(self) -> bool {
+        matches!(
+            self,
+            VerdictSource::Detected
+                | VerdictSource::OperatorConfig
+                | VerdictSource::OperatorCli
+                | VerdictSource::OperatorRule
+        )
+    }
+
+    /// The snake_case name used in the verdict JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictSource::Detected => "detected",
+            VerdictSource::OperatorConfig => "operator_config",
+            VerdictSource::OperatorCli => "operator_cli",
+            VerdictSource::OperatorRule => "operator_rule",
+            VerdictSource::Agent => "agent",
+            VerdictSource::Unrecorded => "unrecorded",
+        }
+    }
+
+    /// Parse [`VerdictSource::as_str`]; anything else is [`VerdictSource::Unrecorded`].
+    pub fn parse(s: &str) -> VerdictSource {
+        match s {
+            "detected" => VerdictSource::Detected,
+            "operator_config" => VerdictSource::OperatorConfig,
+            "operator_cli" => VerdictSource::OperatorCli,
+            "operator_rule" => VerdictSource::OperatorRule,
+            "agent" => VerdictSource::Agent,
+            _ => VerdictSource::Unrecorded,
+        }
+    }
 }
 
 /// Why a snapshot could not be attested as verified.
@@ -239,6 +299,16 @@ pub enum NotVerified {
     /// Nothing is staged.
     #[error("nothing is staged")]
     Empty,
+    /// The verdict passed, but its command was the agent's choice: advice, not a gate.
+    #[error(
+        "the last verification passed with a test command the agent chose, so its verdict is advisory and cannot unlock apply; run `airlock verify` (the project's detected runner or the command in your config, or `airlock verify -- CMD`), or allow that exact command with an operator rule `verify(CMD)`"
+    )]
+    Advisory,
+    /// The verdict carries no provenance.
+    #[error(
+        "the last verdict was recorded without saying where its command came from; run `airlock verify` again"
+    )]
+    Unrecorded,
 }
 
 /// A changeset snapshot proven to carry a passing verdict for exactly its content hash.
@@ -262,6 +332,11 @@ impl VerifiedChangeset {
         let verdict = verdict.ok_or(NotVerified::NoVerdict)?;
         if verdict.verdict != "passed" {
             return Err(NotVerified::NotPassed(verdict.verdict.clone()));
+        }
+        match verdict.source {
+            VerdictSource::Agent => return Err(NotVerified::Advisory),
+            VerdictSource::Unrecorded => return Err(NotVerified::Unrecorded),
+            _ => {}
         }
         if verdict.changeset != snapshot.hash {
             return Err(NotVerified::Stale {
@@ -324,9 +399,20 @@ mod tests {
         let pass = VerdictRecord {
             changeset: snap.hash,
             verdict: "passed".into(),
+            source: VerdictSource::Detected,
             detail: serde_json::Value::Null,
         };
         assert!(VerifiedChangeset::attest(snap.clone(), Some(&pass)).is_ok());
+        for source in [VerdictSource::Agent, VerdictSource::Unrecorded] {
+            let advisory = VerdictRecord {
+                source,
+                ..pass.clone()
+            };
+            assert!(
+                VerifiedChangeset::attest(snap.clone(), Some(&advisory)).is_err(),
+                "{source:?} unlocked apply"
+            );
+        }
         assert_eq!(
             VerifiedChangeset::attest(snap.clone(), None).unwrap_err(),
             NotVerified::NoVerdict

@@ -15,7 +15,7 @@
 use crate::blobs::BlobStore;
 use crate::model::{
     Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
-    VerifiedChangeset,
+    VerdictSource, VerifiedChangeset,
 };
 use airlock_policy::RelPath;
 use cap_std::ambient_authority;
@@ -32,7 +32,7 @@ use std::time::Duration;
 /// airlock's state directory in the workspace.
 pub const STATE_DIR: &str = ".airlock";
 /// Schema version stored in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 /// How long a writer waits for another process holding the session's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest accepted session name.
@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS verdict (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     changeset TEXT NOT NULL,
     verdict TEXT NOT NULL,
-    detail TEXT NOT NULL
+    detail TEXT NOT NULL,
+    provenance TEXT
 ) STRICT;
 ";
 
@@ -476,8 +477,8 @@ impl Store {
         })?;
         let conn = self.lock();
         conn.execute(
-            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail) VALUES (1, ?1, ?2, ?3)",
-            params![v.changeset.to_hex(), v.verdict, detail],
+            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance) VALUES (1, ?1, ?2, ?3, ?4)",
+            params![v.changeset.to_hex(), v.verdict, detail, v.source.as_str()],
         )
         .map_err(|e| self.db(e))?;
         Ok(())
@@ -488,19 +489,20 @@ impl Store {
         let conn = self.lock();
         let row = conn
             .query_row(
-                "SELECT changeset, verdict, detail FROM verdict WHERE id = 1",
+                "SELECT changeset, verdict, detail, provenance FROM verdict WHERE id = 1",
                 [],
                 |r| {
                     Ok((
                         r.get::<_, String>(0)?,
                         r.get::<_, String>(1)?,
                         r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
                     ))
                 },
             )
             .optional()
             .map_err(|e| self.db(e))?;
-        let Some((hash, verdict, detail)) = row else {
+        let Some((hash, verdict, detail, provenance)) = row else {
             return Ok(None);
         };
         let bad = |detail: String| StageError::BadEntry {
@@ -511,6 +513,10 @@ impl Store {
             changeset: ContentHash::from_hex(&hash)
                 .ok_or_else(|| bad(format!("bad hash `{hash}`")))?,
             verdict,
+            source: provenance
+                .as_deref()
+                .map(VerdictSource::parse)
+                .unwrap_or(VerdictSource::Unrecorded),
             detail: serde_json::from_str(&detail).map_err(|e| bad(e.to_string()))?,
         }))
     }
@@ -660,10 +666,27 @@ fn open_db_once(path: &Path) -> Result<Connection, StageError> {
         });
     }
     if version < SCHEMA_VERSION {
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-        ))
-        .map_err(err)?;
+        // Under the write lock, read the version again: another process may have migrated.
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(err)?;
+        let migrated = (|| {
+            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version == 1 {
+                // Version 1 verdicts carry no provenance: they stay untrusted (NULL).
+                conn.execute_batch("ALTER TABLE verdict ADD COLUMN provenance TEXT;")?;
+            }
+            if version < SCHEMA_VERSION {
+                conn.execute_batch(&format!("{SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};"))?;
+            }
+            conn.execute_batch("COMMIT")
+        })();
+        if let Err(e) = migrated {
+            let _ = conn.execute_batch("ROLLBACK");
+            // A store that cannot take the migration is not one of ours.
+            return Err(StageError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("cannot migrate the schema: {e}"),
+            });
+        }
     }
     // Check the shape: a foreign SQLite file with an `entries` table of another layout is not ours.
     conn.prepare("SELECT path, change, base, session_local, flagged FROM entries LIMIT 0")
@@ -1316,6 +1339,54 @@ mod tests {
         assert!(err.to_string().contains("`a.txt` is not a directory"));
     }
 
+    /// A verdict stored by a version-1 store (no provenance column) is migrated as
+    /// untrusted: it cannot unlock apply until verify runs again.
+    #[test]
+    fn verdicts_from_before_provenance_unlock_nothing() {
+        let (d, s) = setup();
+        s.stage_write(&rp("n.txt"), b"new", None).unwrap();
+        let hash = s.snapshot().unwrap().hash;
+        let path = s.db_path().to_path_buf();
+        drop(s);
+        {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.execute_batch(
+                "DROP TABLE verdict; CREATE TABLE verdict (id INTEGER PRIMARY KEY CHECK (id = 1), \
+                 changeset TEXT NOT NULL, verdict TEXT NOT NULL, detail TEXT NOT NULL) STRICT; \
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+            c.execute(
+                "INSERT INTO verdict VALUES (1, ?1, 'passed', '{}')",
+                [hash.to_hex()],
+            )
+            .unwrap();
+        }
+        let s = Store::open(d.path(), "default").unwrap();
+        assert_eq!(
+            s.last_verdict().unwrap().unwrap().source,
+            VerdictSource::Unrecorded
+        );
+        assert!(matches!(
+            s.verified(),
+            Err(StageError::NotVerified(NotVerified::Unrecorded))
+        ));
+        for (source, ok) in [
+            (VerdictSource::Agent, false),
+            (VerdictSource::OperatorCli, true),
+        ] {
+            s.record_verdict(&VerdictRecord {
+                changeset: hash,
+                verdict: "passed".into(),
+                source,
+                detail: serde_json::json!({}),
+            })
+            .unwrap();
+            assert_eq!(s.last_verdict().unwrap().unwrap().source, source);
+            assert_eq!(s.verified().is_ok(), ok, "{source:?}");
+        }
+    }
+
     #[test]
     fn verdict_binds_to_hash() {
         let (_d, s) = setup();
@@ -1328,6 +1399,7 @@ mod tests {
         s.record_verdict(&VerdictRecord {
             changeset: snap.hash,
             verdict: "passed".into(),
+            source: VerdictSource::Detected,
             detail: serde_json::json!({"tests": 3}),
         })
         .unwrap();

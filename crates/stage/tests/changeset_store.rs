@@ -393,6 +393,7 @@ fn verdicts_discard_and_clear_applied() {
     let v = VerdictRecord {
         changeset: snap.hash,
         verdict: "passed".into(),
+        source: airlock_stage::VerdictSource::Detected,
         detail: serde_json::json!({"verdict": "passed", "tests": {"passed": 2}}),
     };
     s.record_verdict(&v).unwrap();

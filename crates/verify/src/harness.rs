@@ -15,7 +15,7 @@ use crate::adapter::node::LoadErrors;
 use crate::adapter::{self, FailureSink, Parsed, Plan, REPORT_DIR, ReportFormat};
 use crate::detect::{DirSource, FileSource, detect};
 use crate::error::VerifyError;
-use crate::model::{Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
+use crate::model::{BaseReport, Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
 use crate::runner::{CommandRunner, RunOutput, RunRequest};
 use crate::sanitize::{DEFAULT_BUDGET, Locator, Sanitizer, Tail};
 use crate::verdict::{RunFacts, decide};
@@ -126,13 +126,14 @@ pub fn run_verification_with(
         return Err(VerifyError::EmptyCommand);
     }
 
-    let baseline = if opts.baseline {
+    // The duration covers the base run too: it is part of what this verification cost.
+    let start = Instant::now();
+    let mut base = if opts.baseline {
         Some(load_or_run_baseline(runner, input, opts, kind)?)
     } else {
         None
     };
 
-    let start = Instant::now();
     let scratch = fresh_dir(input.scratch_dir, "run")?;
     let run = run_once(
         runner,
@@ -143,7 +144,38 @@ pub fn run_verification_with(
         kind,
         &src,
     )?;
-    let mut collector = Collector::new(opts.budget_bytes, baseline.as_ref());
+    // An empty changeset: this run *is* the base run. Its failures are the base's, recorded
+    // for later verifications of this exact base.
+    let deferred = match &base {
+        Some(Base::Deferred { key, cache_file }) => Some((key.clone(), cache_file.clone())),
+        _ => None,
+    };
+    if let (Some((key, cache_file)), Attempt::Ran { plan, output }) = (deferred, &run) {
+        let mut first = Collector::new(opts.budget_bytes, None);
+        let (parsed, _) = parse_run(plan, output, &src, &mut first);
+        let (verdict, _) = decide(&facts_of(output, opts, &parsed, &first, false));
+        let known = BaseKnown {
+            failing: first.identities.into_iter().collect(),
+            report: BaseReport {
+                id: key,
+                verdict,
+                tests: parsed.counts,
+                reused: false,
+                duration_ms: millis(start.elapsed()),
+            },
+        };
+        store_base(cache_file.as_deref(), &known);
+        base = Some(Base::Known(known));
+    }
+    let baseline = match &base {
+        Some(Base::Known(k)) => Some(&k.failing),
+        _ => None,
+    };
+    let base_report = match &base {
+        Some(Base::Known(k)) => Some(k.report.clone()),
+        _ => None,
+    };
+    let mut collector = Collector::new(opts.budget_bytes, baseline);
     let facts_and_plan = match run {
         Attempt::Missing { plan, reason } => {
             let mut s = Sanitizer::new(opts.budget_bytes);
@@ -161,6 +193,12 @@ pub fn run_verification_with(
                 failures_omitted: 0,
                 exit_code: None,
                 baseline: baseline.is_some(),
+                base: base_report,
+                argv: plan
+                    .argv
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
             });
         }
         Attempt::Ran { plan, output } => {
@@ -169,21 +207,7 @@ pub fn run_verification_with(
         }
     };
     let (plan, output, parsed, tails) = facts_and_plan;
-    let facts = RunFacts {
-        exit_code: output.exit_code,
-        signal: output.signal,
-        timed_out: output.timed_out,
-        timeout_secs: opts.timeout.as_secs(),
-        cancelled: output.cancelled,
-        counts: parsed.counts,
-        counts_known: parsed.counts_known,
-        report_problem: parsed.report_problem.clone(),
-        said_no_tests: parsed.said_no_tests,
-        test_failures: collector.test_failures,
-        compile_failures: collector.compile_failures,
-        new_failures: collector.new_failures,
-        baseline_used: baseline.is_some(),
-    };
+    let facts = facts_of(&output, opts, &parsed, &collector, baseline.is_some());
     let (verdict, reason) = decide(&facts);
     let mut header = format!(
         "{verdict}: {} passed, {} failed, {} skipped ({}",
@@ -229,7 +253,38 @@ pub fn run_verification_with(
         failures_omitted: sanitized.failures_omitted,
         exit_code: output.exit_code,
         baseline: baseline.is_some(),
+        base: base_report,
+        argv: plan
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
     })
+}
+
+/// Everything the verdict rules need from one parsed run.
+fn facts_of(
+    output: &RunOutput,
+    opts: &VerifyOptions,
+    parsed: &Parsed,
+    collector: &Collector,
+    baseline_used: bool,
+) -> RunFacts {
+    RunFacts {
+        exit_code: output.exit_code,
+        signal: output.signal,
+        timed_out: output.timed_out,
+        timeout_secs: opts.timeout.as_secs(),
+        cancelled: output.cancelled,
+        counts: parsed.counts,
+        counts_known: parsed.counts_known,
+        report_problem: parsed.report_problem.clone(),
+        said_no_tests: parsed.said_no_tests,
+        test_failures: collector.test_failures,
+        compile_failures: collector.compile_failures,
+        new_failures: collector.new_failures,
+        baseline_used,
+    }
 }
 
 fn millis(d: Duration) -> u64 {
@@ -455,37 +510,71 @@ fn parse_run(
     (parsed, (out_tail, err_tail))
 }
 
+/// A cached base result, stored under its key.
 #[derive(Debug, Serialize, Deserialize)]
 struct BaselineRecord {
-    runner: RunnerKind,
+    key: String,
     verdict: Verdict,
+    tests: Counts,
     failing: Vec<String>,
 }
 
-/// The failure identities of the unchanged base, from the cache or a fresh run (cached only
-/// when that run produced a verdict that says something: passed or failed).
+/// The base a verification compares against.
+enum Base {
+    /// Its failing identities and what it was.
+    Known(BaseKnown),
+    /// The changeset is empty, so the main run is the base run: recorded after it.
+    Deferred {
+        key: String,
+        cache_file: Option<PathBuf>,
+    },
+}
+
+struct BaseKnown {
+    failing: HashSet<String>,
+    report: BaseReport,
+}
+
+/// The failure identities of the unchanged base: from the cache when a base with exactly the
+/// same key ran before, otherwise from a fresh run (cached only when that run produced a
+/// verdict that says something: passed or failed). The key covers everything that decides
+/// the result ([`base_key`]); a base whose tree cannot be fingerprinted is run and not cached.
 fn load_or_run_baseline(
     runner: &dyn CommandRunner,
     input: &VerifyInput,
     opts: &VerifyOptions,
     kind: RunnerKind,
-) -> Result<HashSet<String>, VerifyError> {
-    let cache_file = input.baseline_cache.as_ref().map(|(dir, key)| {
-        let safe: String = key
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .take(128)
-            .collect();
-        dir.join(format!("verify-baseline-{safe}-{}.json", kind.name()))
-    });
-    if let Some(path) = &cache_file
+) -> Result<Base, VerifyError> {
+    let src = DirSource::new(input.workspace);
+    let key = base_key(input, opts, kind, &src);
+    let cache_file = match (&key, &input.baseline_cache) {
+        (Some(key), Some((dir, _))) => Some(dir.join(format!("verify-base-{key}.json"))),
+        _ => None,
+    };
+    if let (Some(key), Some(path)) = (&key, &cache_file)
         && let Ok(bytes) = std::fs::read(path)
         && let Ok(record) = serde_json::from_slice::<BaselineRecord>(&bytes)
-        && record.runner == kind
+        && &record.key == key
     {
-        return Ok(record.failing.into_iter().collect());
+        return Ok(Base::Known(BaseKnown {
+            failing: record.failing.into_iter().collect(),
+            report: BaseReport {
+                id: record.key,
+                verdict: record.verdict,
+                tests: record.tests,
+                reused: true,
+                duration_ms: 0,
+            },
+        }));
     }
-    let src = DirSource::new(input.workspace);
+    let id = key.clone().unwrap_or_else(|| "unfingerprinted".into());
+    if key.is_some() && layers_are_empty(&input.layers) {
+        return Ok(Base::Deferred {
+            key: id,
+            cache_file,
+        });
+    }
+    let start = Instant::now();
     let scratch = fresh_dir(input.scratch_dir, "baseline")?;
     let attempt = run_once(
         runner,
@@ -496,45 +585,99 @@ fn load_or_run_baseline(
         kind,
         &src,
     )?;
-    let Attempt::Ran { plan, output } = attempt else {
-        return Ok(HashSet::new());
-    };
-    let mut collector = Collector::new(opts.budget_bytes, None);
-    let (parsed, _) = parse_run(&plan, &output, &src, &mut collector);
-    let facts = RunFacts {
-        exit_code: output.exit_code,
-        signal: output.signal,
-        timed_out: output.timed_out,
-        timeout_secs: opts.timeout.as_secs(),
-        cancelled: output.cancelled,
-        counts: parsed.counts,
-        counts_known: parsed.counts_known,
-        report_problem: parsed.report_problem,
-        said_no_tests: parsed.said_no_tests,
-        test_failures: collector.test_failures,
-        compile_failures: collector.compile_failures,
-        new_failures: collector.new_failures,
-        baseline_used: false,
-    };
-    let (verdict, _) = decide(&facts);
-    let failing = collector.identities;
-    if let Some(path) = &cache_file
-        && matches!(verdict, Verdict::Passed | Verdict::Failed)
-    {
-        let record = BaselineRecord {
-            runner: kind,
-            verdict,
-            failing: failing.clone(),
-        };
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
+    let (verdict, tests, failing) = match attempt {
+        Attempt::Ran { plan, output } => {
+            let mut collector = Collector::new(opts.budget_bytes, None);
+            let (parsed, _) = parse_run(&plan, &output, &src, &mut collector);
+            let (verdict, _) = decide(&facts_of(&output, opts, &parsed, &collector, false));
+            (verdict, parsed.counts, collector.identities)
         }
-        if let Ok(json) = serde_json::to_vec(&record) {
-            let tmp = path.with_extension("json.tmp");
-            if std::fs::write(&tmp, json).is_ok() {
-                let _ = std::fs::rename(&tmp, path);
-            }
+        Attempt::Missing { .. } => (Verdict::Error, Counts::default(), Vec::new()),
+    };
+    let known = BaseKnown {
+        failing: failing.into_iter().collect(),
+        report: BaseReport {
+            id,
+            verdict,
+            tests,
+            reused: false,
+            duration_ms: millis(start.elapsed()),
+        },
+    };
+    store_base(cache_file.as_deref(), &known);
+    Ok(Base::Known(known))
+}
+
+/// Cache a base result that says something (passed or failed) under its key.
+fn store_base(path: Option<&Path>, known: &BaseKnown) {
+    let Some(path) = path else { return };
+    if !matches!(known.report.verdict, Verdict::Passed | Verdict::Failed) {
+        return;
+    }
+    let mut failing: Vec<String> = known.failing.iter().cloned().collect();
+    failing.sort();
+    let record = BaselineRecord {
+        key: known.report.id.clone(),
+        verdict: known.report.verdict,
+        tests: known.report.tests,
+        failing,
+    };
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    if let Ok(json) = serde_json::to_vec(&record) {
+        let tmp = path.with_extension("json.tmp");
+        if std::fs::write(&tmp, json).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
         }
     }
-    Ok(failing.into_iter().collect())
+}
+
+/// True when no layer holds any entry: the changeset is empty and the run sees the base.
+fn layers_are_empty(layers: &[PathBuf]) -> bool {
+    layers.iter().all(|l| match std::fs::read_dir(l) {
+        Ok(mut it) => it.next().is_none(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    })
+}
+
+/// The identity of a base run: the whole base tree ([`crate::base::tree_fingerprint`]), the
+/// runner and its exact argv as planned on the base, the environment that reaches the sandbox,
+/// the toolchain (the program that runs and the exposed toolchain directories), airlock's own
+/// version and the caller's key material. `None` when the tree cannot be read whole.
+fn base_key(
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    kind: RunnerKind,
+    src: &dyn FileSource,
+) -> Option<String> {
+    let plan = adapter::plan(kind, opts.command.as_deref(), input.workspace, src);
+    let mut env: Vec<(String, String)> = plan.env.clone();
+    env.extend(opts.env.iter().cloned());
+    let extra: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+        env.iter().map(|(k, v)| (k.into(), v.into())).collect();
+    let sandbox_env = airlock_sandbox::env::scrubbed(std::env::vars_os(), &extra, None).ok()?;
+    let mut binds: Vec<&Path> = opts.home_binds.iter().map(PathBuf::as_path).collect();
+    binds.extend(opts.ro_binds.iter().map(PathBuf::as_path));
+    let path_var = sandbox_env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    crate::base::key(&crate::base::KeyParts {
+        workspace: input.workspace,
+        version: env!("CARGO_PKG_VERSION"),
+        runner: kind.name(),
+        argv: &plan.argv,
+        env: &sandbox_env,
+        program: plan
+            .argv
+            .first()
+            .and_then(|p| crate::base::resolve_program(p, path_var.as_deref())),
+        toolchains: &binds,
+        salt: input
+            .baseline_cache
+            .as_ref()
+            .map(|(_, s)| s.as_str())
+            .unwrap_or(""),
+    })
 }

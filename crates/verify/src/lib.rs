@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 
 pub mod adapter;
+mod base;
 pub mod detect;
 mod error;
 mod harness;
@@ -60,5 +61,5 @@ pub use harness::{
     DEFAULT_TIMEOUT, VerifyInput, VerifyOptions, run_verification, run_verification_with,
     toolchain_home_binds,
 };
-pub use model::{Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
+pub use model::{BaseReport, Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
 pub use runner::{CommandRunner, OutputText, PlainRunner, RunOutput, RunRequest};

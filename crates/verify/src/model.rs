@@ -201,7 +201,7 @@ pub struct VerdictReport {
     pub failures: Vec<Failure>,
     /// Bounded, sanitised text for the model.
     pub diagnostics: String,
-    /// Wall time of the verification, baseline run excluded.
+    /// Wall time of the verification, the base run of a baseline included.
     pub duration_ms: u64,
     /// True when the run had no kernel isolation (degraded backend, operator opt-in).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -215,6 +215,29 @@ pub struct VerdictReport {
     /// Whether failures were compared against a baseline run on the unchanged base.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub baseline: bool,
+    /// What the baseline compared against (baseline runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseReport>,
+    /// The exact command that ran (empty when nothing ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+}
+
+/// The unchanged base a baseline run compared against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseReport {
+    /// The base's identity: a fingerprint of the whole base tree, the runner's exact argv, the
+    /// environment that reaches the sandbox and the toolchain. A cached base result is reused
+    /// only under exactly this identity.
+    pub id: String,
+    /// The base run's verdict.
+    pub verdict: Verdict,
+    /// The base run's counts.
+    pub tests: Counts,
+    /// True when the base result came from the cache (an identical base was run before).
+    pub reused: bool,
+    /// Wall time of the base run (0 when reused).
+    pub duration_ms: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -252,6 +275,8 @@ mod tests {
             failures_omitted: 0,
             exit_code: None,
             baseline: false,
+            base: None,
+            argv: Vec::new(),
         };
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(

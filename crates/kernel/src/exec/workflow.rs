@@ -10,7 +10,7 @@ use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, apply_verified};
 use airlock_stage::journal::Journal;
 use airlock_stage::undo::{UndoError, undo_last};
-use airlock_stage::{VerdictRecord, diff as sdiff};
+use airlock_stage::{VerdictRecord, VerdictSource, diff as sdiff};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -114,14 +114,13 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
             }
         },
     };
-    let command = ctx.operator.verify_command.clone().or_else(|| {
-        p.args.get("command").and_then(Value::as_array).map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-    });
+    let (command, mut source) = verify_command(k, p, ctx);
+    if source.unlocks_apply()
+        && source != VerdictSource::OperatorCli
+        && runner_overrides_project(k, p, ctx, &dirs.layer)
+    {
+        source = VerdictSource::Agent;
+    }
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
         runner,
@@ -148,17 +147,38 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         layers: vec![dirs.layer.clone()],
         changeset_hash: snapshot.hash.to_hex(),
         scratch_dir: &scratch,
-        baseline_cache: Some((&cache, base_key(&snapshot))),
+        // The harness keys the base by the whole base tree, argv, environment and toolchain.
+        baseline_cache: Some((&cache, String::new())),
     };
     let report = match airlock_verify::run_verification(&input, &opts) {
         Ok(r) => r,
         Err(e) => return failure(format!("Verification could not run: {e}"), 1),
     };
-    let detail = serde_json::to_value(&report).unwrap_or(Value::Null);
-    let verdict = detail["verdict"].as_str().unwrap_or("error").to_string();
+    let verdict = report.verdict.to_string();
+    let mut detail = serde_json::to_value(&report).unwrap_or(Value::Null);
+    // The verdict says which command ran and where it came from.
+    if let Some(obj) = detail.as_object_mut() {
+        let argv = obj.remove("argv").unwrap_or_else(|| json!([]));
+        obj.insert(
+            "command".into(),
+            json!({ "argv": argv, "source": source.as_str() }),
+        );
+        if !source.unlocks_apply() {
+            obj.insert("advisory".into(), json!(true));
+            if let Some(d) = obj.get_mut("diagnostics")
+                && let Some(text) = d.as_str()
+            {
+                *d = json!(format!(
+                    "advisory: the agent chose this command, so this verdict cannot unlock apply \
+                     (`airlock verify` runs the project's own).\n{text}"
+                ));
+            }
+        }
+    }
     let record = VerdictRecord {
         changeset: snapshot.hash,
         verdict: verdict.clone(),
+        source,
         detail: detail.clone(),
     };
     if let Err(e) = k.store.record_verdict(&record) {
@@ -174,15 +194,54 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
     }
 }
 
-/// The baseline cache key: the fingerprints every staged path was staged against.
-fn base_key(snapshot: &airlock_stage::ChangesetSnapshot) -> String {
-    let bases: Vec<_> = snapshot
-        .entries
-        .iter()
-        .map(|e| (e.path.display(), &e.base))
-        .collect();
-    let bytes = serde_json::to_vec(&bases).unwrap_or_default();
-    airlock_stage::ContentHash::of(&bytes).to_hex()
+/// The command a verification runs and where it came from. The operator's command line wins;
+/// then a command the agent passed (advisory unless an operator rule vouched for exactly that
+/// command); then the operator's configured command; else the runner detected from the project.
+fn verify_command(
+    k: &Kernel,
+    p: &Prepared<'_>,
+    ctx: &CallContext<'_>,
+) -> (Option<Vec<String>>, VerdictSource) {
+    if let Some(cmd) = &ctx.operator.verify_command {
+        return (Some(cmd.clone()), VerdictSource::OperatorCli);
+    }
+    let agent = p.args.get("command").and_then(Value::as_array).map(|a| {
+        a.iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    });
+    if let Some(cmd) = agent {
+        let source = if p.vouched.is_some() {
+            VerdictSource::OperatorRule
+        } else {
+            VerdictSource::Agent
+        };
+        return (Some(cmd), source);
+    }
+    match &k.verify_command {
+        Some(cmd) => (Some(cmd.clone()), VerdictSource::OperatorConfig),
+        None => (None, VerdictSource::Detected),
+    }
+}
+
+/// A runner the agent forced (not `auto`, not the operator's `--runner`) that is not the one the
+/// project declares makes the verdict the agent's: another runner runs other tests.
+fn runner_overrides_project(
+    k: &Kernel,
+    p: &Prepared<'_>,
+    ctx: &CallContext<'_>,
+    layer: &Path,
+) -> bool {
+    let chosen = match p.args.get("runner").and_then(Value::as_str) {
+        None | Some("auto") => return false,
+        Some(r) => r,
+    };
+    if ctx.operator.verify_runner.as_deref() == Some(chosen) {
+        return false;
+    }
+    let src = airlock_verify::DirSource::layered(&k.root, &[layer.to_path_buf()]);
+    airlock_verify::detect(&src).map(|d| d.name()) != Some(chosen)
 }
 
 fn open_journal(k: &Kernel) -> Result<Journal, crate::CallOutcome> {

@@ -54,6 +54,12 @@ impl ToolClass {
         }
     }
 
+    /// True for classes whose rule subjects are command text rather than paths: `bash`, and
+    /// `verify` with an explicit command.
+    pub fn takes_commands(self) -> bool {
+        matches!(self, ToolClass::Exec | ToolClass::Verify)
+    }
+
     /// True for classes that change nothing anywhere (read, meta, asking the operator).
     pub fn is_read_only(self) -> bool {
         matches!(self, ToolClass::Read | ToolClass::Meta | ToolClass::AskUser)
@@ -73,8 +79,8 @@ pub struct ToolRequest<'a> {
     pub tool: &'a str,
     /// Its effect class.
     pub class: ToolClass,
-    /// The paths it touches as the agent gave them (workspace-relative), or for `bash` the
-    /// command text; for `apply`/`undo`, the changeset's paths.
+    /// The paths it touches as the agent gave them (workspace-relative), or for `bash` (and
+    /// `verify` given a command) the command text; for `apply`/`undo`, the changeset's paths.
     pub subjects: &'a [String],
 }
 

@@ -116,6 +116,7 @@ pub fn verified(entries: Vec<StagedEntry>) -> VerifiedChangeset {
     let verdict = VerdictRecord {
         changeset: snap.hash,
         verdict: "passed".into(),
+        source: airlock_stage::VerdictSource::Detected,
         detail: serde_json::Value::Null,
     };
     VerifiedChangeset::attest(snap, Some(&verdict)).unwrap()
