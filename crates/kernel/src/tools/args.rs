@@ -147,9 +147,12 @@ pub struct BashArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyArgs {
-    /// `auto` (default) or a runner: node, vitest, jest, cargo, pytest, go, command.
+    /// `auto` (default) or a runner: node, vitest, jest, cargo, pytest, go, command. A runner
+    /// other than the project's own makes the verdict advisory.
     pub runner: Option<String>,
-    /// An explicit test command (argv), instead of the detected runner.
+    /// An explicit test command (argv), instead of the detected runner. It passes the bash
+    /// guard; its verdict is advisory (feedback only: it cannot unlock apply) unless an
+    /// operator rule allows exactly this command.
     pub command: Option<Vec<String>>,
     /// Wall-clock limit in seconds (default 300).
     #[schemars(range(min = 1, max = 7200))]

@@ -116,7 +116,7 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
             "verify",
             ToolClass::Verify,
             VerifyArgs,
-            "Run the project's tests against the workspace plus staged changes in a fresh sandbox and return a verdict (passed, failed, no_tests, timeout, error) with short diagnostics: failing test, message, file:line. Only a passing verify allows apply."
+            "Run the project's tests against the workspace plus staged changes in a fresh sandbox and return a verdict (passed, failed, no_tests, timeout, error) with short diagnostics: failing test, message, file:line. Only a passing verify of the project's own test command (detected, or configured by the operator) allows apply; a `command` you choose gives advisory feedback only."
         ),
         tool!(
             "status",
