@@ -227,6 +227,28 @@ def test_stage_verify_fix_verify_apply(workspace: Path, mode: str) -> None:
     assert (workspace / "src" / "value.txt").read_text() == "fixed\n"
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_verify_command_chosen_over_mcp_is_advisory(workspace: Path, mode: str) -> None:
+    """The agent's channel cannot pick the command whose verdict unlocks apply."""
+    fake = {"command": ["sh", "-c", "echo 1 passed, 0 failed"], "timeout_secs": 60}
+
+    async def go() -> None:
+        async with Client(params(workspace, "--mode", "build"), mode=mode) as client:
+            r = await client.call_tool("write_file", {"path": "src/value.txt", "content": "untested\n"})
+            assert not r.is_error, text_of(r)
+            r = await client.call_tool("verify", fake)
+            verdict = json.loads(text_of(r))
+            assert verdict["verdict"] == "passed", verdict
+            assert verdict["advisory"] is True, verdict
+            assert verdict["command"]["source"] == "agent", verdict
+            r = await client.call_tool("apply", {})
+            assert r.is_error, "an advisory verdict must not unlock apply"
+            assert "advisory" in text_of(r), text_of(r)
+
+    run(go)
+    assert (workspace / "src" / "value.txt").read_text() == "broken\n"
+
+
 class Operator:
     """An elicitation callback standing in for the person at the client."""
 
