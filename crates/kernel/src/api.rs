@@ -227,13 +227,18 @@ pub(crate) fn bash_script(args: &serde_json::Value) -> Option<String> {
 
 /// A `bash` call's `argv`: a non-empty array of strings, or `None`.
 pub(crate) fn bash_argv(args: &serde_json::Value) -> Option<Vec<String>> {
-    let argv = args
-        .get("argv")?
+    string_list(args, "argv")
+}
+
+/// Argument `key` as a non-empty list of strings, or `None`.
+pub(crate) fn string_list(args: &serde_json::Value, key: &str) -> Option<Vec<String>> {
+    let list = args
+        .get(key)?
         .as_array()?
         .iter()
         .map(|a| a.as_str().map(str::to_string))
         .collect::<Option<Vec<String>>>()?;
-    (!argv.is_empty()).then_some(argv)
+    (!list.is_empty()).then_some(list)
 }
 
 #[cfg(test)]

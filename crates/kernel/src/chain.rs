@@ -371,13 +371,7 @@ fn subjects_of(
 /// The command a `verify` call names, as the shell would read it (`None`: no command, or not a
 /// list of strings — validation reports that).
 fn verify_script(args: &Value) -> Option<String> {
-    let argv = args
-        .get("command")?
-        .as_array()?
-        .iter()
-        .map(|a| a.as_str().map(str::to_string))
-        .collect::<Option<Vec<String>>>()?;
-    (!argv.is_empty()).then(|| crate::api::shell_join(&argv))
+    crate::api::string_list(args, "command").map(|argv| crate::api::shell_join(&argv))
 }
 
 /// Every path argument of a call, as given.

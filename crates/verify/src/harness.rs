@@ -194,11 +194,7 @@ pub fn run_verification_with(
                 exit_code: None,
                 baseline: baseline.is_some(),
                 base: base_report,
-                argv: plan
-                    .argv
-                    .iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect(),
+                argv: argv_text(&plan),
             });
         }
         Attempt::Ran { plan, output } => {
@@ -254,12 +250,16 @@ pub fn run_verification_with(
         exit_code: output.exit_code,
         baseline: baseline.is_some(),
         base: base_report,
-        argv: plan
-            .argv
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
+        argv: argv_text(&plan),
     })
+}
+
+/// The plan's argv as text, for the verdict.
+fn argv_text(plan: &Plan) -> Vec<String> {
+    plan.argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// Everything the verdict rules need from one parsed run.
