@@ -387,6 +387,13 @@ impl Store {
     /// Apply many operations in one transaction: all of them or none. Returns how many ran.
     pub fn stage_batch(&self, ops: impl IntoIterator<Item = StageOp>) -> Result<usize, StageError> {
         let ops: Vec<StageOp> = ops.into_iter().collect();
+        // Held until the entries naming the blobs are committed: the collector does not run
+        // meanwhile (see `crate::gc`).
+        let _pin = self.blobs.pin().map_err(|e| StageError::Io {
+            action: "lock",
+            path: self.blobs.dir().display().to_string(),
+            source: e,
+        })?;
         // Contents go to the blob store first (immutable, content-addressed): a rolled-back
         // transaction leaves at most an unreferenced blob.
         let mut hashes = Vec::with_capacity(ops.len());
@@ -457,7 +464,8 @@ impl Store {
         ))
     }
 
-    /// Drop every staged entry and the verdict. Returns how many entries were dropped.
+    /// Drop every staged entry and the verdict. Returns how many entries were dropped. The
+    /// blobs they named stay until [`crate::gc::collect`] runs.
     pub fn discard(&self) -> Result<usize, StageError> {
         let mut conn = self.lock();
         let tx = conn

@@ -76,8 +76,36 @@ pub(crate) fn diff(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
 
 pub(crate) fn discard(k: &Kernel) -> crate::CallOutcome {
     match k.store.discard() {
-        Ok(n) => success(json!(format!("Discarded {n} staged change(s).")), false),
+        Ok(n) => {
+            let freed = collect_blobs(k);
+            success(
+                json!(format!("Discarded {n} staged change(s).{freed}")),
+                false,
+            )
+        }
         Err(e) => failure(e.to_string(), 1),
+    }
+}
+
+/// Reclaims the blobs nothing names any more (after a discard or an apply); best effort: a
+/// collection that cannot run now leaves its garbage for the next one. Returns a sentence for
+/// the result (empty when nothing was freed).
+pub(crate) fn collect_blobs(k: &Kernel) -> String {
+    match airlock_stage::gc::collect(&k.root) {
+        Ok(r) if r.removed > 0 => format!(
+            " Freed {} stored blob(s) ({} bytes).",
+            r.removed, r.removed_bytes
+        ),
+        Ok(r) => {
+            if let Some(why) = r.skipped {
+                tracing::info!("blob collection skipped: {why}");
+            }
+            String::new()
+        }
+        Err(e) => {
+            tracing::warn!("{e}");
+            String::new()
+        }
     }
 }
 
@@ -220,7 +248,14 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
         Err(o) => return o,
     };
     let ctx = ApplyContext::new(k.session(), turn_id());
-    match apply_verified(&k.root, &verified, k.store.blobs(), &journal, &ctx) {
+    // The blobs of the snapshot are read during the apply: no collection meanwhile.
+    let pin = match k.store.blobs().pin() {
+        Ok(p) => p,
+        Err(e) => return failure(format!("Nothing was applied: the blob store: {e}"), 1),
+    };
+    let applied = apply_verified(&k.root, &verified, k.store.blobs(), &journal, &ctx);
+    drop(pin);
+    match applied {
         Ok(report) => {
             // Each call is a turn of its own: the committed apply is durable work, never redone.
             let _ = journal.finish_turn(&ctx.session, ctx.turn);
@@ -230,6 +265,8 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
                     1,
                 );
             }
+            // The applied contents are on disk now (and undo reads its backups, not blobs).
+            let _ = collect_blobs(k);
             success(serde_json::to_value(&report).unwrap_or(Value::Null), false)
         }
         Err(e @ ApplyError::Conflict(_)) => {
