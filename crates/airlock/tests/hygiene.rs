@@ -169,3 +169,132 @@ fn status_over_50000_staged_files_is_fast() {
     assert_eq!(ok(&o).lines().count(), N);
     eprintln!("airlock status (text) over {N} staged files: {took:?}");
 }
+
+/// Spool files hold outputs that overflow the in-memory cap; a result names them for the
+/// operator. Only the newest few runs' spools are kept per session, a cancelled or failed run
+/// keeps none, and leftovers of a crashed run are swept by the next run.
+#[test]
+fn spool_files_do_not_accumulate_across_runs() {
+    let (_t, ws) = workspace();
+    let spool = ws.join(".airlock/spool/default");
+    // A leftover of a run whose airlock died: an unmarked run directory.
+    std::fs::create_dir_all(spool.join("run-0000000000000001-dead")).unwrap();
+    std::fs::write(
+        spool.join("run-0000000000000001-dead/stdout-x.log"),
+        vec![b'x'; 1 << 20],
+    )
+    .unwrap();
+    let mut named = Vec::new();
+    for i in 0..8 {
+        // ~590 KB of output: far over the 32 KiB kept in memory.
+        let script = format!("seq 1 100000; echo run{i}");
+        let o = airlock(
+            &ws,
+            &[
+                "--mode",
+                "build",
+                "--json",
+                "call",
+                "bash",
+                &serde_json::json!({ "command": script }).to_string(),
+            ],
+        );
+        let v: Value = serde_json::from_str(ok(&o).trim()).unwrap();
+        let text = v["output"]["stdout"].as_str().unwrap();
+        assert!(text.ends_with(&format!("run{i}\n")), "{text}");
+        let path = text
+            .split("full output in ")
+            .nth(1)
+            .and_then(|r| r.split(']').next())
+            .unwrap_or_else(|| panic!("no spool named in: {}", &text[..text.len().min(300)]));
+        // The file the result names exists and holds the whole output.
+        let full = std::fs::read_to_string(path).unwrap();
+        assert!(full.starts_with("1\n2\n3\n") && full.ends_with(&format!("run{i}\n")));
+        named.push(PathBuf::from(path));
+    }
+    let logs: Vec<PathBuf> = files_below(&spool)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    // At most the newest 4 runs' spools (stdout and stderr each) are kept.
+    assert!(
+        logs.len() <= 2 * 4,
+        "spool files accumulate: {} files: {logs:?}",
+        logs.len()
+    );
+    assert!(
+        named.last().unwrap().exists(),
+        "the newest run's spool is kept"
+    );
+    assert!(!named[0].exists(), "the oldest run's spool is removed");
+    assert!(
+        !spool.join("run-0000000000000001-dead").exists(),
+        "a crashed run's leftover is swept"
+    );
+    // A run that prints little leaves nothing behind.
+    let before = files_below(&spool).len();
+    let o = airlock(&ws, &["--mode", "build", "exec", "--", "echo", "short"]);
+    assert_eq!(ok(&o), "short\n");
+    assert_eq!(files_below(&spool).len(), before);
+}
+
+/// `discard` returns the blob store to its size before the big files were staged, and undo of
+/// an apply made earlier still works (undo reads its backups, never blobs).
+#[test]
+fn discard_frees_the_blob_store_and_undo_still_works() {
+    let (_t, ws) = workspace();
+    std::fs::write(
+        ws.join("package.json"),
+        r#"{"name":"gc","private":true,"type":"module","scripts":{"test":"node --test"}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(ws.join("test")).unwrap();
+    std::fs::write(
+        ws.join("test/ok.test.js"),
+        "import { test } from 'node:test';\ntest('ok', () => {});\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("src/a.txt"), "v1\n").unwrap();
+    let build = |args: &[&str]| {
+        let mut all = vec!["--mode", "build"];
+        all.extend_from_slice(args);
+        ok(&airlock(&ws, &all))
+    };
+    build(&[
+        "call",
+        "write_file",
+        r#"{"path":"src/a.txt","content":"v2\n"}"#,
+    ]);
+    build(&["verify", "--timeout", "60"]);
+    build(&["apply"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/a.txt")).unwrap(),
+        "v2\n"
+    );
+    let blobs = ws.join(".airlock/blobs");
+    let baseline = bytes_below(&blobs);
+
+    // 16 MB of incompressible content, staged by a sandboxed command.
+    build(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "for i in 1 2 3 4; do head -c 4000000 /dev/urandom > big$i.bin; done",
+    ]);
+    let staged = bytes_below(&blobs);
+    assert!(staged >= baseline + 16_000_000, "{staged} vs {baseline}");
+    let said = build(&["discard"]);
+    assert!(said.contains("Discarded 4"), "{said}");
+    let after = bytes_below(&blobs);
+    assert!(
+        after <= baseline + 4096,
+        "discard freed nothing: {after} bytes of blobs, {baseline} before staging"
+    );
+    // The earlier apply can still be undone.
+    build(&["undo"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/a.txt")).unwrap(),
+        "v1\n"
+    );
+}
