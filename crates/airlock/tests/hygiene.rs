@@ -298,3 +298,37 @@ fn discard_frees_the_blob_store_and_undo_still_works() {
         "v1\n"
     );
 }
+
+/// `airlock recover` removes temp files an interrupted apply left anywhere in the workspace
+/// (here: one whose journal record no longer exists) and reports each; look-alike names stay.
+#[test]
+fn recover_removes_leftover_apply_temps_and_reports_them() {
+    let (_t, ws) = workspace();
+    std::fs::create_dir_all(ws.join("src/deep")).unwrap();
+    std::fs::write(ws.join("src/deep/.airlock-tmp-42-7"), "half-applied").unwrap();
+    std::fs::write(ws.join(".airlock-rst-42-1"), "restore temp").unwrap();
+    std::fs::write(ws.join("src/.airlock-tmp-notes"), "a user's file").unwrap();
+    let o = airlock(&ws, &["--mode", "build", "--json", "recover"]);
+    let v: Value = serde_json::from_str(ok(&o).trim()).unwrap();
+    let cleaned: Vec<&Value> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["outcome"] == "cleaned")
+        .collect();
+    assert_eq!(cleaned.len(), 1, "{v}");
+    assert_eq!(cleaned[0]["record"], 42);
+    let mut removed: Vec<&str> = cleaned[0]["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    removed.sort();
+    assert_eq!(removed, [".airlock-rst-42-1", "src/deep/.airlock-tmp-42-7"]);
+    assert!(!ws.join("src/deep/.airlock-tmp-42-7").exists());
+    assert!(ws.join("src/.airlock-tmp-notes").exists());
+    // Nothing left: a second run reports nothing.
+    let o = airlock(&ws, &["--mode", "build", "--json", "recover"]);
+    assert_eq!(ok(&o).trim(), "[]");
+}

@@ -189,3 +189,61 @@ fn external_effects_are_never_rerun_and_lost_turn_work_is_kept() {
     // The kept apply can still be undone.
     undo_last(&fx.ws, &j, &ApplyContext::new("s", 8)).unwrap();
 }
+
+#[test]
+fn the_sweep_keeps_temps_of_an_unresolved_record_and_names_that_are_not_airlocks() {
+    let fx = Fixture::new();
+    fx.write("src/keep.txt", b"k", 0o644);
+    let (j, _) = Journal::open(&fx.ws).unwrap();
+    // An apply in flight in this process: its record is pending and its temps are needed.
+    let id = j
+        .begin(NewRecord {
+            session: "s".into(),
+            turn: 1,
+            tool: "apply".into(),
+            args_hash: "h".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let mine = format!("src/.airlock-tmp-{id}-0");
+    fx.write(&mine, b"in flight", 0o600);
+    // Look-alikes that airlock never makes, and a resolved record's leftovers.
+    for other in [
+        "src/.airlock-tmp-x-1",
+        "src/.airlock-tmp-07-1",
+        "src/.airlock-tmp-99",
+        "src/.airlock-tmp-99-1.bak",
+        "src/airlock-tmp-99-1",
+    ] {
+        fx.write(other, b"user file", 0o644);
+    }
+    fx.write("deep/er/.airlock-rst-99-3", b"leftover", 0o600);
+    fx.write("src/.airlock-tmp-99-4", b"leftover", 0o600);
+    std::os::unix::fs::symlink("/etc", fx.abs("through")).unwrap();
+    let out = airlock_stage::recover::sweep_temps(&fx.ws, &j).unwrap();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].record, 99);
+    let mut removed: Vec<String> = out[0]
+        .removed
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        ["deep/er/.airlock-rst-99-3", "src/.airlock-tmp-99-4"]
+    );
+    assert!(fx.abs(&mine).exists(), "a pending record's temp is kept");
+    for other in [
+        "src/.airlock-tmp-x-1",
+        "src/.airlock-tmp-07-1",
+        "src/.airlock-tmp-99",
+        "src/.airlock-tmp-99-1.bak",
+        "src/airlock-tmp-99-1",
+    ] {
+        assert!(fx.abs(other).exists(), "{other} is not airlock's");
+    }
+    let json = serde_json::to_value(&out[0]).unwrap();
+    assert_eq!(json["outcome"], "cleaned");
+    assert_eq!(json["tool"], "unknown");
+}

@@ -351,6 +351,16 @@ pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
                     .iter()
                     .map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
             );
+            // Temp files of interrupted applies anywhere in the workspace (also those whose
+            // record was resolved earlier, or whose journal was lost).
+            match airlock_stage::recover::sweep_temps(&k.root, &journal) {
+                Ok(cleaned) => all.extend(
+                    cleaned
+                        .iter()
+                        .map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
+                ),
+                Err(e) => return failure(e.to_string(), 1),
+            }
             let attention = all.iter().any(|v| v["outcome"] == "needs_attention");
             crate::CallOutcome {
                 ok: !attention,
