@@ -284,6 +284,11 @@ fn discard_frees_the_blob_store_and_undo_still_works() {
     ]);
     let staged = bytes_below(&blobs);
     assert!(staged >= baseline + 16_000_000, "{staged} vs {baseline}");
+    // An explicit collection keeps everything still staged.
+    let gc: Value = serde_json::from_str(build(&["--json", "gc"]).trim()).unwrap();
+    assert_eq!(gc["removed"], 0, "{gc}");
+    assert!(gc["kept"].as_u64().unwrap() >= 4, "{gc}");
+    assert_eq!(bytes_below(&blobs), staged);
     let said = build(&["discard"]);
     assert!(said.contains("Discarded 4"), "{said}");
     let after = bytes_below(&blobs);
