@@ -144,14 +144,23 @@ fn a_path_changed_after_the_crash_needs_attention_and_nothing_is_touched() {
         b"a human edited this after the crash",
     )
     .unwrap();
-    let before = fx.tree();
+    let is_temp = |p: &PathBuf| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(".airlock-tmp-"))
+    };
+    let (temps, before): (Tree, Tree) = fx.tree().into_iter().partition(|(p, _)| is_temp(p));
+    assert!(!temps.is_empty(), "the crash left temps");
     let (j, _) = Journal::open(&fx.ws).unwrap();
     let out = recover(&fx.ws, &j).unwrap();
     assert_eq!(out[0].outcome, Outcome::NeedsAttention);
     assert_eq!(out[0].details.len(), 1);
     assert_eq!(out[0].details[0].path.display(), "src/main.rs");
     assert_eq!(out[0].details[0].found, "other");
+    // Every path is left as it is; only airlock's own temps are removed, and reported.
     assert_eq!(fx.tree(), before);
+    let mut removed = out[0].removed.clone();
+    removed.sort();
+    assert_eq!(removed, temps.into_keys().collect::<Vec<_>>());
     assert_eq!(j.records().unwrap()[0].state, RecordState::NeedsAttention);
     let json = serde_json::to_value(&out[0]).unwrap();
     assert_eq!(json["outcome"], "needs_attention");
