@@ -273,6 +273,7 @@ fn discard_frees_the_blob_store_and_undo_still_works() {
     );
     let blobs = ws.join(".airlock/blobs");
     let baseline = bytes_below(&blobs);
+    assert_eq!(baseline, 0, "apply reclaims the blobs of what it applied");
 
     // 16 MB of incompressible content, staged by a sandboxed command.
     build(&[

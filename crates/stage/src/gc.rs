@@ -113,6 +113,59 @@ pub fn collect(workspace: &Path) -> Result<GcReport, GcError> {
     sweep(&dir, &live)
 }
 
+/// [`collect`] limited to `candidates` (e.g. the blobs of a changeset just applied): the same
+/// live set and locking, without walking the rest of the store, so its cost is proportional to
+/// the candidates.
+pub fn collect_some(
+    workspace: &Path,
+    candidates: &HashSet<ContentHash>,
+) -> Result<GcReport, GcError> {
+    let state = workspace.join(STATE_DIR);
+    let dir = state.join("blobs");
+    if candidates.is_empty() || !dir.is_dir() {
+        return Ok(GcReport::default());
+    }
+    let store = BlobStore::open(&dir).map_err(io_err(&dir))?;
+    let Some(_lock) = store.try_collect_lock().map_err(io_err(&dir))? else {
+        return Ok(GcReport {
+            skipped: Some(
+                "another airlock process is staging, applying or preparing a sandbox; nothing was collected"
+                    .into(),
+            ),
+            ..GcReport::default()
+        });
+    };
+    let live = live_set(&state)?;
+    let mut report = GcReport::default();
+    for hash in candidates {
+        if live.contains(hash) {
+            report.kept += 1;
+            continue;
+        }
+        let path = store.path(hash);
+        let size = fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if remove(&path)? {
+            report.removed += 1;
+            report.removed_bytes += size;
+        }
+    }
+    Ok(report)
+}
+
+/// The blobs an entry names: its content and its base.
+pub fn blobs_of(entries: &[crate::model::StagedEntry]) -> HashSet<ContentHash> {
+    let mut out = HashSet::new();
+    for e in entries {
+        if let Change::Write { content, .. } = &e.change {
+            out.insert(*content);
+        }
+        if let Fingerprint::File { hash, .. } = &e.base {
+            out.insert(*hash);
+        }
+    }
+    out
+}
+
 /// Every blob hash named by a session's entries or an unresolved journal record.
 fn live_set(state: &Path) -> Result<HashSet<ContentHash>, GcError> {
     let mut live = HashSet::new();

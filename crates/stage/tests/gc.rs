@@ -176,3 +176,24 @@ fn an_unreadable_session_database_stops_the_collection() {
     assert!(err.to_string().contains("broken.db"), "{err}");
     assert!(s.blobs().contains(&orphan), "nothing is removed");
 }
+
+#[test]
+fn collecting_an_applied_changeset_removes_only_its_unreferenced_blobs() {
+    let d = ws();
+    let a = Store::open(d.path(), "a").unwrap();
+    let b = Store::open(d.path(), "b").unwrap();
+    a.stage_write(&rp("x.txt"), b"shared", None).unwrap();
+    a.stage_write(&rp("y.txt"), b"only a", None).unwrap();
+    b.stage_write(&rp("z.txt"), b"shared", None).unwrap();
+    let unrelated = a.blobs().put(b"garbage of someone else").unwrap();
+    let applied = airlock_stage::gc::blobs_of(&a.snapshot().unwrap().entries);
+    a.discard().unwrap();
+    let r = airlock_stage::gc::collect_some(d.path(), &applied).unwrap();
+    assert_eq!((r.removed, r.kept), (1, 1), "{r:?}");
+    assert!(!a.blobs().contains(&ContentHash::of(b"only a")));
+    assert!(
+        a.blobs().contains(&ContentHash::of(b"shared")),
+        "b names it"
+    );
+    assert!(a.blobs().contains(&unrelated), "not a candidate");
+}

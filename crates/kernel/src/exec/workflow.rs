@@ -265,8 +265,13 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
                     1,
                 );
             }
-            // The applied contents are on disk now (and undo reads its backups, not blobs).
-            let _ = collect_blobs(k);
+            // The applied contents are on disk now (and undo reads its backups, not blobs):
+            // their blobs go unless another session names them. Only this changeset's blobs
+            // are looked at, so the cost follows the apply's size.
+            let applied = airlock_stage::gc::blobs_of(&verified.snapshot().entries);
+            if let Err(e) = airlock_stage::gc::collect_some(&k.root, &applied) {
+                tracing::warn!("{e}");
+            }
             success(serde_json::to_value(&report).unwrap_or(Value::Null), false)
         }
         Err(e @ ApplyError::Conflict(_)) => {
