@@ -338,3 +338,43 @@ fn recover_removes_leftover_apply_temps_and_reports_them() {
     let o = airlock(&ws, &["--mode", "build", "--json", "recover"]);
     assert_eq!(ok(&o).trim(), "[]");
 }
+
+/// A workspace that ships `.airlock/spool/default` as a symlink cannot make a run prune (or
+/// write) through it: what the link points to is left alone.
+#[test]
+fn a_planted_spool_symlink_is_never_followed() {
+    let (t, ws) = workspace();
+    let victim = t.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("precious.txt"), "keep me").unwrap();
+    std::fs::create_dir_all(ws.join(".airlock/spool")).unwrap();
+    std::os::unix::fs::symlink(&victim, ws.join(".airlock/spool/default")).unwrap();
+    let script = "seq 1 100000";
+    let o = airlock(
+        &ws,
+        &[
+            "--mode",
+            "build",
+            "--json",
+            "call",
+            "bash",
+            &serde_json::json!({ "command": script }).to_string(),
+        ],
+    );
+    let v: Value = serde_json::from_str(ok(&o).trim()).unwrap();
+    assert!(
+        v["output"]["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("100000\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("precious.txt")).unwrap(),
+        "keep me"
+    );
+    assert_eq!(
+        std::fs::read_dir(&victim).unwrap().count(),
+        1,
+        "nothing written there"
+    );
+}

@@ -373,6 +373,13 @@ pub(crate) struct RunSpool {
 impl RunSpool {
     pub(crate) fn new(session_dir: PathBuf) -> std::io::Result<RunSpool> {
         std::fs::create_dir_all(&session_dir)?;
+        // A workspace could ship `.airlock/spool/…` as a symlink: never write or prune through
+        // one (the output's middle is then dropped, and said so).
+        if !real_dirs_below_state(&session_dir) {
+            return Err(std::io::Error::other(
+                "the spool directory is not a real directory",
+            ));
+        }
         let ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -408,6 +415,9 @@ impl Drop for RunSpool {
 /// Keeps the newest `keep_runs` kept run directories of `dir` within `keep_bytes` (the newest
 /// always), removing every other entry. Best effort.
 pub(crate) fn prune_spool(dir: &Path, keep_runs: usize, keep_bytes: u64) {
+    if !real_dirs_below_state(dir) {
+        return;
+    }
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
@@ -433,6 +443,20 @@ pub(crate) fn prune_spool(dir: &Path, keep_runs: usize, keep_bytes: u64) {
             let _ = airlock_sandbox::remove_tree(path);
         }
     }
+}
+
+/// True when `dir` and its ancestors up to the `.airlock` directory are real directories (no
+/// symlink among them).
+fn real_dirs_below_state(dir: &Path) -> bool {
+    for d in dir.ancestors() {
+        if !std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
+            return false;
+        }
+        if d.file_name().is_some_and(|n| n == ".airlock") {
+            return true;
+        }
+    }
+    false
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
