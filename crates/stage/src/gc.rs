@@ -33,7 +33,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a collection did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -46,6 +46,9 @@ pub struct GcReport {
     pub kept: usize,
     /// Leftover temp files of interrupted blob writes, removed.
     pub removed_temps: usize,
+    /// The collection stopped at its time budget; the rest waits for the next one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unfinished: bool,
     /// Why nothing was collected, when the collection did not run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -86,6 +89,14 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> GcError + '_ {
 /// names (see the module docs). Does nothing, and says why in [`GcReport::skipped`], while
 /// another process holds a pin.
 pub fn collect(workspace: &Path) -> Result<GcReport, GcError> {
+    collect_within(workspace, None)
+}
+
+/// [`collect`] that stops removing once `budget` has passed (unlinking is the cost: tens of
+/// thousands of blobs can take seconds on a slow disk); the report says so in
+/// [`GcReport::unfinished`], and the next collection goes on where this one stopped.
+pub fn collect_within(workspace: &Path, budget: Option<Duration>) -> Result<GcReport, GcError> {
+    let deadline = budget.map(|b| Instant::now() + b);
     let state = workspace.join(STATE_DIR);
     let dir = state.join("blobs");
     match fs::symlink_metadata(&dir) {
@@ -110,7 +121,7 @@ pub fn collect(workspace: &Path) -> Result<GcReport, GcError> {
         });
     };
     let live = live_set(&state)?;
-    sweep(&dir, &live)
+    sweep(&dir, &live, deadline)
 }
 
 /// [`collect`] limited to `candidates` (e.g. the blobs of a changeset just applied): the same
@@ -250,9 +261,17 @@ fn read_rows(path: &Path, sql: &str) -> Result<Vec<(String, String)>, GcError> {
 
 /// Remove the blobs of `dir` not in `live`, and leftover temps of interrupted writes (no write
 /// is in flight while the collector holds the lock).
-fn sweep(dir: &Path, live: &HashSet<ContentHash>) -> Result<GcReport, GcError> {
+fn sweep(
+    dir: &Path,
+    live: &HashSet<ContentHash>,
+    deadline: Option<Instant>,
+) -> Result<GcReport, GcError> {
     let mut report = GcReport::default();
     for fan in fs::read_dir(dir).map_err(io_err(dir))? {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            report.unfinished = true;
+            break;
+        }
         let fan = fan.map_err(io_err(dir))?;
         let name = fan.file_name();
         let Some(prefix) = name.to_str().filter(|n| is_hex(n, 2)) else {

@@ -197,3 +197,18 @@ fn collecting_an_applied_changeset_removes_only_its_unreferenced_blobs() {
     );
     assert!(a.blobs().contains(&unrelated), "not a candidate");
 }
+
+#[test]
+fn a_collection_out_of_time_says_so_and_the_next_one_finishes() {
+    let d = ws();
+    let s = Store::open(d.path(), "default").unwrap();
+    for i in 0..300 {
+        s.blobs().put(format!("garbage {i}").as_bytes()).unwrap();
+    }
+    let r = airlock_stage::gc::collect_within(d.path(), Some(std::time::Duration::ZERO)).unwrap();
+    assert!(r.unfinished, "{r:?}");
+    assert!(r.removed < 300);
+    let r2 = collect(d.path()).unwrap();
+    assert!(!r2.unfinished);
+    assert_eq!(r.removed + r2.removed, 300);
+}

@@ -87,15 +87,24 @@ pub(crate) fn discard(k: &Kernel) -> crate::CallOutcome {
     }
 }
 
-/// Reclaims the blobs nothing names any more (after a discard or an apply); best effort: a
-/// collection that cannot run now leaves its garbage for the next one. Returns a sentence for
-/// the result (empty when nothing was freed).
+/// How long `discard` spends removing blobs; the rest waits for the next collection.
+const DISCARD_GC_BUDGET: Duration = Duration::from_secs(2);
+
+/// Reclaims the blobs nothing names any more (after a discard), within a time budget; best
+/// effort: a collection that cannot run now, or runs out of time, leaves its garbage for the
+/// next one. Returns a sentence for the result (empty when nothing was freed).
 pub(crate) fn collect_blobs(k: &Kernel) -> String {
-    match airlock_stage::gc::collect(&k.root) {
-        Ok(r) if r.removed > 0 => format!(
-            " Freed {} stored blob(s) ({} bytes).",
-            r.removed, r.removed_bytes
-        ),
+    match airlock_stage::gc::collect_within(&k.root, Some(DISCARD_GC_BUDGET)) {
+        Ok(r) if r.removed > 0 || r.unfinished => {
+            let mut said = format!(
+                " Freed {} stored blob(s) ({} bytes).",
+                r.removed, r.removed_bytes
+            );
+            if r.unfinished {
+                said.push_str(" More are left for the next collection (`airlock gc`).");
+            }
+            said
+        }
         Ok(r) => {
             if let Some(why) = r.skipped {
                 tracing::info!("blob collection skipped: {why}");
