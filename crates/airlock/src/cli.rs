@@ -150,6 +150,9 @@ enum Command {
     Journal,
     /// Resolve interrupted applies.
     Recover,
+    /// Remove stored contents (blobs) that no session's staged changes and no unresolved apply
+    /// name any more (`discard` and `apply` do it too).
+    Gc,
     /// Serve every tool over MCP on stdio.
     Mcp,
     /// The built-in end-to-end example on a bundled sample project.
@@ -335,7 +338,31 @@ fn run(cli: Cli) -> CliResult {
         Command::Undo => tool_cmd(&g, "undo", json!({})),
         Command::Journal => tool_cmd(&g, "journal", json!({})),
         Command::Recover => tool_cmd(&g, "recover", json!({})),
+        Command::Gc => cmd_gc(&g),
     }
+}
+
+/// `airlock gc`: an operator's maintenance command, not a tool (nothing an agent decides).
+fn cmd_gc(g: &Global) -> CliResult {
+    let kernel = open_kernel(g)?;
+    let report = match airlock_stage::gc::collect(kernel.workspace()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("airlock: {e}");
+            return Ok(1);
+        }
+    };
+    if g.json {
+        println!("{}", serde_json::to_value(&report)?);
+    } else if let Some(why) = &report.skipped {
+        println!("{why}");
+    } else {
+        println!(
+            "Freed {} stored blob(s) ({} bytes); {} still in use.",
+            report.removed, report.removed_bytes, report.kept
+        );
+    }
+    Ok(0)
 }
 
 fn kernel_config(g: &Global) -> Result<KernelConfig, Box<dyn std::error::Error>> {

@@ -12,6 +12,7 @@ pub(crate) mod engine;
 
 pub(crate) use confined::Confined;
 pub(crate) use confined::is_link_refusal;
+pub(crate) use confined::{Parent, unlink_existing};
 
 use crate::blobs::BlobStore;
 use crate::journal::{FileEffect, Journal, JournalError, NewRecord, RecordId};

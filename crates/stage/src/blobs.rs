@@ -1,11 +1,35 @@
 //! Content-addressed blob store under `.airlock/blobs/`: staged file contents live here, named by
 //! their BLAKE3 hash, written once (temp file + fsync + rename) and never modified, so a snapshot
 //! that names a hash always reads the same bytes.
+//!
+//! Blobs no staged entry names are reclaimed by [`crate::gc`]. A blob is written before the
+//! entry naming it is committed, so whoever writes blobs for an entry (or reads the blobs of a
+//! snapshot it took) holds a [`BlobPin`] from the first write until the entry is committed (or
+//! the read is done): the collector runs only when it can take the store's lock exclusively,
+//! that is when no pin is held, and it computes what is live under that lock.
 
 use crate::model::ContentHash;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+/// The lock file pins share and the collector takes exclusively (inside the store directory,
+/// beside the two-hex-digit fan-out directories).
+pub(crate) const LOCK_FILE: &str = "gc.lock";
+
+/// A shared hold on the blob store: while any pin lives, the garbage collector does not run.
+/// Take one before writing blobs that an entry will name, and drop it once the entry is
+/// committed; or before reading the blobs of a snapshot, until they are read.
+#[derive(Debug)]
+pub struct BlobPin {
+    _lock: fs::File,
+}
+
+/// The collector's exclusive hold on the blob store (no pin can be taken meanwhile).
+#[derive(Debug)]
+pub(crate) struct CollectLock {
+    _lock: fs::File,
+}
 
 /// A directory of immutable blobs named by content hash.
 #[derive(Debug, Clone)]
@@ -30,6 +54,32 @@ impl BlobStore {
     pub fn path(&self, hash: &ContentHash) -> PathBuf {
         let hex = hash.to_hex();
         self.dir.join(&hex[..2]).join(&hex)
+    }
+
+    fn lock_file(&self) -> io::Result<fs::File> {
+        fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.dir.join(LOCK_FILE))
+    }
+
+    /// Pin the store (see [`BlobPin`]); waits while a collection is running (a collection is
+    /// one pass over the store, so the wait is bounded).
+    pub fn pin(&self) -> io::Result<BlobPin> {
+        let f = self.lock_file()?;
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared)?;
+        Ok(BlobPin { _lock: f })
+    }
+
+    /// The collector's lock, without waiting: `None` while any pin is held.
+    pub(crate) fn try_collect_lock(&self) -> io::Result<Option<CollectLock>> {
+        let f = self.lock_file()?;
+        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(CollectLock { _lock: f })),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Store `bytes`, returning their hash. Idempotent; durable when it returns.

@@ -9,6 +9,7 @@
 //! reverts the last one.
 
 pub mod blobs;
+pub mod gc;
 pub mod model;
 
 // Changeset store, merged view, diff, patch and overlay layer.
@@ -24,7 +25,7 @@ pub mod journal;
 pub mod recover;
 pub mod undo;
 
-pub use blobs::BlobStore;
+pub use blobs::{BlobPin, BlobStore};
 pub use model::{
     Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
     VerdictSource, VerifiedChangeset, fingerprint_path,

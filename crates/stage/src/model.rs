@@ -186,23 +186,65 @@ impl ChangesetSnapshot {
     /// The canonical hash of a sorted entry list. Paths are hashed as raw bytes with length
     /// prefixes so no two different changesets share an encoding.
     pub fn compute_hash(entries: &[StagedEntry]) -> ContentHash {
-        let mut h = blake3::Hasher::new();
-        h.update(b"airlock-changeset-v1\0");
+        let mut h = SnapshotHasher::new();
+        let mut rest = Vec::new();
         for e in entries {
-            let p = e.path.as_bytes();
-            h.update(&(p.len() as u64).to_le_bytes());
-            h.update(p);
-            let rest = serde_json::to_vec(&(&e.change, &e.base, e.session_local, &e.flagged))
-                .unwrap_or_default();
-            h.update(&(rest.len() as u64).to_le_bytes());
-            h.update(&rest);
+            rest.clear();
+            let _ = serde_json::to_writer(
+                &mut rest,
+                &(&e.change, &e.base, e.session_local, &e.flagged),
+            );
+            h.entry(e.path.as_bytes(), &rest);
         }
-        ContentHash(*h.finalize().as_bytes())
+        h.finish()
+    }
+
+    /// A snapshot whose entries are already sorted by path bytes and whose `hash` was computed
+    /// over them with [`SnapshotHasher`].
+    pub(crate) fn from_sorted(
+        session: impl Into<String>,
+        entries: Vec<StagedEntry>,
+        hash: ContentHash,
+    ) -> ChangesetSnapshot {
+        debug_assert!(
+            entries
+                .windows(2)
+                .all(|w| w[0].path.as_bytes() < w[1].path.as_bytes())
+        );
+        ChangesetSnapshot {
+            session: session.into(),
+            entries,
+            hash,
+        }
     }
 
     /// True when nothing is staged.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// The changeset hash, fed one entry at a time in path order: each entry is its path bytes and
+/// the compact JSON array `[change, base, session_local, flagged]`, both length-prefixed.
+pub(crate) struct SnapshotHasher(blake3::Hasher);
+
+impl SnapshotHasher {
+    pub(crate) fn new() -> SnapshotHasher {
+        let mut h = blake3::Hasher::new();
+        h.update(b"airlock-changeset-v1\0");
+        SnapshotHasher(h)
+    }
+
+    /// Add one entry: `rest` is the compact JSON of `(change, base, session_local, flagged)`.
+    pub(crate) fn entry(&mut self, path: &[u8], rest: &[u8]) {
+        self.0.update(&(path.len() as u64).to_le_bytes());
+        self.0.update(path);
+        self.0.update(&(rest.len() as u64).to_le_bytes());
+        self.0.update(rest);
+    }
+
+    pub(crate) fn finish(&self) -> ContentHash {
+        ContentHash(*self.0.finalize().as_bytes())
     }
 }
 

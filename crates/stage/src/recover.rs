@@ -9,8 +9,10 @@ use crate::apply::{Confined, FaultHook, remove_backups};
 use crate::journal::{Journal, JournalError, JournalRecord, RecordId, RecordState};
 use crate::model::Fingerprint;
 use airlock_policy::RelPath;
+use rustix::fd::AsFd;
 use serde::Serialize;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// How a record was resolved.
@@ -25,6 +27,8 @@ pub enum Outcome {
     NeedsAttention,
     /// Committed work of a turn that never finished: kept as it is, not redone.
     Kept,
+    /// Leftover temp files of an interrupted apply or undo were removed (see `removed`).
+    Cleaned,
 }
 
 /// What recovery found at one path.
@@ -57,6 +61,10 @@ pub struct RecoveryOutcome {
     pub note: String,
     /// Per-path findings (for `needs_attention`, the paths that decided it).
     pub details: Vec<FileFinding>,
+    /// airlock's own temp files (`.airlock-tmp-<record>-<n>`, `.airlock-rst-<record>-<n>`)
+    /// removed, relative to the workspace.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<PathBuf>,
 }
 
 /// Why recovery could not run.
@@ -108,6 +116,7 @@ pub fn recover_with(
                         rec.tool
                     ),
                     details: Vec::new(),
+                    removed: Vec::new(),
                 }
             };
             let state = match outcome.outcome {
@@ -134,6 +143,7 @@ pub fn recover_with(
                     rec.tool
                 ),
                 details: Vec::new(),
+                removed: Vec::new(),
             });
         }
     }
@@ -173,12 +183,14 @@ fn resolve_files(
         .iter()
         .map(|f| engine::classify(conf, f))
         .collect();
-    let outcome = |outcome, note: String, details| RecoveryOutcome {
+    let mut removed = Vec::new();
+    let outcome = |outcome, note: String, details, temps: &mut Vec<PathBuf>| RecoveryOutcome {
         record: rec.id,
         tool: rec.tool.clone(),
         outcome,
         note,
         details,
+        removed: std::mem::take(temps),
     };
     let odd: Vec<FileFinding> = rec
         .files
@@ -188,6 +200,15 @@ fn resolve_files(
         .map(|(file, f)| finding(file, f))
         .collect();
     if !odd.is_empty() {
+        // The forward protocol never resumes, so its temps are of no use to anyone; the paths
+        // themselves are left exactly as they are.
+        let note_temps = match engine::remove_temps(conf, rec.id, &rec.files) {
+            Ok(r) => {
+                removed = r;
+                String::new()
+            }
+            Err(e) => format!(" (a temp file could not be removed: {e})"),
+        };
         return outcome(
             Outcome::NeedsAttention,
             format!(
@@ -196,19 +217,24 @@ fn resolve_files(
                 rec.files.len(),
                 rec.tool,
                 rec.backup_dir.as_deref().unwrap_or(".airlock/backups")
-            ),
+            ) + &note_temps,
             odd,
+            &mut removed,
         );
     }
     if found.iter().all(|f| matches!(f, Ok(Found::Post))) {
-        if let Err(e) = engine::remove_temps(conf, rec.id, &rec.files) {
-            return outcome(
-                Outcome::NeedsAttention,
-                format!(
-                    "every path already holds its new state, but a temp file could not be removed: {e}"
-                ),
-                Vec::new(),
-            );
+        match engine::remove_temps(conf, rec.id, &rec.files) {
+            Ok(r) => removed = r,
+            Err(e) => {
+                return outcome(
+                    Outcome::NeedsAttention,
+                    format!(
+                        "every path already holds its new state, but a temp file could not be removed: {e}"
+                    ),
+                    Vec::new(),
+                    &mut removed,
+                );
+            }
         }
         return outcome(
             Outcome::Completed,
@@ -217,7 +243,12 @@ fn resolve_files(
                 rec.tool
             ),
             Vec::new(),
+            &mut removed,
         );
+    }
+    // The rollback removes the temps first; listing them here says which.
+    if let Ok(r) = engine::remove_temps(conf, rec.id, &rec.files) {
+        removed = r;
     }
     match engine::rollback(conf, rec.id, &rec.files, faults) {
         Ok(()) => outcome(
@@ -228,6 +259,7 @@ fn resolve_files(
                 rec.files.len()
             ),
             Vec::new(),
+            &mut removed,
         ),
         Err(step) => {
             let details = rec
@@ -243,7 +275,114 @@ fn resolve_files(
                     step.path, step.source, rec.tool
                 ),
                 details,
+                &mut removed,
             )
         }
     }
+}
+
+/// Find and remove every temp file an apply or undo of this workspace left behind: files and
+/// symlinks anywhere in the workspace (not inside `.airlock/`, never through a symlink) named
+/// exactly `.airlock-tmp-<record>-<n>` or `.airlock-rst-<record>-<n>`, except those of a record
+/// still unresolved (`pending` or `unknown`: its protocol may still need them). Covers temps
+/// whose record recovery already resolved, or whose journal was lost. One outcome
+/// ([`Outcome::Cleaned`]) per record, listing what was removed. It walks the whole workspace,
+/// so it is for an explicit `recover`, not for every start.
+pub fn sweep_temps(
+    workspace: &Path,
+    journal: &Journal,
+) -> Result<Vec<RecoveryOutcome>, RecoverError> {
+    if !journal.is_owner() {
+        return Err(JournalError::NotOwner.into());
+    }
+    let conf = Confined::open(workspace).map_err(|source| RecoverError::Workspace {
+        path: workspace.to_path_buf(),
+        source,
+    })?;
+    let records = journal.records()?;
+    let unresolved: std::collections::HashSet<RecordId> = records
+        .iter()
+        .filter(|r| r.state.is_unresolved())
+        .map(|r| r.id)
+        .collect();
+    let mut found: std::collections::BTreeMap<RecordId, Vec<PathBuf>> = Default::default();
+    let mut failed: std::collections::BTreeMap<RecordId, Vec<String>> = Default::default();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let crate::apply::Parent::Dir(fd) = (match conf.dir(Some(&rel)) {
+            Ok(p) => p,
+            // A directory that turned into a symlink meanwhile is never entered.
+            Err(_) => continue,
+        }) else {
+            continue;
+        };
+        let Ok(dir) = rustix::fs::Dir::read_from(&fd) else {
+            continue;
+        };
+        for entry in dir.flatten() {
+            let name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." || (rel.as_os_str().is_empty() && name == ".airlock") {
+                continue;
+            }
+            let path = rel.join(name);
+            let Ok(st) = rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            else {
+                continue;
+            };
+            let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+            match kind {
+                rustix::fs::FileType::Directory => stack.push(path),
+                rustix::fs::FileType::RegularFile | rustix::fs::FileType::Symlink => {
+                    let Some(id) = engine::temp_record(name) else {
+                        continue;
+                    };
+                    if unresolved.contains(&id) {
+                        continue;
+                    }
+                    match crate::apply::unlink_existing(fd.as_fd(), name) {
+                        Ok(true) => found.entry(id).or_default().push(path),
+                        Ok(false) => {}
+                        Err(e) => failed
+                            .entry(id)
+                            .or_default()
+                            .push(format!("`{}`: {e}", path.display())),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    for id in failed.keys() {
+        found.entry(*id).or_default();
+    }
+    Ok(found
+        .into_iter()
+        .map(|(id, removed)| {
+            let tool = records
+                .iter()
+                .find(|r| r.id == id)
+                .map(|r| r.tool.clone())
+                .unwrap_or_else(|| "unknown".into());
+            let what = if tool == "unknown" {
+                "apply or undo (its journal record is gone)".to_string()
+            } else {
+                tool.clone()
+            };
+            let mut note = format!(
+                "removed {} leftover temp file(s) of an interrupted {what}",
+                removed.len()
+            );
+            if let Some(errs) = failed.get(&id) {
+                note.push_str(&format!("; could not remove {}", errs.join(", ")));
+            }
+            RecoveryOutcome {
+                record: id,
+                outcome: Outcome::Cleaned,
+                note,
+                tool,
+                details: Vec::new(),
+                removed,
+            }
+        })
+        .collect())
 }

@@ -14,8 +14,8 @@
 
 use crate::blobs::BlobStore;
 use crate::model::{
-    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
-    VerdictSource, VerifiedChangeset,
+    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, SnapshotHasher, StagedEntry,
+    VerdictRecord, VerdictSource, VerifiedChangeset,
 };
 use airlock_policy::RelPath;
 use cap_std::ambient_authority;
@@ -388,6 +388,13 @@ impl Store {
     /// Apply many operations in one transaction: all of them or none. Returns how many ran.
     pub fn stage_batch(&self, ops: impl IntoIterator<Item = StageOp>) -> Result<usize, StageError> {
         let ops: Vec<StageOp> = ops.into_iter().collect();
+        // Held until the entries naming the blobs are committed: the collector does not run
+        // meanwhile (see `crate::gc`).
+        let _pin = self.blobs.pin().map_err(|e| StageError::Io {
+            action: "lock",
+            path: self.blobs.dir().display().to_string(),
+            source: e,
+        })?;
         // Contents go to the blob store first (immutable, content-addressed): a rolled-back
         // transaction leaves at most an unreferenced blob.
         let mut hashes = Vec::with_capacity(ops.len());
@@ -450,11 +457,16 @@ impl Store {
     /// An immutable snapshot of the changeset with its content hash.
     pub fn snapshot(&self) -> Result<ChangesetSnapshot, StageError> {
         let conn = self.lock();
-        let entries = self.ctx(&conn).all_entries()?;
-        Ok(ChangesetSnapshot::new(self.session.clone(), entries))
+        let (entries, hash) = self.ctx(&conn).all_entries_hashed()?;
+        Ok(ChangesetSnapshot::from_sorted(
+            self.session.clone(),
+            entries,
+            hash,
+        ))
     }
 
-    /// Drop every staged entry and the verdict. Returns how many entries were dropped.
+    /// Drop every staged entry and the verdict. Returns how many entries were dropped. The
+    /// blobs they named stay until [`crate::gc::collect`] runs.
     pub fn discard(&self) -> Result<usize, StageError> {
         let mut conn = self.lock();
         let tx = conn
@@ -538,7 +550,7 @@ impl Store {
             .map_err(|e| self.db(e))?;
         {
             let cx = self.ctx(&tx);
-            let current = ChangesetSnapshot::compute_hash(&cx.all_entries()?);
+            let (_, current) = cx.all_entries_hashed()?;
             if current != *snapshot_hash {
                 return Err(StageError::ChangedSinceApply {
                     applied: snapshot_hash.to_hex(),
@@ -813,6 +825,42 @@ impl<'a> Ctx<'a> {
             "SELECT path, change, base, session_local, flagged FROM entries ORDER BY path",
             [],
         )
+    }
+
+    /// Every entry, sorted by path bytes, with the changeset hash. The hash is fed the stored
+    /// JSON text of each row, which is exactly what [`ChangesetSnapshot::compute_hash`] would
+    /// serialize (the rows are written by `put` with the same serializer), so a snapshot costs
+    /// one decode per entry and no re-encoding.
+    pub(crate) fn all_entries_hashed(&self) -> Result<(Vec<StagedEntry>, ContentHash), StageError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT path, change, base, session_local, flagged FROM entries ORDER BY path",
+            )
+            .map_err(|e| self.db(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.db(e))?;
+        let mut out = Vec::new();
+        let mut hasher = SnapshotHasher::new();
+        let mut rest = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| self.db(e))? {
+            let get = |e| self.db(e);
+            let path: Vec<u8> = r.get(0).map_err(get)?;
+            let change: String = r.get(1).map_err(get)?;
+            let base: String = r.get(2).map_err(get)?;
+            let local: i64 = r.get(3).map_err(get)?;
+            let flagged: Option<String> = r.get(4).map_err(get)?;
+            rest.clear();
+            rest.push(b'[');
+            rest.extend_from_slice(change.as_bytes());
+            rest.push(b',');
+            rest.extend_from_slice(base.as_bytes());
+            rest.extend_from_slice(if local != 0 { b",true," } else { b",false," });
+            let _ = serde_json::to_writer(&mut rest, &flagged);
+            rest.push(b']');
+            hasher.entry(&path, &rest);
+            out.push(self.decode(path, change, base, local, flagged)?);
+        }
+        Ok((out, hasher.finish()))
     }
 
     /// Entries strictly below `p` (all entries when `p` is `None`), sorted by path bytes.
@@ -1385,6 +1433,35 @@ mod tests {
             assert_eq!(s.last_verdict().unwrap().unwrap().source, source);
             assert_eq!(s.verified().is_ok(), ok, "{source:?}");
         }
+    }
+
+    #[test]
+    fn snapshot_hash_from_stored_rows_equals_the_canonical_hash() {
+        let (_d, s) = setup();
+        s.stage_write(&rp("a.txt"), b"changed \"quoted\"\n", Some(0o755))
+            .unwrap();
+        s.stage_delete(&rp("src/lib.rs")).unwrap();
+        s.stage_symlink(&rp("ln"), b"a.txt", Some("odd \"link\" \u{e9}".into()))
+            .unwrap();
+        s.stage_dir(&rp("new/dir"), 0o700).unwrap();
+        s.stage_entry(
+            &rp("cache/x"),
+            Change::Write {
+                content: s.blobs().put(b"x").unwrap(),
+                size: 1,
+                mode: 0o600,
+            },
+            true,
+            None,
+        )
+        .unwrap();
+        let snap = s.snapshot().unwrap();
+        assert_eq!(snap.entries.len(), 5);
+        assert_eq!(snap.hash, ChangesetSnapshot::compute_hash(&snap.entries));
+        assert_eq!(
+            snap.hash,
+            ChangesetSnapshot::new("default", snap.entries.clone()).hash
+        );
     }
 
     #[test]

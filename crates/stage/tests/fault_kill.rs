@@ -374,3 +374,79 @@ fn kill_9_at_seeded_points_recovers_to_pre_or_post() {
         "{tally:?}"
     );
 }
+
+/// airlock's temp files (`.airlock-tmp-<record>-<n>`, `.airlock-rst-<record>-<n>`) anywhere in
+/// the workspace.
+fn temps_in(ws: &Path) -> Vec<PathBuf> {
+    tree(ws)
+        .into_keys()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(".airlock-tmp-") || n.starts_with(".airlock-rst-"))
+        })
+        .collect()
+}
+
+/// kill -9 after the apply wrote temps beside their targets and before any rename, then a
+/// person edits one of the staged paths: recovery must not guess (needs attention, the paths
+/// untouched), and it removes the apply's temps, naming them.
+#[test]
+fn kill_9_mid_apply_then_a_human_edit_leaves_no_temp_behind() {
+    let dir = scratch();
+    let fx = Fixture::at(dir.path().join("ws"), None);
+    populate(&fx);
+    let run = run_child(&fx.ws, &Kill::AtStep(100));
+    assert!(run.killed);
+    let temps = temps_in(&fx.ws);
+    assert!(temps.len() >= 50, "the kill left {} temps", temps.len());
+    fx.write("src/m0/s0/f0.txt", b"edited by hand after the crash", 0o644);
+    let before: Vec<_> = tree(&fx.ws)
+        .into_iter()
+        .filter(|(p, _)| !temps.contains(p))
+        .collect();
+    let (j, _) = Journal::open(&fx.ws).unwrap();
+    let out = recover(&fx.ws, &j).unwrap();
+    assert_eq!(out.len(), 1);
+    let v = serde_json::to_value(&out[0]).unwrap();
+    assert_eq!(v["outcome"], "needs_attention", "{v}");
+    assert_eq!(temps_in(&fx.ws), Vec::<PathBuf>::new(), "temps left behind");
+    assert_eq!(
+        v["removed"].as_array().map(Vec::len),
+        Some(temps.len()),
+        "every removed temp is reported"
+    );
+    // Nothing but the temps changed.
+    assert_eq!(tree(&fx.ws).into_iter().collect::<Vec<_>>(), before);
+}
+
+/// kill -9 mid-apply, then the journal is lost (deleted, or damaged and moved aside): no record names the
+/// temps any more, and the sweep of an explicit recover finds them by their exact names and
+/// removes them; the workspace is back to its pre-state.
+#[test]
+fn temps_of_an_apply_whose_journal_was_lost_are_swept() {
+    let dir = scratch();
+    let fx = Fixture::at(dir.path().join("ws"), None);
+    populate(&fx);
+    let pre = tree(&fx.ws);
+    assert!(run_child(&fx.ws, &Kill::AtStep(100)).killed);
+    let temps = temps_in(&fx.ws);
+    assert!(temps.len() >= 50, "the kill left {} temps", temps.len());
+    for f in ["journal.db", "journal.db-wal", "journal.db-shm"] {
+        let _ = std::fs::remove_file(fx.ws.join(".airlock").join(f));
+    }
+    let (j, _) = Journal::open(&fx.ws).unwrap();
+    assert!(recover(&fx.ws, &j).unwrap().is_empty());
+    assert_eq!(
+        temps_in(&fx.ws).len(),
+        temps.len(),
+        "recover alone cannot know them"
+    );
+    let out = airlock_stage::recover::sweep_temps(&fx.ws, &j).unwrap();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].outcome, airlock_stage::recover::Outcome::Cleaned);
+    assert_eq!(out[0].tool, "unknown");
+    assert_eq!(out[0].removed.len(), temps.len());
+    assert!(temps_in(&fx.ws).is_empty());
+    assert!(tree(&fx.ws) == pre, "only the temps were removed");
+}

@@ -144,14 +144,23 @@ fn a_path_changed_after_the_crash_needs_attention_and_nothing_is_touched() {
         b"a human edited this after the crash",
     )
     .unwrap();
-    let before = fx.tree();
+    let is_temp = |p: &PathBuf| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(".airlock-tmp-"))
+    };
+    let (temps, before): (Tree, Tree) = fx.tree().into_iter().partition(|(p, _)| is_temp(p));
+    assert!(!temps.is_empty(), "the crash left temps");
     let (j, _) = Journal::open(&fx.ws).unwrap();
     let out = recover(&fx.ws, &j).unwrap();
     assert_eq!(out[0].outcome, Outcome::NeedsAttention);
     assert_eq!(out[0].details.len(), 1);
     assert_eq!(out[0].details[0].path.display(), "src/main.rs");
     assert_eq!(out[0].details[0].found, "other");
+    // Every path is left as it is; only airlock's own temps are removed, and reported.
     assert_eq!(fx.tree(), before);
+    let mut removed = out[0].removed.clone();
+    removed.sort();
+    assert_eq!(removed, temps.into_keys().collect::<Vec<_>>());
     assert_eq!(j.records().unwrap()[0].state, RecordState::NeedsAttention);
     let json = serde_json::to_value(&out[0]).unwrap();
     assert_eq!(json["outcome"], "needs_attention");
@@ -188,4 +197,62 @@ fn external_effects_are_never_rerun_and_lost_turn_work_is_kept() {
     assert!(recover(&fx.ws, &j).unwrap().is_empty());
     // The kept apply can still be undone.
     undo_last(&fx.ws, &j, &ApplyContext::new("s", 8)).unwrap();
+}
+
+#[test]
+fn the_sweep_keeps_temps_of_an_unresolved_record_and_names_that_are_not_airlocks() {
+    let fx = Fixture::new();
+    fx.write("src/keep.txt", b"k", 0o644);
+    let (j, _) = Journal::open(&fx.ws).unwrap();
+    // An apply in flight in this process: its record is pending and its temps are needed.
+    let id = j
+        .begin(NewRecord {
+            session: "s".into(),
+            turn: 1,
+            tool: "apply".into(),
+            args_hash: "h".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let mine = format!("src/.airlock-tmp-{id}-0");
+    fx.write(&mine, b"in flight", 0o600);
+    // Look-alikes that airlock never makes, and a resolved record's leftovers.
+    for other in [
+        "src/.airlock-tmp-x-1",
+        "src/.airlock-tmp-07-1",
+        "src/.airlock-tmp-99",
+        "src/.airlock-tmp-99-1.bak",
+        "src/airlock-tmp-99-1",
+    ] {
+        fx.write(other, b"user file", 0o644);
+    }
+    fx.write("deep/er/.airlock-rst-99-3", b"leftover", 0o600);
+    fx.write("src/.airlock-tmp-99-4", b"leftover", 0o600);
+    std::os::unix::fs::symlink("/etc", fx.abs("through")).unwrap();
+    let out = airlock_stage::recover::sweep_temps(&fx.ws, &j).unwrap();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].record, 99);
+    let mut removed: Vec<String> = out[0]
+        .removed
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        ["deep/er/.airlock-rst-99-3", "src/.airlock-tmp-99-4"]
+    );
+    assert!(fx.abs(&mine).exists(), "a pending record's temp is kept");
+    for other in [
+        "src/.airlock-tmp-x-1",
+        "src/.airlock-tmp-07-1",
+        "src/.airlock-tmp-99",
+        "src/.airlock-tmp-99-1.bak",
+        "src/airlock-tmp-99-1",
+    ] {
+        assert!(fx.abs(other).exists(), "{other} is not airlock's");
+    }
+    let json = serde_json::to_value(&out[0]).unwrap();
+    assert_eq!(json["outcome"], "cleaned");
+    assert_eq!(json["tool"], "unknown");
 }

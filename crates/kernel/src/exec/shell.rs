@@ -286,6 +286,12 @@ pub(crate) fn prepare_session_run(
             Err(e) => return Err(io("layer key", &key_file, e)),
         }
         empty_dir(&scratch.layer).map_err(|e| io("staged layer", &scratch.layer, e))?;
+        // The snapshot's blobs are read now: no collection meanwhile.
+        let _pin = k
+            .store
+            .blobs()
+            .pin()
+            .map_err(|e| io("blob store", k.store.blobs().dir(), e))?;
         airlock_stage::layer::materialize_layer_over(
             &snapshot,
             k.store.blobs(),
@@ -343,6 +349,126 @@ pub(crate) fn spool_dir(k: &Kernel) -> PathBuf {
     k.root.join(".airlock").join("spool").join(k.session())
 }
 
+/// Runs whose spooled output is kept per session (a result names its spool files for the
+/// operator); older ones are removed.
+pub(crate) const SPOOL_KEEP_RUNS: usize = 4;
+/// Bytes of spooled output kept per session across those runs (the newest run's are always
+/// kept; each stream's spool is capped by the sandbox's `spool_bytes`).
+pub(crate) const SPOOL_KEEP_BYTES: u64 = 256 << 20;
+/// Marks a run directory whose result named its spool files.
+const SPOOL_KEPT: &str = ".kept";
+
+/// One run's spool directory, `<spool>/run-<ms since epoch>-<random>`. Unless [`RunSpool::keep`]
+/// is called (the result shows the output and names the files), the directory goes when the run
+/// ends, whatever the path out (error, cancel, panic). Then the session's spool is pruned to
+/// the newest [`SPOOL_KEEP_RUNS`] kept runs within [`SPOOL_KEEP_BYTES`]; unmarked directories of
+/// runs that died (crashed airlock) and stray files go too. Runs of one session are serialised
+/// by the session lock, so no other run's directory is in use meanwhile.
+pub(crate) struct RunSpool {
+    pub(crate) dir: PathBuf,
+    session_dir: PathBuf,
+    kept: bool,
+}
+
+impl RunSpool {
+    pub(crate) fn new(session_dir: PathBuf) -> std::io::Result<RunSpool> {
+        std::fs::create_dir_all(&session_dir)?;
+        // A workspace could ship `.airlock/spool/…` as a symlink: never write or prune through
+        // one (the output's middle is then dropped, and said so).
+        if !real_dirs_below_state(&session_dir) {
+            return Err(std::io::Error::other(
+                "the spool directory is not a real directory",
+            ));
+        }
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("run-{ms:016}-"))
+            .tempdir_in(&session_dir)?
+            .keep();
+        Ok(RunSpool {
+            dir,
+            session_dir,
+            kept: false,
+        })
+    }
+
+    /// The result names this run's spool files: keep them (within the session's bounds).
+    pub(crate) fn keep(&mut self) {
+        if std::fs::write(self.dir.join(SPOOL_KEPT), b"").is_ok() {
+            self.kept = true;
+        }
+    }
+}
+
+impl Drop for RunSpool {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = airlock_sandbox::remove_tree(&self.dir);
+        }
+        prune_spool(&self.session_dir, SPOOL_KEEP_RUNS, SPOOL_KEEP_BYTES);
+    }
+}
+
+/// Keeps the newest `keep_runs` kept run directories of `dir` within `keep_bytes` (the newest
+/// always), removing every other entry. Best effort.
+pub(crate) fn prune_spool(dir: &Path, keep_runs: usize, keep_bytes: u64) {
+    if !real_dirs_below_state(dir) {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut runs: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
+    for e in rd.flatten() {
+        let (name, path) = (e.file_name(), e.path());
+        let is_run = name.as_bytes().starts_with(b"run-")
+            && e.file_type().is_ok_and(|t| t.is_dir())
+            && path.join(SPOOL_KEPT).exists();
+        if is_run {
+            runs.push((name, path));
+        } else {
+            // A run that never finished (its airlock died), or anything else: not ours to keep.
+            let _ = airlock_sandbox::remove_tree(&path);
+        }
+    }
+    // Names start with a fixed-width timestamp: newest last.
+    runs.sort();
+    let mut bytes = 0u64;
+    for (i, (_, path)) in runs.iter().rev().enumerate() {
+        bytes += dir_bytes(path);
+        if i > 0 && (i >= keep_runs || bytes > keep_bytes) {
+            let _ = airlock_sandbox::remove_tree(path);
+        }
+    }
+}
+
+/// True when `dir` and its ancestors up to the `.airlock` directory are real directories (no
+/// symlink among them).
+fn real_dirs_below_state(dir: &Path) -> bool {
+    for d in dir.ancestors() {
+        if !std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
+            return false;
+        }
+        if d.file_name().is_some_and(|n| n == ".airlock") {
+            return true;
+        }
+    }
+    false
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
 pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate::CallOutcome {
     let Some(script) = &p.script else {
         return failure("bash needs a command.", 1);
@@ -372,8 +498,8 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         Err(e) => return failure(e, 1),
     };
     airlock_sandbox::timing::mark("scratch dirs and layer");
-    let spool = spool_dir(k);
-    let _ = std::fs::create_dir_all(&spool);
+    // This run's spool: removed when the run ends unless the result names its files.
+    let mut spool = RunSpool::new(spool_dir(k)).ok();
     let argv = match direct_argv(&p.args) {
         Some(argv) => argv.into_iter().map(OsString::from).collect(),
         None => vec![
@@ -387,7 +513,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.cwd = k.root.clone();
     spec.timeout = Duration::from_secs(timeout);
     spec.output_limit = OUTPUT_LIMIT;
-    spec.spool_dir = Some(spool);
+    spec.spool_dir = spool.as_ref().map(|s| s.dir.clone());
     spec.home_binds = home_binds();
     spec.masked = vec![PathBuf::from(".airlock")];
     spec.env = vec![(OsString::from("CARGO_NET_OFFLINE"), OsString::from("true"))];
@@ -425,6 +551,12 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     };
     let stdout = outcome.stdout.text_lossy();
     let stderr = outcome.stderr.text_lossy();
+    if outcome.stdout.spool.is_some() || outcome.stderr.spool.is_some() {
+        // The output names its spool files for the operator: keep them.
+        if let Some(s) = spool.as_mut() {
+            s.keep();
+        }
+    }
     let truncated = outcome.stdout.omitted_bytes > 0 || outcome.stderr.omitted_bytes > 0;
     let mut out = json!({
         "exit_code": exit_code,
@@ -489,6 +621,12 @@ fn run_sandboxed(
 /// Turn the upper layer into staged changes; returns `["A path", …]` lines.
 pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>, String> {
     let changes = airlock_sandbox::harvest(upper).map_err(|e| e.to_string())?;
+    // The blobs written below are named only when the batch commits: no collection meanwhile.
+    let _pin = k
+        .store
+        .blobs()
+        .pin()
+        .map_err(|e| format!("locking the blob store: {e}"))?;
     let mut summary = Vec::new();
     // Harvest lists parents before children, so a directory's delete precedes anything staged
     // below it (a delete drops staged entries below it).

@@ -25,35 +25,30 @@ pub(crate) fn status(k: &Kernel) -> crate::CallOutcome {
         Ok(s) => s,
         Err(e) => return failure(e.to_string(), 1),
     };
-    let entries: Vec<Value> = sdiff::status(&snap)
-        .into_iter()
-        .map(|(code, path)| {
-            let e = snap.entries.iter().find(|e| e.path == path);
-            let mut v = json!({ "status": code.to_string(), "path": path.display() });
-            if e.map(|e| e.session_local).unwrap_or(false) {
-                v["session_local"] = json!(true);
-            }
-            if let Some(flag) = e.and_then(|e| e.flagged.clone()) {
-                v["flagged"] = json!(flag);
-            }
-            v
-        })
-        .collect();
+    airlock_sandbox::timing::mark("status: snapshot");
+    // One pass over the sorted entries: each line comes from its own entry (linear in the
+    // number of staged paths; no lookup per line).
+    let mut entries: Vec<Value> = Vec::with_capacity(snap.entries.len());
     let mut text = String::new();
-    for e in &entries {
-        text.push_str(&format!(
-            "{} {}",
-            e["status"].as_str().unwrap_or("?"),
-            e["path"].as_str().unwrap_or("")
-        ));
-        if e.get("session_local").is_some() {
+    for e in &snap.entries {
+        let code = sdiff::status_letter(e);
+        let path = e.path.display();
+        text.push(code);
+        text.push(' ');
+        text.push_str(&path);
+        let mut v = json!({ "status": code.to_string(), "path": path });
+        if e.session_local {
+            v["session_local"] = json!(true);
             text.push_str("  (session-local, never applied)");
         }
-        if let Some(f) = e.get("flagged").and_then(Value::as_str) {
-            text.push_str(&format!("  (flagged: {f})"));
+        if let Some(flag) = &e.flagged {
+            text.push_str(&format!("  (flagged: {flag})"));
+            v["flagged"] = json!(flag);
         }
         text.push('\n');
+        entries.push(v);
     }
+    airlock_sandbox::timing::mark("status: lines");
     success(
         json!({ "changeset": snap.hash.to_hex(), "entries": entries, "text": text }),
         false,
@@ -81,8 +76,45 @@ pub(crate) fn diff(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
 
 pub(crate) fn discard(k: &Kernel) -> crate::CallOutcome {
     match k.store.discard() {
-        Ok(n) => success(json!(format!("Discarded {n} staged change(s).")), false),
+        Ok(n) => {
+            let freed = collect_blobs(k);
+            success(
+                json!(format!("Discarded {n} staged change(s).{freed}")),
+                false,
+            )
+        }
         Err(e) => failure(e.to_string(), 1),
+    }
+}
+
+/// How long `discard` spends removing blobs; the rest waits for the next collection.
+const DISCARD_GC_BUDGET: Duration = Duration::from_secs(2);
+
+/// Reclaims the blobs nothing names any more (after a discard), within a time budget; best
+/// effort: a collection that cannot run now, or runs out of time, leaves its garbage for the
+/// next one. Returns a sentence for the result (empty when nothing was freed).
+pub(crate) fn collect_blobs(k: &Kernel) -> String {
+    match airlock_stage::gc::collect_within(&k.root, Some(DISCARD_GC_BUDGET)) {
+        Ok(r) if r.removed > 0 || r.unfinished => {
+            let mut said = format!(
+                " Freed {} stored blob(s) ({} bytes).",
+                r.removed, r.removed_bytes
+            );
+            if r.unfinished {
+                said.push_str(" More are left for the next collection (`airlock gc`).");
+            }
+            said
+        }
+        Ok(r) => {
+            if let Some(why) = r.skipped {
+                tracing::info!("blob collection skipped: {why}");
+            }
+            String::new()
+        }
+        Err(e) => {
+            tracing::warn!("{e}");
+            String::new()
+        }
     }
 }
 
@@ -284,7 +316,14 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
         Err(o) => return o,
     };
     let ctx = ApplyContext::new(k.session(), turn_id());
-    match apply_verified(&k.root, &verified, k.store.blobs(), &journal, &ctx) {
+    // The blobs of the snapshot are read during the apply: no collection meanwhile.
+    let pin = match k.store.blobs().pin() {
+        Ok(p) => p,
+        Err(e) => return failure(format!("Nothing was applied: the blob store: {e}"), 1),
+    };
+    let applied = apply_verified(&k.root, &verified, k.store.blobs(), &journal, &ctx);
+    drop(pin);
+    match applied {
         Ok(report) => {
             // Each call is a turn of its own: the committed apply is durable work, never redone.
             let _ = journal.finish_turn(&ctx.session, ctx.turn);
@@ -293,6 +332,13 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
                     format!("Applied, but the staged entries could not be cleared: {e}"),
                     1,
                 );
+            }
+            // The applied contents are on disk now (and undo reads its backups, not blobs):
+            // their blobs go unless another session names them. Only this changeset's blobs
+            // are looked at, so the cost follows the apply's size.
+            let applied = airlock_stage::gc::blobs_of(&verified.snapshot().entries);
+            if let Err(e) = airlock_stage::gc::collect_some(&k.root, &applied) {
+                tracing::warn!("{e}");
             }
             success(serde_json::to_value(&report).unwrap_or(Value::Null), false)
         }
@@ -378,6 +424,16 @@ pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
                     .iter()
                     .map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
             );
+            // Temp files of interrupted applies anywhere in the workspace (also those whose
+            // record was resolved earlier, or whose journal was lost).
+            match airlock_stage::recover::sweep_temps(&k.root, &journal) {
+                Ok(cleaned) => all.extend(
+                    cleaned
+                        .iter()
+                        .map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
+                ),
+                Err(e) => return failure(e.to_string(), 1),
+            }
             let attention = all.iter().any(|v| v["outcome"] == "needs_attention");
             crate::CallOutcome {
                 ok: !attention,

@@ -249,8 +249,14 @@ pub(crate) fn link_or_copy(
 
 /// `unlinkat` that treats an already-missing entry as done.
 pub(crate) fn unlink_if_present(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    unlink_existing(dir, name).map(drop)
+}
+
+/// Unlink `name` in `dir`; `false` when there was nothing to unlink.
+pub(crate) fn unlink_existing(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<bool> {
     match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
-        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
         Err(e) => Err(e.into()),
     }
 }

@@ -8,8 +8,8 @@
 //! absent with its backup in place.
 
 use super::confined::{
-    Confined, Parent, fingerprint_at, link_or_copy, mkdir_mode, open_file_at, unlink_if_present,
-    write_new_file,
+    Confined, Parent, fingerprint_at, link_or_copy, mkdir_mode, open_file_at, unlink_existing,
+    unlink_if_present, write_new_file,
 };
 use super::{FaultHook, Phase, Step};
 use crate::journal::{FileEffect, RecordId};
@@ -413,16 +413,44 @@ pub(crate) fn classify(conf: &Confined, f: &FileEffect) -> io::Result<Found> {
     })
 }
 
-/// Remove leftover temps of record `id` (harmless when there are none).
-pub(crate) fn remove_temps(conf: &Confined, id: RecordId, files: &[FileEffect]) -> io::Result<()> {
+/// Remove leftover temps of record `id` (harmless when there are none); returns the paths
+/// removed, relative to the workspace.
+pub(crate) fn remove_temps(
+    conf: &Confined,
+    id: RecordId,
+    files: &[FileEffect],
+) -> io::Result<Vec<PathBuf>> {
     let mut cache = ParentCache::new();
+    let mut removed = Vec::new();
     for (seq, f) in files.iter().enumerate() {
         if let Some(dir) = cache.get(conf, &f.path)? {
-            unlink_if_present(dir.as_fd(), &temp_name(id, seq))?;
-            unlink_if_present(dir.as_fd(), &restore_name(id, seq))?;
+            for name in [temp_name(id, seq), restore_name(id, seq)] {
+                if unlink_existing(dir.as_fd(), &name)? {
+                    removed.push(parent_path(&f.path).join(name));
+                }
+            }
         }
     }
-    Ok(())
+    Ok(removed)
+}
+
+/// The record id in the name of an apply's temp file (`.airlock-tmp-<id>-<seq>` or
+/// `.airlock-rst-<id>-<seq>`, both decimal numbers), or `None` for any other name.
+pub(crate) fn temp_record(name: &OsStr) -> Option<RecordId> {
+    let name = name.to_str()?;
+    let rest = name
+        .strip_prefix(".airlock-tmp-")
+        .or_else(|| name.strip_prefix(".airlock-rst-"))?;
+    let (id, seq) = rest.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 19 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(id) || !digits(seq) {
+        return None;
+    }
+    // The names are made by `format!` from integers: no leading zeros.
+    if (id.len() > 1 && id.starts_with('0')) || (seq.len() > 1 && seq.starts_with('0')) {
+        return None;
+    }
+    id.parse().ok()
 }
 
 /// Put every path of record `id` back to its pre-image, from whatever intermediate state the
