@@ -1,0 +1,464 @@
+//! Host-exec paths: files whose content the host acts on by itself — a version-control tool,
+//! an editor, a shell hook, an agent harness — without the user running the project's code.
+//! A staged change to one of them would run outside any sandbox the next time the user runs
+//! `git status`, opens the folder or `cd`s into it, so the jail denies them to the file tools
+//! (rule `jail_host_exec`), the sandbox harvest flags them, and `apply` refuses them unless the
+//! operator names them (`airlock apply --allow-host-exec PATH`).
+//!
+//! This module is the one definition. Matching is per path component, on names folded the way
+//! the sensitive-file rules fold them (case, look-alike and invisible characters, trailing dots
+//! and spaces, an NTFS `:stream` suffix): Linux compares names byte for byte, but a workspace
+//! may sit on a case-insensitive filesystem (vfat, exFAT, NTFS, CIFS, ext4 `casefold`), where
+//! `.GIT` *is* `.git` — and git itself refuses `.GIT` in a tree for that reason — so the
+//! look-alikes fail closed. The NTFS short name `git~1` counts as `.git` too.
+//!
+//! | entry | where | why |
+//! |---|---|---|
+//! | `.git` (directory or gitfile) and everything below it | any depth | git reads `config` (`core.fsmonitor`, `core.pager`, `core.sshCommand`, filters, aliases) and runs `hooks/` on ordinary commands; a gitfile (`gitdir: PATH`) makes any directory's config the one read; `objects`, `refs` and `logs` are the only copy of local history |
+//! | `.hg`, `.sl`, `_darcs` and everything below | any depth | Mercurial's and Sapling's `hgrc`/`config` `[hooks]` and `[extensions]` run on `status`, `diff`, `commit`; darcs `prefs/defaults` sets `posthook` commands |
+//! | `.jj`, `.bzr`, `.svn`, `.pijul`, `.fslckout`, `_FOSSIL_` | any depth | the other VCS control areas: configuration the tool acts on (jj's repo config and its embedded git store) and the local history or checkout state |
+//! | `.envrc` | any depth | direnv sources it on `cd` (once the user has allowed a version of it) |
+//! | `.env`, `.env.leave`, `.autoenv.zsh`, `.autoenv_leave.zsh` | any depth | autoenv and zsh-autoenv source them on `cd`; direnv loads `.env` with `load_dotenv` (`.env` is also a sensitive file) |
+//! | `mise.toml`, `.mise.toml`, `mise.*.toml`, `.mise.*.toml`, `.rtx.toml`, `.mise/`, `.config/mise/`, `.config/mise.toml` | any depth | mise runs `[hooks]` (`enter`, `cd`), `_.source` scripts and `exec()` templates when the shell enters the directory |
+//! | `.vscode/settings.json`, `.vscode/tasks.json`, `.vscode/mcp.json`, `*.code-workspace` | any depth | VS Code (and its forks) start the executables settings name (interpreters, linters, `git.path`, terminal profiles) on open, run tasks with `runOn: folderOpen`, and start MCP servers |
+//! | `.idea/` | any depth | JetBrains IDEs act on it on open: file watchers (`watcherTasks.xml`) run commands on save, startup tasks and SDK paths name executables |
+//! | `.exrc`, `_exrc`, `.vimrc`, `_vimrc`, `.gvimrc`, `_gvimrc`, `.nvimrc`, `.nvim.lua`, `.lvimrc` | any depth | vim/neovim with `exrc` (and the localvimrc plugin) source them from the directory they start in |
+//! | `.dir-locals.el`, `.dir-locals-2.el` | any depth | Emacs applies them on opening any file below (`eval:` forms, executable-path variables) |
+//! | `.zed/settings.json`, `.helix/config.toml`, `.helix/languages.toml` | any depth | Zed and Helix start the language servers and formatters these name when a file is opened |
+//! | `.husky/`, `.pre-commit-config.yaml`, `lefthook.yml` (and `.lefthook*`, `lefthook-local*`, any of `.yml`, `.yaml`, `.json`, `.toml`) | any depth | git hook managers: `git commit` runs the commands they list |
+//! | `.claude/settings.json`, `.claude/settings.local.json`, `.mcp.json`, `.cursor/mcp.json`, `.gemini/settings.json`, `.codex/config.toml` | any depth | coding-agent harnesses run their `hooks` and start the MCP servers these name, outside any sandbox |
+//!
+//! Deliberately not included (they run only when the user runs or builds the project, which is
+//! what `verify` is for, or they name no command): `.gitignore`, `.gitattributes` (a filter
+//! needs a driver in `.git/config`), `.gitmodules` (git refuses `update = !cmd` from it),
+//! `.github/` (runs in CI, not here), `.vscode/launch.json` and `.run/` (run only when the user
+//! starts a debug or run configuration), `.vscode/extensions.json` (recommendations only),
+//! `.tool-versions`, `.nvmrc`, `.python-version` (version names only), `.cargo/config.toml`,
+//! `Makefile`, `package.json` (run by the user's own build and test commands).
+
+use crate::decision::{Decision, Stage};
+use crate::jail::fold;
+use crate::path::RelPath;
+use std::ffi::OsStr;
+
+/// The jail's rule id for a host-exec path (file tools: exit 3; `apply`: exit 4).
+pub const RULE: &str = "jail_host_exec";
+
+/// Why a path is a host-exec path: the entry that makes it one and one reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostExec {
+    /// The family, as a short noun phrase (`a git control entry`).
+    pub what: &'static str,
+    /// What runs it, in one clause.
+    pub why: &'static str,
+}
+
+/// Control directories: the entry itself (directory or file) and everything below it.
+const CONTROL_DIRS: &[(&str, HostExec)] = &[
+    (".git", GIT),
+    ("git~1", GIT),
+    (
+        ".hg",
+        HostExec {
+            what: "Mercurial's control directory",
+            why: "Mercurial runs the hooks and extensions its configuration names on ordinary commands and keeps the local history there",
+        },
+    ),
+    (
+        ".sl",
+        HostExec {
+            what: "Sapling's control directory",
+            why: "Sapling runs the hooks and extensions its configuration names on ordinary commands and keeps the local history there",
+        },
+    ),
+    (
+        "_darcs",
+        HostExec {
+            what: "darcs' control directory",
+            why: "darcs runs the posthooks its preferences name and keeps the local history there",
+        },
+    ),
+    (".jj", VCS),
+    (".bzr", VCS),
+    (".svn", VCS),
+    (".pijul", VCS),
+    (".fslckout", VCS),
+    ("_fossil_", VCS),
+    (".idea", IDE),
+    (
+        ".husky",
+        HostExec {
+            what: "a git hook directory",
+            why: "`git commit` runs the hooks husky installs from it",
+        },
+    ),
+    (".mise", MISE),
+];
+
+const GIT: HostExec = HostExec {
+    what: "a git control entry",
+    why: "git reads its configuration and runs its hooks on ordinary commands such as `git status` (a gitfile points git at another directory's), and it holds the repository's history",
+};
+const VCS: HostExec = HostExec {
+    what: "a version-control directory",
+    why: "the version-control tool acts on its configuration on ordinary commands and keeps the local history or checkout state there",
+};
+const IDE: HostExec = HostExec {
+    what: "JetBrains IDE configuration",
+    why: "the IDE runs its file watchers, startup tasks and configured executables on its own",
+};
+const MISE: HostExec = HostExec {
+    what: "mise configuration",
+    why: "mise runs its hooks, `_.source` scripts and `exec()` templates when a shell enters the directory",
+};
+const SHELL_CD: HostExec = HostExec {
+    what: "a directory-entry shell hook",
+    why: "direnv, autoenv or zsh-autoenv source it when a shell enters the directory",
+};
+const VIM: HostExec = HostExec {
+    what: "a vim/neovim local configuration",
+    why: "vim and neovim with `exrc` (or localvimrc) source it from the directory they start in",
+};
+const EMACS: HostExec = HostExec {
+    what: "Emacs directory-local variables",
+    why: "Emacs applies them, `eval:` forms included, whenever a file below is opened",
+};
+const VSCODE: HostExec = HostExec {
+    what: "VS Code workspace configuration",
+    why: "VS Code starts the executables, folder-open tasks and MCP servers it names when the folder is opened",
+};
+const EDITOR_LSP: HostExec = HostExec {
+    what: "editor language-server configuration",
+    why: "the editor starts the language servers and formatters it names when a file is opened",
+};
+const HOOK_MANAGER: HostExec = HostExec {
+    what: "git hook manager configuration",
+    why: "`git commit` runs the commands it lists",
+};
+const AGENT: HostExec = HostExec {
+    what: "coding-agent harness configuration",
+    why: "the agent harness runs its hooks and starts the MCP servers it names outside any sandbox",
+};
+
+/// Exact file names, at any depth.
+const FILES: &[(&str, HostExec)] = &[
+    (".envrc", SHELL_CD),
+    (".env", SHELL_CD),
+    (".env.leave", SHELL_CD),
+    (".autoenv.zsh", SHELL_CD),
+    (".autoenv_leave.zsh", SHELL_CD),
+    ("mise.toml", MISE),
+    (".mise.toml", MISE),
+    (".rtx.toml", MISE),
+    (".exrc", VIM),
+    ("_exrc", VIM),
+    (".vimrc", VIM),
+    ("_vimrc", VIM),
+    (".gvimrc", VIM),
+    ("_gvimrc", VIM),
+    (".nvimrc", VIM),
+    (".nvim.lua", VIM),
+    (".lvimrc", VIM),
+    (".dir-locals.el", EMACS),
+    (".dir-locals-2.el", EMACS),
+    (".pre-commit-config.yaml", HOOK_MANAGER),
+    (".pre-commit-config.yml", HOOK_MANAGER),
+    (".mcp.json", AGENT),
+];
+
+/// `parent/name` pairs, at any depth.
+const NESTED: &[(&str, &str, HostExec)] = &[
+    (".vscode", "settings.json", VSCODE),
+    (".vscode", "tasks.json", VSCODE),
+    (".vscode", "mcp.json", VSCODE),
+    (".zed", "settings.json", EDITOR_LSP),
+    (".helix", "config.toml", EDITOR_LSP),
+    (".helix", "languages.toml", EDITOR_LSP),
+    (".claude", "settings.json", AGENT),
+    (".claude", "settings.local.json", AGENT),
+    (".cursor", "mcp.json", AGENT),
+    (".gemini", "settings.json", AGENT),
+    (".codex", "config.toml", AGENT),
+    (".config", "mise.toml", MISE),
+    (".config", "mise", MISE),
+];
+
+/// The host-exec classification of a workspace-relative path, or `None` for an ordinary
+/// path. Pure: it never looks at the disk.
+///
+/// ```
+/// use airlock_policy::{RelPath, host_exec};
+/// let hit = |p: &str| host_exec::classify(&RelPath::new(p).unwrap()).is_some();
+/// assert!(hit("sub/.git") && hit(".git/objects/ab/cd") && hit(".vscode/tasks.json"));
+/// assert!(!hit(".gitignore") && !hit(".github/workflows/ci.yml") && !hit("src/git/mod.rs"));
+/// ```
+pub fn classify(rel: &RelPath) -> Option<HostExec> {
+    classify_components(rel.components())
+}
+
+/// [`classify`] over any sequence of path names (already free of `.` and `..`).
+pub fn classify_components<'a>(names: impl Iterator<Item = &'a OsStr>) -> Option<HostExec> {
+    let names: Vec<String> = names.map(fold).collect();
+    for (i, seg) in names.iter().enumerate() {
+        if let Some((_, h)) = CONTROL_DIRS.iter().find(|(n, _)| n == seg) {
+            return Some(*h);
+        }
+        if i > 0
+            && let Some((_, _, h)) = NESTED
+                .iter()
+                .find(|(p, n, _)| *p == names[i - 1] && n == seg)
+        {
+            return Some(*h);
+        }
+    }
+    let last = names.last()?;
+    if let Some((_, h)) = FILES.iter().find(|(n, _)| n == last) {
+        return Some(*h);
+    }
+    if last.ends_with(".code-workspace") {
+        return Some(VSCODE);
+    }
+    // `mise.local.toml`, `.mise.dev.toml`, …
+    let stem = last.strip_prefix('.').unwrap_or(last);
+    if (stem.starts_with("mise.") || stem.starts_with("rtx.")) && stem.ends_with(".toml") {
+        return Some(MISE);
+    }
+    // lefthook.yml, .lefthook.yaml, lefthook-local.json, …
+    if let Some(base) = stem.strip_prefix("lefthook")
+        && let Some(ext) = base
+            .strip_prefix("-local")
+            .unwrap_or(base)
+            .strip_prefix('.')
+        && matches!(ext, "yml" | "yaml" | "json" | "toml" | "jsonc")
+    {
+        return Some(HOOK_MANAGER);
+    }
+    None
+}
+
+/// The jail's denial for a file tool that would write, delete or rename a host-exec path.
+pub fn host_exec_rule(rel: &RelPath) -> Option<Decision> {
+    classify(rel).map(|h| denial(&format!("`{rel}`"), h))
+}
+
+/// The denial sentence for `subject` (the path as the caller gave it, quoted).
+pub(crate) fn denial(subject: &str, h: HostExec) -> Decision {
+    Decision::deny(
+        Stage::Jail,
+        RULE,
+        format!(
+            "{subject} is {} ({}), so no tool may write, delete or rename it; the operator can apply such a change with `airlock apply --allow-host-exec PATH`.",
+            h.what, h.why
+        ),
+    )
+}
+
+/// The `flagged` reason the sandbox harvest records on a staged change to a host-exec path.
+/// [`is_host_exec_flag`] recognises it again at apply time, where the operator may lift it.
+pub fn flag(rel: &RelPath) -> Option<String> {
+    classify(rel).map(|h| flag_text(h))
+}
+
+fn flag_text(h: HostExec) -> String {
+    format!("{} that the host runs by itself: {}", h.what, h.why)
+}
+
+/// True when `flag` is exactly the host-exec flag [`flag`] gives `rel` (and not some other
+/// reason, such as a symlink leaving the workspace, which no override lifts).
+pub fn is_host_exec_flag(rel: &RelPath, flag: &str) -> bool {
+    classify(rel).is_some_and(|h| flag_text(h) == flag)
+}
+
+/// The sentence `apply` gives for refusing `rel`.
+pub fn apply_refusal(rel: &RelPath) -> Option<String> {
+    classify(rel).map(|h| {
+        format!(
+            "`{rel}` is {} ({}); nothing was applied — discard it, or if you mean it, apply with `--allow-host-exec {rel}`.",
+            h.what, h.why
+        )
+    })
+}
+
+/// The operator's `--allow-host-exec` paths, normalised: each names a path and everything
+/// below it (`.git/objects` allows `.git/objects/ab/cd`). Names are compared exactly,
+/// component by component (`./x/` is `x`); a path that is not clean and relative (absolute,
+/// with `..`) allows nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostExecGrant {
+    paths: Vec<RelPath>,
+}
+
+impl HostExecGrant {
+    /// The grant for these operator-given paths (unclean ones are dropped).
+    pub fn new<S: AsRef<str>>(paths: &[S]) -> HostExecGrant {
+        HostExecGrant {
+            paths: paths
+                .iter()
+                .filter_map(|p| RelPath::new(p.as_ref()).ok())
+                .collect(),
+        }
+    }
+
+    /// True when the operator named `rel` or one of its ancestors.
+    pub fn allows(&self, rel: &RelPath) -> bool {
+        self.paths.iter().any(|p| rel.starts_with(p))
+    }
+
+    /// True when the grant names nothing.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(p: &str) -> bool {
+        classify(&RelPath::new(p).unwrap()).is_some()
+    }
+
+    #[test]
+    fn matches_control_entries_at_any_depth_and_spelling() {
+        for p in [
+            ".git",
+            "sub/.git",
+            "a/b/.git",
+            "./.git/x",
+            ".git/objects/ab/cdef",
+            ".git/refs/heads/main",
+            ".git/logs/HEAD",
+            ".git/HEAD",
+            ".git/info/exclude",
+            ".GIT/config",
+            ".Git",
+            ".git.",
+            ".git ",
+            ".g\u{200b}it",
+            "\u{ff0e}git",
+            ".git:stream",
+            "GIT~1/config",
+            "vendor/x/.hg/hgrc",
+            ".sl/config",
+            "_darcs/prefs/defaults",
+            ".jj/repo/config.toml",
+            ".svn/wc.db",
+            ".bzr/branch/branch.conf",
+            ".envrc",
+            "svc/.envrc",
+            ".env",
+            ".autoenv.zsh",
+            "mise.toml",
+            ".mise.toml",
+            "mise.local.toml",
+            ".mise.dev.toml",
+            ".mise/config.toml",
+            ".config/mise/config.toml",
+            ".config/mise.toml",
+            ".vscode/tasks.json",
+            ".vscode/settings.json",
+            ".vscode/mcp.json",
+            "app/.vscode/settings.json",
+            "proj.code-workspace",
+            ".idea/workspace.xml",
+            ".idea/watcherTasks.xml",
+            ".exrc",
+            ".nvimrc",
+            ".nvim.lua",
+            ".vimrc",
+            ".dir-locals.el",
+            "lisp/.dir-locals-2.el",
+            ".helix/languages.toml",
+            ".zed/settings.json",
+            ".husky/pre-commit",
+            ".pre-commit-config.yaml",
+            "lefthook.yml",
+            ".lefthook.yaml",
+            "lefthook-local.json",
+            ".claude/settings.json",
+            ".claude/settings.local.json",
+            ".mcp.json",
+            ".cursor/mcp.json",
+            ".gemini/settings.json",
+            ".codex/config.toml",
+        ] {
+            assert!(hit(p), "{p} must match");
+        }
+    }
+
+    #[test]
+    fn leaves_look_alike_ordinary_files_alone() {
+        for p in [
+            ".gitignore",
+            ".gitattributes",
+            ".gitmodules",
+            ".gitkeep",
+            ".github/workflows/x.yml",
+            ".github/CODEOWNERS",
+            "src/git/mod.rs",
+            "git/config",
+            "docs/.git-blame-ignore-revs",
+            "my.git",
+            ".git2",
+            "x.hg",
+            "hg/hgrc",
+            ".vscode/launch.json",
+            ".vscode/extensions.json",
+            "vscode/settings.json",
+            "settings.json",
+            "tasks.json",
+            ".envrc.example",
+            "envrc",
+            ".tool-versions",
+            ".nvmrc",
+            ".python-version",
+            "mise.md",
+            "premise.toml",
+            "src/vimrc.rs",
+            "dir-locals.el",
+            "idea/notes.md",
+            ".ideas",
+            "lefthook.md",
+            "lefthooks.yml",
+            ".cargo/config.toml",
+            "Makefile",
+            "package.json",
+            ".claude/commands/x.md",
+            "claude/settings.json",
+        ] {
+            assert!(!hit(p), "{p} must not match");
+        }
+    }
+
+    #[test]
+    fn flags_round_trip_and_other_flags_do_not_pass_for_them() {
+        let rel = RelPath::new("sub/.git").unwrap();
+        let f = flag(&rel).unwrap();
+        assert!(is_host_exec_flag(&rel, &f));
+        assert!(!is_host_exec_flag(
+            &rel,
+            "symbolic link `sub/.git` points outside the workspace to `/etc`"
+        ));
+        let plain = RelPath::new("src/a.rs").unwrap();
+        assert!(flag(&plain).is_none());
+        assert!(!is_host_exec_flag(&plain, &f));
+        let d = host_exec_rule(&rel).unwrap();
+        assert_eq!(d.rule, RULE);
+        assert_eq!(d.stage, Stage::Jail);
+    }
+
+    #[test]
+    fn grants_cover_the_named_path_and_below_only() {
+        let g = HostExecGrant::new(&["./.git/objects/", "../x", "/abs", ".vscode/tasks.json"]);
+        let r = |p: &str| RelPath::new(p).unwrap();
+        assert!(g.allows(&r(".git/objects")));
+        assert!(g.allows(&r(".git/objects/ab/cd")));
+        assert!(!g.allows(&r(".git/objectsx")));
+        assert!(!g.allows(&r(".git/refs/heads/main")));
+        assert!(!g.allows(&r(".git")));
+        assert!(g.allows(&r(".vscode/tasks.json")));
+        assert!(!g.allows(&r(".vscode/settings.json")));
+        assert!(HostExecGrant::new::<&str>(&[]).is_empty());
+        assert!(HostExecGrant::new(&["/abs", "../x"]).is_empty());
+    }
+}
