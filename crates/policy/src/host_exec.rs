@@ -256,7 +256,7 @@ pub(crate) fn denial(subject: &str, h: HostExec) -> Decision {
 /// The `flagged` reason the sandbox harvest records on a staged change to a host-exec path.
 /// [`is_host_exec_flag`] recognises it again at apply time, where the operator may lift it.
 pub fn flag(rel: &RelPath) -> Option<String> {
-    classify(rel).map(|h| flag_text(h))
+    classify(rel).map(flag_text)
 }
 
 fn flag_text(h: HostExec) -> String {
