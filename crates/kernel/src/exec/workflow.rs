@@ -6,6 +6,7 @@ use super::{failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::chain::Prepared;
 use crate::kernel::Kernel;
+use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, apply_verified};
 use airlock_stage::journal::Journal;
@@ -191,7 +192,7 @@ fn open_journal(k: &Kernel) -> Result<Journal, crate::CallOutcome> {
         .map_err(|e| failure(format!("The journal cannot be opened: {e}"), 1))
 }
 
-pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
+pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
     let _serial = match k.session_run() {
         Ok(g) => g,
         Err(e) => return failure(e, 1),
@@ -200,12 +201,35 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
         Ok(v) => v,
         Err(e) => return failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED),
     };
+    // Only the operator's own front end fills this; nothing the model sends reaches it.
+    let grant = HostExecGrant::new(&call.operator.allow_host_exec);
+    // Host-exec paths first: every one is named, and nothing is written.
+    let mut refused: Vec<(String, String)> = Vec::new();
+    for e in &verified.snapshot().entries {
+        if e.session_local || grant.allows(&e.path) {
+            continue;
+        }
+        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
+        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
+            && e.base == airlock_stage::Fingerprint::Dir;
+        if no_op {
+            continue;
+        }
+        if let Some(why) = host_exec::apply_refusal(&e.path) {
+            refused.push((e.path.display(), why));
+        }
+    }
+    if !refused.is_empty() {
+        return host_exec_refusal(&refused);
+    }
     // Re-confine every target through the jail at apply time.
     for e in &verified.snapshot().entries {
         if e.session_local {
             continue;
         }
-        if let Some(flag) = &e.flagged {
+        if let Some(flag) = &e.flagged
+            && !(grant.allows(&e.path) && host_exec::is_host_exec_flag(&e.path, flag))
+        {
             let d = Decision::deny(
                 Stage::Jail,
                 "jail_flagged_entry",
@@ -213,9 +237,18 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
             );
             return denial(d);
         }
-        if let Err(d) = k
-            .jail
-            .confine_rel(&e.path, airlock_policy::jail::Access::Write)
+        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
+            && e.base == airlock_stage::Fingerprint::Dir;
+        // A copy-up of an existing host-exec directory is confined as if granted: it writes
+        // nothing, and the stage's apply skips it.
+        let for_entry = if no_op {
+            HostExecGrant::from_paths(vec![e.path.clone()])
+        } else {
+            grant.clone()
+        };
+        if let Err(d) =
+            k.jail
+                .confine_rel_granted(&e.path, airlock_policy::jail::Access::Write, &for_entry)
         {
             return denial(d);
         }
@@ -224,7 +257,10 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
         Ok(j) => j,
         Err(o) => return o,
     };
-    let ctx = ApplyContext::new(k.session(), turn_id());
+    let ctx = ApplyContext {
+        host_exec: grant,
+        ..ApplyContext::new(k.session(), turn_id())
+    };
     match apply_verified(&k.root, &verified, k.store.blobs(), &journal, &ctx) {
         Ok(report) => {
             // Each call is a turn of its own: the committed apply is durable work, never redone.
@@ -240,7 +276,37 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
         Err(e @ ApplyError::Conflict(_)) => {
             failure(format!("Nothing was applied: {e}"), EXIT_CONFLICT)
         }
+        // A refusal is not an internal error: the changeset is not applicable as it stands.
+        Err(e @ ApplyError::Refused { .. }) => {
+            failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED)
+        }
         Err(e) => failure(format!("Nothing was applied: {e}"), 1),
+    }
+}
+
+/// `apply` refused because the changeset touches host-exec paths the operator did not name:
+/// exit 4, the decision (stage `jail`, rule `jail_host_exec`) with one sentence per path, and
+/// the paths listed under `refused`.
+fn host_exec_refusal(refused: &[(String, String)]) -> crate::CallOutcome {
+    let reason = refused
+        .iter()
+        .map(|(_, why)| why.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let d = Decision::deny(Stage::Jail, host_exec::RULE, reason);
+    let mut output = d.to_json();
+    output["refused"] = Value::Array(
+        refused
+            .iter()
+            .map(|(path, why)| json!({ "path": path, "reason": why }))
+            .collect(),
+    );
+    crate::CallOutcome {
+        ok: false,
+        output,
+        truncated: false,
+        exit_code: EXIT_NOT_VERIFIED,
+        denial: Some(d),
     }
 }
 

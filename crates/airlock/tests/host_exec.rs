@@ -1,0 +1,347 @@
+//! Nothing that the host runs by itself is applied: git control files (a `.git` directory's
+//! content, a gitfile), other tools' auto-run configuration, and setuid/setgid bits. Driven
+//! through the real `airlock` binary on real git repositories; the payloads are real git
+//! `core.fsmonitor` hooks run by a real `git status` on the host.
+
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+struct Fx {
+    _t: tempfile::TempDir,
+    root: PathBuf,
+    ws: PathBuf,
+}
+
+impl Fx {
+    /// A workspace that is a real git repository with one commit.
+    fn git_repo() -> Fx {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/readme.txt"), "sub\n").unwrap();
+        let fx = Fx { _t: t, root, ws };
+        fx.git(&fx.ws, &["init", "-q"]);
+        fx.git(&fx.ws, &["add", "-A"]);
+        fx.git(&fx.ws, &["commit", "-q", "-m", "init"]);
+        fx
+    }
+
+    /// Real `git` on the host, with no user or system configuration.
+    fn git(&self, dir: &Path, args: &[&str]) -> Output {
+        let o = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", self.root.join("home"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .stdin(Stdio::null())
+            .output()
+            .expect("git runs");
+        o
+    }
+
+    fn airlock(&self, args: &[&str]) -> Output {
+        let home = self.root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .arg("--workspace")
+            .arg(&self.ws)
+            .args(args)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("airlock runs")
+    }
+
+    fn build(&self, args: &[&str]) -> Output {
+        let mut all = vec!["--mode", "build"];
+        all.extend_from_slice(args);
+        self.airlock(&all)
+    }
+
+    /// Verify with an operator command that reports one passing test.
+    fn verify_passes(&self) {
+        let o = self.build(&["verify", "--", "echo", "1 passed, 0 failed"]);
+        assert_eq!(o.status.code(), Some(0), "verify: {}", text(&o));
+    }
+
+    fn status(&self) -> Value {
+        let o = self.airlock(&["--json", "status"]);
+        assert_eq!(o.status.code(), Some(0), "status: {}", text(&o));
+        json_line(&o)
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json_line(o: &Output) -> Value {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = out
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("no stdout: {}", text(o)));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+fn flagged(status: &Value, path: &str) -> Option<String> {
+    status["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == path)
+        .and_then(|e| e["flagged"].as_str().map(str::to_string))
+}
+
+/// `git config` text whose fsmonitor hook touches `marker` when any git command reads the index.
+fn fsmonitor_config(marker: &Path) -> String {
+    format!(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = \"touch {}; false\"\n",
+        marker.display()
+    )
+}
+
+#[test]
+fn a_gitfile_to_a_planted_git_dir_is_denied_to_file_tools_and_refused_at_apply() {
+    let fx = Fx::git_repo();
+    let marker = fx.root.join("PWNED-gitfile");
+    // The file tools: the gitfile is denied by the jail (stage, rule, sentence), whatever the
+    // spelling of the path.
+    for path in ["sub/.git", "./sub/.git", "sub//.git", "sub/x/../.git"] {
+        let args = serde_json::json!({"path": path, "content": "gitdir: ../evilgit\n"});
+        let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+        assert_eq!(o.status.code(), Some(3), "{path}: {}", text(&o));
+        let d = json_line(&o);
+        assert_eq!(d["stage"], "jail", "{path}: {d}");
+        assert_eq!(d["rule"], "jail_host_exec", "{path}: {d}");
+        assert!(d["reason"].as_str().unwrap().contains(".git"), "{d}");
+    }
+    // The same through the sandbox: staged, flagged, and refused at apply with exit 4.
+    let script = format!(
+        "git init -q --bare evilgit && printf '%s' '{}' > evilgit/config && printf 'gitdir: ../evilgit\\n' > sub/.git",
+        fsmonitor_config(&marker).replace('\'', "'\\''")
+    );
+    let o = fx.build(&["exec", "--", "sh", "-c", &script]);
+    assert_eq!(o.status.code(), Some(0), "exec: {}", text(&o));
+    let st = fx.status();
+    let flag = flagged(&st, "sub/.git").unwrap_or_else(|| panic!("sub/.git not flagged: {st}"));
+    assert!(flag.contains("git"), "{flag}");
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "apply: {}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("sub/.git"), "{err}");
+    assert!(!fx.ws.join("sub/.git").exists(), "nothing may be written");
+    assert!(!fx.ws.join("evilgit").exists(), "nothing may be written");
+    // The host's git, run the ordinary way, runs nothing planted.
+    let o = fx.git(&fx.ws.join("sub"), &["status", "--short"]);
+    assert!(o.status.success(), "git status: {}", text(&o));
+    assert!(!marker.exists(), "the fsmonitor payload ran on the host");
+    // The payload is live: once the operator deliberately allows the gitfile, the same
+    // `git status` runs it. (This is what the refusal above prevents.)
+    let o = fx.build(&["apply", "--allow-host-exec", "sub/.git"]);
+    assert_eq!(o.status.code(), Some(0), "apply: {}", text(&o));
+    let _ = fx.git(&fx.ws.join("sub"), &["status", "--short"]);
+    assert!(marker.exists(), "the control experiment must run the payload");
+}
+
+#[test]
+fn deleting_git_history_is_refused_unless_the_operator_names_it() {
+    let fx = Fx::git_repo();
+    let before = fx.git(&fx.ws, &["log", "--oneline"]);
+    assert!(before.status.success());
+    let o = fx.build(&["exec", "--", "sh", "-c", "cd .git/objects && rm -f */*"]);
+    assert_eq!(o.status.code(), Some(0), "exec: {}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("flagged"),
+        "the harvest note says the delete is flagged: {}",
+        text(&o)
+    );
+    let st = fx.status();
+    let deletes: Vec<&Value> = st["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["status"] == "D")
+        .collect();
+    assert!(
+        deletes.len() >= 3,
+        "every loose object is staged for deletion: {st}"
+    );
+    for e in &deletes {
+        assert!(
+            e["path"].as_str().unwrap().starts_with(".git/objects/"),
+            "{e}"
+        );
+        assert!(e["flagged"].is_string(), "unflagged: {e}");
+    }
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "apply: {}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(".git/objects"),
+        "{}",
+        text(&o)
+    );
+    let after = fx.git(&fx.ws, &["log", "--oneline"]);
+    assert!(
+        after.status.success(),
+        "history must be intact: {}",
+        text(&after)
+    );
+    assert_eq!(after.stdout, before.stdout);
+    // Naming another path does not help.
+    let o = fx.build(&["apply", "--allow-host-exec", ".git/refs"]);
+    assert_eq!(o.status.code(), Some(4), "apply: {}", text(&o));
+    assert!(fx.git(&fx.ws, &["log", "--oneline"]).status.success());
+    // The operator names the directory: everything under it may be applied.
+    let o = fx.build(&["apply", "--allow-host-exec", "./.git/objects/"]);
+    assert_eq!(o.status.code(), Some(0), "apply: {}", text(&o));
+    let gone = fx.git(&fx.ws, &["log", "--oneline"]);
+    assert!(
+        !gone.status.success(),
+        "the operator's override applied the deletes"
+    );
+}
+
+#[test]
+fn the_model_cannot_reach_the_override() {
+    let fx = Fx::git_repo();
+    let o = fx.build(&["exec", "--", "sh", "-c", "cd .git/refs/heads && rm -f *"]);
+    assert_eq!(o.status.code(), Some(0), "exec: {}", text(&o));
+    fx.verify_passes();
+    // The agent's channel (`call`) has no such argument; the schema refuses unknown ones.
+    let o = fx.build(&[
+        "--json",
+        "call",
+        "apply",
+        r#"{"allow_host_exec":[".git/refs"]}"#,
+    ]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let o = fx.build(&["--json", "call", "apply", "{}"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(fx.git(&fx.ws, &["log", "--oneline"]).status.success());
+}
+
+#[test]
+fn setuid_and_setgid_bits_never_reach_the_disk() {
+    let fx = Fx::git_repo();
+    let o = fx.build(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkdir -m 2775 shared && mkdir -m 3777 drop && cp -p /usr/bin/passwd tool && stat -c '%a %n' shared drop tool",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "exec: {}", text(&o));
+    // Inside the sandbox the bits were really set: this is what is being stripped.
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("2775 shared"), "{out}");
+    assert!(out.contains("4755 tool"), "{out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("setuid") || err.contains("setgid"),
+        "the harvest note says the bits were dropped: {err}"
+    );
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(0), "apply: {}", text(&o));
+    let mode = |p: &str| {
+        std::fs::symlink_metadata(fx.ws.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("shared"), 0o775, "setgid directory");
+    assert_eq!(mode("drop") & 0o6000, 0, "setgid directory");
+    assert_eq!(mode("tool"), 0o755, "setuid file");
+}
+
+#[test]
+fn editor_and_vcs_auto_run_files_are_denied_to_every_file_tool_but_readable() {
+    let fx = Fx::git_repo();
+    std::fs::create_dir_all(fx.ws.join(".vscode")).unwrap();
+    std::fs::write(fx.ws.join(".vscode/tasks.json"), "{}\n").unwrap();
+    let deny = |tool: &str, args: Value| {
+        let o = fx.build(&["--json", "call", tool, &args.to_string()]);
+        assert_eq!(o.status.code(), Some(3), "{tool} {args}: {}", text(&o));
+        let d = json_line(&o);
+        assert_eq!(d["rule"], "jail_host_exec", "{tool} {args}: {d}");
+        assert_eq!(d["stage"], "jail");
+    };
+    deny(
+        "write_file",
+        serde_json::json!({"path": ".git/hooks/../info/exclude", "content": "x"}),
+    );
+    deny(
+        "write_file",
+        serde_json::json!({"path": "vendor/lib/.git", "content": "gitdir: /tmp/x"}),
+    );
+    deny(
+        "write_file",
+        serde_json::json!({"path": ".vscode/settings.json", "content": "{}"}),
+    );
+    deny(
+        "write_file",
+        serde_json::json!({"path": ".envrc", "content": "touch /tmp/x"}),
+    );
+    deny(
+        "write_file",
+        serde_json::json!({"path": "pkg/.hg/hgrc", "content": "[hooks]"}),
+    );
+    deny(
+        "edit_file",
+        serde_json::json!({"path": ".vscode/tasks.json", "old_string": "{}", "new_string": "{\"tasks\":[]}"}),
+    );
+    deny("delete_file", serde_json::json!({"path": ".git/HEAD"}));
+    deny("delete_file", serde_json::json!({"path": ".git"}));
+    deny(
+        "move_file",
+        serde_json::json!({"from": "src/main.rs", "to": "sub/.git"}),
+    );
+    deny(
+        "move_file",
+        serde_json::json!({"from": ".vscode/tasks.json", "to": "tasks.json"}),
+    );
+    deny(
+        "apply_patch",
+        serde_json::json!({"patch": "--- /dev/null\n+++ b/.nvim.lua\n@@ -0,0 +1 @@\n+os.execute('x')\n"}),
+    );
+    // Reads stay allowed.
+    let o = fx.build(&["--json", "call", "read_file", r#"{"path":".git/HEAD"}"#]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Look-alikes that are ordinary files stay writable.
+    for path in [".github/workflows/ci.yml", ".gitignore", "src/git/mod.rs"] {
+        let args = serde_json::json!({"path": path, "content": "x\n"});
+        let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{path}: {}", text(&o));
+    }
+    // `airlock jail --write` says the same as the chain.
+    let o = fx.airlock(&[
+        "jail",
+        "--json",
+        "--write",
+        "sub/.git",
+        ".vscode/tasks.json",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let d: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(d["rule"], "jail_host_exec", "{d}");
+    }
+}
