@@ -33,7 +33,7 @@ impl Fx {
 
     /// Real `git` on the host, with no user or system configuration.
     fn git(&self, dir: &Path, args: &[&str]) -> Output {
-        let o = Command::new("git")
+        Command::new("git")
             .args(args)
             .current_dir(dir)
             .env("HOME", self.root.join("home"))
@@ -44,8 +44,7 @@ impl Fx {
             .env("GIT_COMMITTER_EMAIL", "t@example.com")
             .stdin(Stdio::null())
             .output()
-            .expect("git runs");
-        o
+            .expect("git runs")
     }
 
     fn airlock(&self, args: &[&str]) -> Output {
@@ -156,7 +155,10 @@ fn a_gitfile_to_a_planted_git_dir_is_denied_to_file_tools_and_refused_at_apply()
     let o = fx.build(&["apply", "--allow-host-exec", "sub/.git"]);
     assert_eq!(o.status.code(), Some(0), "apply: {}", text(&o));
     let _ = fx.git(&fx.ws.join("sub"), &["status", "--short"]);
-    assert!(marker.exists(), "the control experiment must run the payload");
+    assert!(
+        marker.exists(),
+        "the control experiment must run the payload"
+    );
 }
 
 #[test]
