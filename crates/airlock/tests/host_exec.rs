@@ -347,3 +347,30 @@ fn editor_and_vcs_auto_run_files_are_denied_to_every_file_tool_but_readable() {
         assert_eq!(d["rule"], "jail_host_exec", "{d}");
     }
 }
+
+/// `git status` in the sandbox does not rewrite `.git/index` (its optional index refresh is
+/// off), so it leaves no host-exec change behind that would block apply.
+#[test]
+fn read_only_git_in_the_sandbox_stages_nothing() {
+    let fx = Fx::git_repo();
+    // A stat change makes `git status` want to refresh (rewrite) the index.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::File::options()
+        .append(true)
+        .open(fx.ws.join("src/main.rs"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    for args in [
+        &["git", "status", "--short"][..],
+        &["git", "status"][..],
+        &["git", "log", "--oneline"][..],
+    ] {
+        let mut all = vec!["exec", "--"];
+        all.extend_from_slice(args);
+        let o = fx.build(&all);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    }
+    let st = fx.status();
+    assert_eq!(st["entries"], serde_json::json!([]), "{st}");
+}

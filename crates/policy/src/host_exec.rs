@@ -260,7 +260,7 @@ pub fn flag(rel: &RelPath) -> Option<String> {
 }
 
 fn flag_text(h: HostExec) -> String {
-    format!("{} that the host runs by itself: {}", h.what, h.why)
+    format!("{}, which the host acts on by itself ({})", h.what, h.why)
 }
 
 /// True when `flag` is exactly the host-exec flag [`flag`] gives `rel` (and not some other

@@ -394,7 +394,12 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.spool_dir = Some(spool);
     spec.home_binds = home_binds();
     spec.masked = vec![PathBuf::from(".airlock")];
-    spec.env = vec![(OsString::from("CARGO_NET_OFFLINE"), OsString::from("true"))];
+    spec.env = vec![
+        (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
+        // Read-only git commands (`status`, `diff`) must not rewrite `.git/index` for a stat
+        // refresh: every change under `.git` is a host-exec change that apply refuses.
+        (OsString::from("GIT_OPTIONAL_LOCKS"), OsString::from("0")),
+    ];
     spec.cancel = Some(ctx.cancel.flag());
     spec.warm_host = Some(dirs.dir.join("host.sock"));
 
