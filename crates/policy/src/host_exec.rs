@@ -97,7 +97,7 @@ const CONTROL_DIRS: &[(&str, HostExec)] = &[
 
 const GIT: HostExec = HostExec {
     what: "a git control entry",
-    why: "git reads its configuration and runs its hooks on ordinary commands such as `git status` (a gitfile points git at another directory's), and it holds the repository's history",
+    why: "git reads its configuration and runs its hooks on ordinary commands such as `git status`, a gitfile makes it read another directory's, and it holds the repository's history",
 };
 const VCS: HostExec = HostExec {
     what: "a version-control directory",
@@ -260,7 +260,10 @@ pub fn flag(rel: &RelPath) -> Option<String> {
 }
 
 fn flag_text(h: HostExec) -> String {
-    format!("{}, which the host acts on by itself ({})", h.what, h.why)
+    format!(
+        "{}, which the host acts on by itself; apply needs the operator's --allow-host-exec",
+        h.what
+    )
 }
 
 /// True when `flag` is exactly the host-exec flag [`flag`] gives `rel` (and not some other
@@ -269,15 +272,46 @@ pub fn is_host_exec_flag(rel: &RelPath, flag: &str) -> bool {
     classify(rel).is_some_and(|h| flag_text(h) == flag)
 }
 
-/// The sentence `apply` gives for refusing `rel`.
-pub fn apply_refusal(rel: &RelPath) -> Option<String> {
-    classify(rel).map(|h| {
-        format!(
-            "`{rel}` is {} ({}); nothing was applied — discard it, or if you mean it, apply with `--allow-host-exec {rel}`.",
-            h.what, h.why
-        )
-    })
+/// What `apply` says when it refuses `paths` (the host-exec paths of a changeset that the
+/// operator did not name): one sentence per path (at most [`LISTED`]; the rest are counted),
+/// one per family saying what runs it, and the way out. `None` when no path is host-exec.
+pub fn apply_refusal(paths: &[RelPath]) -> Option<String> {
+    let hits: Vec<(&RelPath, HostExec)> = paths
+        .iter()
+        .filter_map(|p| classify(p).map(|h| (p, h)))
+        .collect();
+    if hits.is_empty() {
+        return None;
+    }
+    let mut out = String::from("Nothing was applied.");
+    for (p, h) in hits.iter().take(LISTED) {
+        out.push_str(&format!(" `{p}` is {}.", h.what));
+    }
+    if hits.len() > LISTED {
+        out.push_str(&format!(
+            " {} more host-exec paths are in the changeset.",
+            hits.len() - LISTED
+        ));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (_, h) in &hits {
+        if !seen.contains(&h.what) {
+            seen.push(h.what);
+            let mut why = h.why.to_string();
+            if let Some(first) = why.get(..1) {
+                why.replace_range(..1, &first.to_uppercase());
+            }
+            out.push_str(&format!(" {why}."));
+        }
+    }
+    out.push_str(
+        " Discard the changes, or if the operator means them, apply with `--allow-host-exec PATH` for each path (a directory covers everything below it).",
+    );
+    Some(out)
 }
+
+/// How many refused paths [`apply_refusal`] names one by one.
+pub const LISTED: usize = 20;
 
 /// The operator's `--allow-host-exec` paths, normalised: each names a path and everything
 /// below it (`.git/objects` allows `.git/objects/ab/cd`). Names are compared exactly,
@@ -450,6 +484,24 @@ mod tests {
         let d = host_exec_rule(&rel).unwrap();
         assert_eq!(d.rule, RULE);
         assert_eq!(d.stage, Stage::Jail);
+    }
+
+    #[test]
+    fn apply_refusal_names_every_path_up_to_a_cap_and_each_reason_once() {
+        let r = |p: &str| RelPath::new(p).unwrap();
+        assert_eq!(apply_refusal(&[r("src/a.rs")]), None);
+        let text = apply_refusal(&[r("sub/.git"), r(".envrc"), r(".git/HEAD")]).unwrap();
+        assert!(text.contains("`sub/.git` is a git control entry."), "{text}");
+        assert!(text.contains("`.git/HEAD` is a git control entry."), "{text}");
+        assert!(text.contains("`.envrc` is a directory-entry shell hook."), "{text}");
+        assert_eq!(text.matches("Git reads its configuration").count(), 1, "{text}");
+        assert!(text.contains("--allow-host-exec"), "{text}");
+        let many: Vec<RelPath> = (0..LISTED + 5)
+            .map(|i| r(&format!(".git/objects/{i:02}/x")))
+            .collect();
+        let text = apply_refusal(&many).unwrap();
+        assert_eq!(text.matches(" is a git control entry.").count(), LISTED);
+        assert!(text.contains("5 more host-exec paths"), "{text}");
     }
 
     #[test]

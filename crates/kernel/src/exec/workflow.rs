@@ -204,7 +204,7 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
     // Only the operator's own front end fills this; nothing the model sends reaches it.
     let grant = HostExecGrant::new(&call.operator.allow_host_exec);
     // Host-exec paths first: every one is named, and nothing is written.
-    let mut refused: Vec<(String, String)> = Vec::new();
+    let mut refused = Vec::new();
     for e in &verified.snapshot().entries {
         if e.session_local || grant.allows(&e.path) {
             continue;
@@ -212,15 +212,12 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
         // A directory entry over an existing directory (an overlay copy-up) changes nothing.
         let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
             && e.base == airlock_stage::Fingerprint::Dir;
-        if no_op {
-            continue;
-        }
-        if let Some(why) = host_exec::apply_refusal(&e.path) {
-            refused.push((e.path.display(), why));
+        if !no_op && host_exec::classify(&e.path).is_some() {
+            refused.push(e.path.clone());
         }
     }
-    if !refused.is_empty() {
-        return host_exec_refusal(&refused);
+    if let Some(reason) = host_exec::apply_refusal(&refused) {
+        return host_exec_refusal(reason);
     }
     // Re-confine every target through the jail at apply time.
     for e in &verified.snapshot().entries {
@@ -285,25 +282,12 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
 }
 
 /// `apply` refused because the changeset touches host-exec paths the operator did not name:
-/// exit 4, the decision (stage `jail`, rule `jail_host_exec`) with one sentence per path, and
-/// the paths listed under `refused`.
-fn host_exec_refusal(refused: &[(String, String)]) -> crate::CallOutcome {
-    let reason = refused
-        .iter()
-        .map(|(_, why)| why.as_str())
-        .collect::<Vec<_>>()
-        .join(" ");
+/// exit 4, the decision (stage `jail`, rule `jail_host_exec`) with one sentence per path.
+fn host_exec_refusal(reason: String) -> crate::CallOutcome {
     let d = Decision::deny(Stage::Jail, host_exec::RULE, reason);
-    let mut output = d.to_json();
-    output["refused"] = Value::Array(
-        refused
-            .iter()
-            .map(|(path, why)| json!({ "path": path, "reason": why }))
-            .collect(),
-    );
     crate::CallOutcome {
         ok: false,
-        output,
+        output: d.to_json(),
         truncated: false,
         exit_code: EXIT_NOT_VERIFIED,
         denial: Some(d),
