@@ -374,3 +374,28 @@ fn read_only_git_in_the_sandbox_stages_nothing() {
     let st = fx.status();
     assert_eq!(st["entries"], serde_json::json!([]), "{st}");
 }
+
+/// A refusal by the staging layer at apply time is exit 4 with nothing written, not an
+/// internal error (exit 1).
+#[test]
+fn an_entry_the_stage_refuses_at_apply_exits_4() {
+    let fx = Fx::git_repo();
+    let args = serde_json::json!({"path": "sub/readme.txt", "content": "changed\n"});
+    let o = fx.build(&["call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    fx.verify_passes();
+    // After verification, `sub` becomes a symbolic link (to an identical copy).
+    std::fs::rename(fx.ws.join("sub"), fx.ws.join("sub2")).unwrap();
+    std::os::unix::fs::symlink("sub2", fx.ws.join("sub")).unwrap();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Nothing was applied"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("sub2/readme.txt")).unwrap(),
+        "sub\n"
+    );
+}

@@ -491,10 +491,23 @@ mod tests {
         let r = |p: &str| RelPath::new(p).unwrap();
         assert_eq!(apply_refusal(&[r("src/a.rs")]), None);
         let text = apply_refusal(&[r("sub/.git"), r(".envrc"), r(".git/HEAD")]).unwrap();
-        assert!(text.contains("`sub/.git` is a git control entry."), "{text}");
-        assert!(text.contains("`.git/HEAD` is a git control entry."), "{text}");
-        assert!(text.contains("`.envrc` is a directory-entry shell hook."), "{text}");
-        assert_eq!(text.matches("Git reads its configuration").count(), 1, "{text}");
+        assert!(
+            text.contains("`sub/.git` is a git control entry."),
+            "{text}"
+        );
+        assert!(
+            text.contains("`.git/HEAD` is a git control entry."),
+            "{text}"
+        );
+        assert!(
+            text.contains("`.envrc` is a directory-entry shell hook."),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("Git reads its configuration").count(),
+            1,
+            "{text}"
+        );
         assert!(text.contains("--allow-host-exec"), "{text}");
         let many: Vec<RelPath> = (0..LISTED + 5)
             .map(|i| r(&format!(".git/objects/{i:02}/x")))
