@@ -152,7 +152,13 @@ fn a_gitfile_to_a_planted_git_dir_is_denied_to_file_tools_and_refused_at_apply()
     assert!(!marker.exists(), "the fsmonitor payload ran on the host");
     // The payload is live: once the operator deliberately allows the gitfile, the same
     // `git status` runs it. (This is what the refusal above prevents.)
-    let o = fx.build(&["apply", "--allow-host-exec", "sub/.git"]);
+    let o = fx.build(&[
+        "apply",
+        "--allow-host-exec",
+        "sub/.git",
+        "--allow-host-exec",
+        "evilgit",
+    ]);
     assert_eq!(o.status.code(), Some(0), "apply: {}", text(&o));
     let _ = fx.git(&fx.ws.join("sub"), &["status", "--short"]);
     assert!(
@@ -398,4 +404,66 @@ fn an_entry_the_stage_refuses_at_apply_exits_4() {
         std::fs::read_to_string(fx.ws.join("sub2/readme.txt")).unwrap(),
         "sub\n"
     );
+}
+
+/// A directory with `HEAD`, `objects/` and `refs/` is a git directory to git whatever its
+/// name: `git status` run inside it reads its `config`. Planting one is a host-exec change.
+#[test]
+fn an_embedded_git_directory_by_shape_is_refused_and_its_payload_never_runs() {
+    let fx = Fx::git_repo();
+    let marker = fx.root.join("PWNED-shape");
+    let config = format!(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n\tfsmonitor = \"touch {}; false\"\n",
+        marker.display()
+    );
+    let script = format!(
+        "git init -q --bare docs && printf '%s' '{}' > docs/config",
+        config.replace('\'', "'\\''")
+    );
+    let o = fx.build(&["exec", "--", "sh", "-c", &script]);
+    assert_eq!(o.status.code(), Some(0), "exec: {}", text(&o));
+    let st = fx.status();
+    assert!(flagged(&st, "docs/config").is_some(), "{st}");
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "apply: {}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("docs/"),
+        "{}",
+        text(&o)
+    );
+    assert!(!fx.ws.join("docs").exists(), "nothing may be written");
+    std::fs::create_dir_all(fx.ws.join("docs")).unwrap();
+    let _ = fx.git(&fx.ws.join("docs"), &["status", "--short"]);
+    assert!(
+        !marker.exists(),
+        "the planted repository's payload ran on the host"
+    );
+    std::fs::remove_dir(fx.ws.join("docs")).unwrap();
+
+    // The file tools: whichever write completes the shape is denied, and so is anything
+    // below a directory that has it.
+    let fx = Fx::git_repo();
+    let write = |path: &str, content: &str| {
+        let args = serde_json::json!({"path": path, "content": content});
+        fx.build(&["--json", "call", "write_file", &args.to_string()])
+    };
+    for (path, body) in [
+        ("lib/objects/info/packs", ""),
+        (
+            "lib/refs/heads/main",
+            "0000000000000000000000000000000000000000\n",
+        ),
+    ] {
+        let o = write(path, body);
+        assert_eq!(o.status.code(), Some(0), "{path}: {}", text(&o));
+    }
+    let o = write("lib/HEAD", "ref: refs/heads/main\n");
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(json_line(&o)["rule"], "jail_host_exec");
+    // A repository already on disk (say, a test fixture) is one too.
+    fx.git(&fx.ws, &["init", "-q", "--bare", "tests/fixture.git"]);
+    let o = write("tests/fixture.git/config", &config);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(json_line(&o)["rule"], "jail_host_exec");
 }

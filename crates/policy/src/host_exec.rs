@@ -236,6 +236,71 @@ pub fn classify_components<'a>(names: impl Iterator<Item = &'a OsStr>) -> Option
     None
 }
 
+/// What a name is, for [`is_git_dir_shape`]: nothing, a directory, or anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Node {
+    /// Nothing there.
+    Absent,
+    /// A directory.
+    Dir,
+    /// A file, a symlink or anything else that is not a directory.
+    NonDir,
+}
+
+/// A directory git takes for a repository by its shape alone, whatever its name.
+pub const GIT_DIR_SHAPE: HostExec = HostExec {
+    what: "in a directory that git takes for a repository",
+    why: "a directory holding `HEAD` with `objects/` and `refs/` (or `commondir`) is a git directory by its shape: git run in it reads its `config` and runs its `hooks`",
+};
+
+/// True when a directory whose entries `lookup` describes is a git directory to git's
+/// discovery (`is_git_directory`): `HEAD` and either `objects/` and `refs/`, or a
+/// `commondir` file. Any `HEAD` counts (git also checks its content; this fails closed).
+pub fn is_git_dir_shape(mut lookup: impl FnMut(&str) -> Node) -> bool {
+    if lookup("HEAD") != Node::NonDir {
+        return false;
+    }
+    (lookup("objects") == Node::Dir && lookup("refs") == Node::Dir)
+        || lookup("commondir") == Node::NonDir
+}
+
+/// The nearest strict ancestor of `rel` (the workspace root included, as the empty path) that
+/// is a git directory by its shape, with `lookup` telling what a workspace-relative path is
+/// (in the state being judged: the disk with the staged changes over it). A change below such
+/// a directory is a host-exec change even though no component is named `.git`: running git
+/// inside the directory runs its configuration.
+pub fn git_dir_ancestor(
+    rel: &RelPath,
+    mut lookup: impl FnMut(&std::path::Path) -> Node,
+) -> Option<std::path::PathBuf> {
+    let mut dir = rel.as_path().parent();
+    while let Some(d) = dir {
+        if is_git_dir_shape(|name| lookup(&d.join(name))) {
+            return Some(d.to_path_buf());
+        }
+        dir = d.parent();
+    }
+    None
+}
+
+/// [`classify`], then [`git_dir_ancestor`]: the classification of `rel` in a given state.
+pub fn classify_in(
+    rel: &RelPath,
+    lookup: impl FnMut(&std::path::Path) -> Node,
+) -> Option<HostExec> {
+    classify(rel).or_else(|| git_dir_ancestor(rel, lookup).map(|_| GIT_DIR_SHAPE))
+}
+
+/// The jail's denial for `subject` (quoted by the caller) classified `h`.
+pub fn denial_for(subject: &str, h: HostExec) -> Decision {
+    denial(subject, h)
+}
+
+/// The `flagged` reason for a host-exec classification (see [`flag`]).
+pub fn flag_for(h: HostExec) -> String {
+    flag_text(h)
+}
+
 /// The jail's denial for a file tool that would write, delete or rename a host-exec path.
 pub fn host_exec_rule(rel: &RelPath) -> Option<Decision> {
     classify(rel).map(|h| denial(&format!("`{rel}`"), h))
@@ -269,32 +334,82 @@ fn flag_text(h: HostExec) -> String {
 /// True when `flag` is exactly the host-exec flag [`flag`] gives `rel` (and not some other
 /// reason, such as a symlink leaving the workspace, which no override lifts).
 pub fn is_host_exec_flag(rel: &RelPath, flag: &str) -> bool {
-    classify(rel).is_some_and(|h| flag_text(h) == flag)
+    classify(rel).is_some_and(|h| flag_text(h) == flag) || flag == flag_text(GIT_DIR_SHAPE)
+}
+
+/// The shortest leading part of `rel` that is itself a host-exec path by name (`.git` for
+/// `.git/objects/ab/cd`, `sub/.git` for `sub/.git`), or `None`.
+pub fn name_anchor(rel: &RelPath) -> Option<std::path::PathBuf> {
+    let mut prefix = std::path::PathBuf::new();
+    for c in rel.components() {
+        prefix.push(c);
+        if classify_components(prefix.iter()).is_some() {
+            return Some(prefix);
+        }
+    }
+    None
 }
 
 /// What `apply` says when it refuses `paths` (the host-exec paths of a changeset that the
-/// operator did not name): one sentence per path (at most [`LISTED`]; the rest are counted),
-/// one per family saying what runs it, and the way out. `None` when no path is host-exec.
+/// operator did not name), classified by name: see [`apply_refusal_of`].
 pub fn apply_refusal(paths: &[RelPath]) -> Option<String> {
-    let hits: Vec<(&RelPath, HostExec)> = paths
+    let hits: Vec<(RelPath, HostExec, std::path::PathBuf)> = paths
         .iter()
-        .filter_map(|p| classify(p).map(|h| (p, h)))
+        .filter_map(|p| {
+            let h = classify(p)?;
+            Some((p.clone(), h, name_anchor(p).unwrap_or_default()))
+        })
         .collect();
+    apply_refusal_of(&hits)
+}
+
+/// What `apply` says when it refuses these classified paths, each with its anchor (the
+/// host-exec entry it is, or lies below; empty for the workspace root): one sentence per
+/// anchor naming its path, or counting the changed paths at or below it (at most [`LISTED`]
+/// sentences; the rest are counted), one sentence per family saying what runs it, and the way
+/// out. `None` when there is nothing to refuse.
+pub fn apply_refusal_of(hits: &[(RelPath, HostExec, std::path::PathBuf)]) -> Option<String> {
     if hits.is_empty() {
         return None;
     }
-    let mut out = String::from("Nothing was applied.");
-    for (p, h) in hits.iter().take(LISTED) {
-        out.push_str(&format!(" `{p}` is {}.", h.what));
+    let mut groups: Vec<(&std::path::Path, HostExec, Vec<&RelPath>)> = Vec::new();
+    for (p, h, anchor) in hits {
+        match groups.iter_mut().find(|(a, _, _)| *a == anchor.as_path()) {
+            Some((_, _, paths)) => paths.push(p),
+            None => groups.push((anchor.as_path(), *h, vec![p])),
+        }
     }
-    if hits.len() > LISTED {
+    let mut out = String::from("Nothing was applied.");
+    for (anchor, h, paths) in groups.iter().take(LISTED) {
+        let shown = if anchor.as_os_str().is_empty() {
+            "the workspace root".to_string()
+        } else {
+            format!("`{}`", anchor.display())
+        };
+        if let [only] = paths.as_slice() {
+            out.push_str(&format!(" `{only}` is {}.", h.what));
+        } else {
+            let mut examples: Vec<String> =
+                paths.iter().take(3).map(|p| format!("`{p}`")).collect();
+            if paths.len() > 3 {
+                examples.push("…".into());
+            }
+            out.push_str(&format!(
+                " {} changed paths at or below {shown} ({}) are {}.",
+                paths.len(),
+                examples.join(", "),
+                h.what
+            ));
+        }
+    }
+    if groups.len() > LISTED {
         out.push_str(&format!(
-            " {} more host-exec paths are in the changeset.",
-            hits.len() - LISTED
+            " {} more host-exec entries are in the changeset.",
+            groups.len() - LISTED
         ));
     }
     let mut seen: Vec<&str> = Vec::new();
-    for (_, h) in &hits {
+    for (_, h, _) in &groups {
         if !seen.contains(&h.what) {
             seen.push(h.what);
             let mut why = h.why.to_string();
@@ -305,7 +420,7 @@ pub fn apply_refusal(paths: &[RelPath]) -> Option<String> {
         }
     }
     out.push_str(
-        " Discard the changes, or if the operator means them, apply with `--allow-host-exec PATH` for each path (a directory covers everything below it).",
+        " Discard the changes, or if the operator means them, apply with `--allow-host-exec PATH` (a directory covers everything below it).",
     );
     Some(out)
 }
@@ -490,13 +605,21 @@ mod tests {
     fn apply_refusal_names_every_path_up_to_a_cap_and_each_reason_once() {
         let r = |p: &str| RelPath::new(p).unwrap();
         assert_eq!(apply_refusal(&[r("src/a.rs")]), None);
-        let text = apply_refusal(&[r("sub/.git"), r(".envrc"), r(".git/HEAD")]).unwrap();
+        let text = apply_refusal(&[
+            r(".git/HEAD"),
+            r(".git/objects/ab/cd"),
+            r(".envrc"),
+            r("sub/.git"),
+        ])
+        .unwrap();
         assert!(
-            text.contains("`sub/.git` is a git control entry."),
+            text.contains(
+                "2 changed paths at or below `.git` (`.git/HEAD`, `.git/objects/ab/cd`) are a git control entry."
+            ),
             "{text}"
         );
         assert!(
-            text.contains("`.git/HEAD` is a git control entry."),
+            text.contains("`sub/.git` is a git control entry."),
             "{text}"
         );
         assert!(
@@ -510,11 +633,66 @@ mod tests {
         );
         assert!(text.contains("--allow-host-exec"), "{text}");
         let many: Vec<RelPath> = (0..LISTED + 5)
-            .map(|i| r(&format!(".git/objects/{i:02}/x")))
+            .map(|i| r(&format!("m{i:02}/.git")))
             .collect();
         let text = apply_refusal(&many).unwrap();
         assert_eq!(text.matches(" is a git control entry.").count(), LISTED);
-        assert!(text.contains("5 more host-exec paths"), "{text}");
+        assert!(text.contains("5 more host-exec entries"), "{text}");
+        assert_eq!(
+            name_anchor(&r("a/.git/objects/x")).as_deref(),
+            Some(std::path::Path::new("a/.git"))
+        );
+        assert_eq!(name_anchor(&r("src/x")), None);
+    }
+
+    #[test]
+    fn a_directory_shaped_like_a_git_dir_is_one_whatever_its_name() {
+        use std::collections::HashMap;
+        use std::path::Path;
+        let tree = |entries: &[(&str, Node)]| -> HashMap<String, Node> {
+            entries.iter().map(|(p, n)| (p.to_string(), *n)).collect()
+        };
+        let look = |t: &HashMap<String, Node>| {
+            let t = t.clone();
+            move |p: &Path| *t.get(p.to_str().unwrap()).unwrap_or(&Node::Absent)
+        };
+        let bare = tree(&[
+            ("src/HEAD", Node::NonDir),
+            ("src/objects", Node::Dir),
+            ("src/refs", Node::Dir),
+        ]);
+        let r = |p: &str| RelPath::new(p).unwrap();
+        assert_eq!(
+            git_dir_ancestor(&r("src/config"), look(&bare)).as_deref(),
+            Some(Path::new("src"))
+        );
+        assert_eq!(
+            classify_in(&r("src/hooks/post-checkout"), look(&bare)),
+            Some(GIT_DIR_SHAPE)
+        );
+        assert_eq!(classify_in(&r("lib/config"), look(&bare)), None);
+        assert_eq!(classify_in(&r("src"), look(&bare)), None);
+        // At the workspace root too, and through `commondir` (a linked worktree's git dir).
+        let root = tree(&[("HEAD", Node::NonDir), ("commondir", Node::NonDir)]);
+        assert!(classify_in(&r("config"), look(&root)).is_some());
+        // Missing a piece, or a piece of the wrong kind: not a git directory.
+        for partial in [
+            tree(&[("src/HEAD", Node::NonDir), ("src/objects", Node::Dir)]),
+            tree(&[
+                ("src/HEAD", Node::Dir),
+                ("src/objects", Node::Dir),
+                ("src/refs", Node::Dir),
+            ]),
+            tree(&[
+                ("src/HEAD", Node::NonDir),
+                ("src/objects", Node::NonDir),
+                ("src/refs", Node::Dir),
+            ]),
+        ] {
+            assert_eq!(classify_in(&r("src/config"), look(&partial)), None);
+        }
+        let f = flag_for(GIT_DIR_SHAPE);
+        assert!(is_host_exec_flag(&r("src/config"), &f));
     }
 
     #[test]

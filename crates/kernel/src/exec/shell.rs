@@ -503,6 +503,11 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
     // below it (a delete drops staged entries below it).
     let mut batch: Vec<StageOp> = Vec::new();
     let mut ignore = airlock_stage::view::IgnoreRules::new(&k.root);
+    // Host-exec paths by name, and below directories git takes for repositories by their
+    // shape in the state the command left (its upper layer over the merged view).
+    let mut shapes = crate::host_shape::ShapeJudge::new(|p: &Path| {
+        crate::host_shape::upper_node(upper, &k.store, p)
+    });
     for change in changes {
         let path = change.path().to_path_buf();
         let Ok(rel) = RelPath::new(&path) else {
@@ -521,7 +526,11 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
         let sensitive = airlock_policy::jail::sensitive_rule(&rel).map(|d| d.reason);
         // What the host would run by itself (a `.git` entry, `.envrc`, …): flagged, so apply
         // refuses it unless the operator names it. Any other flag takes precedence.
-        let host_exec = host_exec::flag(&rel);
+        let host_exec = if session_local {
+            None
+        } else {
+            shapes.classify(&rel).map(|(h, _)| host_exec::flag_for(h))
+        };
         let on_disk = std::fs::symlink_metadata(k.root.join(rel.as_path())).ok();
         let mut dropped = None;
         let (staged, mark) = match change {

@@ -204,6 +204,18 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
     // Only the operator's own front end fills this; nothing the model sends reaches it.
     let grant = HostExecGrant::new(&call.operator.allow_host_exec);
     // Host-exec paths first: every one is named, and nothing is written.
+    // Judged by name, and below directories git would take for repositories by their shape
+    // once the changeset is applied.
+    let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = verified
+        .snapshot()
+        .entries
+        .iter()
+        .filter(|e| !e.session_local)
+        .map(|e| (e.path.as_path().to_path_buf(), &e.change))
+        .collect();
+    let mut shapes = crate::host_shape::ShapeJudge::new(|p: &Path| {
+        crate::host_shape::post_apply_node(&k.root, &changes, p)
+    });
     let mut refused = Vec::new();
     for e in &verified.snapshot().entries {
         if e.session_local || grant.allows(&e.path) {
@@ -212,11 +224,14 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
         // A directory entry over an existing directory (an overlay copy-up) changes nothing.
         let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
             && e.base == airlock_stage::Fingerprint::Dir;
-        if !no_op && host_exec::classify(&e.path).is_some() {
-            refused.push(e.path.clone());
+        if no_op {
+            continue;
+        }
+        if let Some((h, anchor)) = shapes.classify(&e.path) {
+            refused.push((e.path.clone(), h, anchor));
         }
     }
-    if let Some(reason) = host_exec::apply_refusal(&refused) {
+    if let Some(reason) = host_exec::apply_refusal_of(&refused) {
         return host_exec_refusal(reason);
     }
     // Re-confine every target through the jail at apply time.

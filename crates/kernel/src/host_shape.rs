@@ -1,0 +1,111 @@
+//! Git directories recognised by their shape rather than their name
+//! ([`airlock_policy::host_exec::git_dir_ancestor`]), judged in the state that matters at
+//! each point: the merged view for the file tools, the sandbox's upper layer over it for the
+//! harvest, and the disk with the whole changeset over it for `apply`. Each directory is
+//! judged once per pass (a cache), and `HEAD` is looked up first, so a pass over many files
+//! costs about one lookup per distinct directory.
+
+use airlock_policy::RelPath;
+use airlock_policy::host_exec::{HostExec, Node, classify, is_git_dir_shape, name_anchor};
+use airlock_stage::Change;
+use airlock_stage::store::Store;
+use airlock_stage::view::{self, NodeKind};
+use std::collections::HashMap;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// Classifies paths in one state, remembering which directories have a git directory's shape.
+pub(crate) struct ShapeJudge<F: FnMut(&Path) -> Node> {
+    lookup: F,
+    shaped: HashMap<PathBuf, bool>,
+}
+
+impl<F: FnMut(&Path) -> Node> ShapeJudge<F> {
+    pub(crate) fn new(lookup: F) -> Self {
+        ShapeJudge {
+            lookup,
+            shaped: HashMap::new(),
+        }
+    }
+
+    /// The host-exec classification of `rel` with its anchor (the entry it is or lies below):
+    /// by name, else below a git directory by shape.
+    pub(crate) fn classify(&mut self, rel: &RelPath) -> Option<(HostExec, PathBuf)> {
+        if let Some(h) = classify(rel) {
+            return Some((h, name_anchor(rel).unwrap_or_default()));
+        }
+        let mut dir = rel.as_path().parent();
+        while let Some(d) = dir {
+            let known = self.shaped.get(d).copied();
+            let shaped = match known {
+                Some(s) => s,
+                None => {
+                    let lookup = &mut self.lookup;
+                    let s = is_git_dir_shape(|name| lookup(&d.join(name)));
+                    self.shaped.insert(d.to_path_buf(), s);
+                    s
+                }
+            };
+            if shaped {
+                return Some((airlock_policy::host_exec::GIT_DIR_SHAPE, d.to_path_buf()));
+            }
+            dir = d.parent();
+        }
+        None
+    }
+}
+
+fn node_of_kind(kind: NodeKind) -> Node {
+    match kind {
+        NodeKind::Dir => Node::Dir,
+        _ => Node::NonDir,
+    }
+}
+
+/// What `p` is in the session's merged view (staged changes over the disk).
+pub(crate) fn merged_node(store: &Store, p: &Path) -> Node {
+    let Ok(rel) = RelPath::new(p) else {
+        return Node::Absent;
+    };
+    match view::stat_merged(store, &rel) {
+        Ok(Some(e)) => node_of_kind(e.kind),
+        _ => Node::Absent,
+    }
+}
+
+/// What `p` is in a sandbox's upper layer over the merged view: a whiteout hides it, an
+/// entry in the upper layer is what it says, anything else falls through to the merged view.
+pub(crate) fn upper_node(upper: &Path, store: &Store, p: &Path) -> Node {
+    match std::fs::symlink_metadata(upper.join(p)) {
+        Ok(m) if m.file_type().is_char_device() => Node::Absent,
+        Ok(m) if m.is_dir() => Node::Dir,
+        Ok(_) => Node::NonDir,
+        Err(_) => merged_node(store, p),
+    }
+}
+
+/// What `p` will be after a changeset is applied: its entry if it has one (or is below a
+/// deleted or replaced entry), else the disk.
+pub(crate) fn post_apply_node(root: &Path, changes: &HashMap<PathBuf, &Change>, p: &Path) -> Node {
+    if let Some(c) = changes.get(p) {
+        return match c {
+            Change::Delete => Node::Absent,
+            Change::Dir { .. } => Node::Dir,
+            _ => Node::NonDir,
+        };
+    }
+    let mut anc = p.parent();
+    while let Some(a) = anc {
+        if let Some(c) = changes.get(a)
+            && !matches!(c, Change::Dir { .. })
+        {
+            return Node::Absent;
+        }
+        anc = a.parent();
+    }
+    match std::fs::symlink_metadata(root.join(p)) {
+        Ok(m) if m.is_dir() => Node::Dir,
+        Ok(_) => Node::NonDir,
+        Err(_) => Node::Absent,
+    }
+}
