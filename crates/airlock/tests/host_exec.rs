@@ -467,3 +467,39 @@ fn an_embedded_git_directory_by_shape_is_refused_and_its_payload_never_runs() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert_eq!(json_line(&o)["rule"], "jail_host_exec");
 }
+
+/// Hooks and included configuration that the repository's own `.git/config` places inside
+/// the workspace (`core.hooksPath = .githooks`, as husky-style setups do, and `include.path`)
+/// are run by git like `.git/hooks` and `.git/config`.
+#[test]
+fn the_repositorys_configured_hooks_dir_and_includes_are_host_exec() {
+    let fx = Fx::git_repo();
+    fx.git(&fx.ws, &["config", "core.hooksPath", ".githooks"]);
+    fx.git(&fx.ws, &["config", "include.path", "../tools/git.inc"]);
+    let args =
+        serde_json::json!({"path": ".githooks/pre-commit", "content": "#!/bin/sh\ntouch /tmp/x\n"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(json_line(&o)["rule"], "jail_host_exec");
+    let args = serde_json::json!({"path": "tools/git.inc", "content": "[core]\n\tpager = x\n"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let o = fx.build(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p .githooks && printf '#!/bin/sh\\ntouch marker\\n' > .githooks/post-checkout",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let st = fx.status();
+    assert!(flagged(&st, ".githooks/post-checkout").is_some(), "{st}");
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(!fx.ws.join(".githooks").exists());
+    // Other files stay ordinary.
+    let args = serde_json::json!({"path": "tools/other.txt", "content": "x\n"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -332,7 +332,7 @@ impl Kernel {
             .filter(|(i, _)| !(tool == "delete_file" || (tool == "move_file" && *i == 0)))
             .filter_map(|(_, r)| r.as_ref().map(|r| r.as_path()))
             .collect();
-        let mut judge = crate::host_shape::ShapeJudge::new(|p: &std::path::Path| {
+        let mut judge = crate::host_shape::ShapeJudge::new(&self.root, |p: &std::path::Path| {
             if written.contains(&p) {
                 Node::NonDir
             } else if written.iter().any(|w| w.starts_with(p)) {

@@ -6,7 +6,9 @@
 //! costs about one lookup per distinct directory.
 
 use airlock_policy::RelPath;
-use airlock_policy::host_exec::{HostExec, Node, classify, is_git_dir_shape, name_anchor};
+use airlock_policy::host_exec::{
+    CONFIGURED_HOOKS, HostExec, Node, classify, git_config_host_exec, is_git_dir_shape, name_anchor,
+};
 use airlock_stage::Change;
 use airlock_stage::store::Store;
 use airlock_stage::view::{self, NodeKind};
@@ -18,21 +20,33 @@ use std::path::{Path, PathBuf};
 pub(crate) struct ShapeJudge<F: FnMut(&Path) -> Node> {
     lookup: F,
     shaped: HashMap<PathBuf, bool>,
+    configured: Vec<(PathBuf, HostExec)>,
 }
 
 impl<F: FnMut(&Path) -> Node> ShapeJudge<F> {
-    pub(crate) fn new(lookup: F) -> Self {
+    /// A judge for the workspace at `root`, whose repository configuration (as on disk now)
+    /// may name more host-exec paths (`core.hooksPath`, `include.path`).
+    pub(crate) fn new(root: &Path, lookup: F) -> Self {
         ShapeJudge {
             lookup,
             shaped: HashMap::new(),
+            configured: configured_paths(root),
         }
     }
 
     /// The host-exec classification of `rel` with its anchor (the entry it is or lies below):
-    /// by name, else below a git directory by shape.
+    /// by name, else named by the repository's configuration, else below a git directory by
+    /// its shape.
     pub(crate) fn classify(&mut self, rel: &RelPath) -> Option<(HostExec, PathBuf)> {
         if let Some(h) = classify(rel) {
             return Some((h, name_anchor(rel).unwrap_or_default()));
+        }
+        if let Some((anchor, h)) = self
+            .configured
+            .iter()
+            .find(|(anchor, _)| rel.as_path().starts_with(anchor))
+        {
+            return Some((*h, anchor.clone()));
         }
         let mut dir = rel.as_path().parent();
         while let Some(d) = dir {
@@ -107,5 +121,43 @@ pub(crate) fn post_apply_node(root: &Path, changes: &HashMap<PathBuf, &Change>, 
         Ok(m) if m.is_dir() => Node::Dir,
         Ok(_) => Node::NonDir,
         Err(_) => Node::Absent,
+    }
+}
+
+/// What the workspace repository's configuration makes host-exec inside the workspace: read
+/// from `.git/config` (a directory), or from the directory a gitfile names. Nothing when there
+/// is no repository or its configuration cannot be read.
+fn configured_paths(root: &Path) -> Vec<(PathBuf, HostExec)> {
+    let dot_git = root.join(".git");
+    let Ok(md) = std::fs::symlink_metadata(&dot_git) else {
+        return Vec::new();
+    };
+    if md.is_dir() {
+        return match std::fs::read_to_string(dot_git.join("config")) {
+            Ok(text) => git_config_host_exec(&text, Path::new(".git"), Path::new("")),
+            Err(_) => Vec::new(),
+        };
+    }
+    // A gitfile: `gitdir: PATH`, relative to the workspace root or absolute.
+    let Some(target) = std::fs::read_to_string(&dot_git).ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("gitdir:").map(|p| root.join(p.trim())))
+    }) else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(target.join("config")) else {
+        return Vec::new();
+    };
+    // Includes are relative to the configuration's own directory: only known when it lies in
+    // the workspace.
+    let inside = std::fs::canonicalize(&target)
+        .ok()
+        .and_then(|t| t.strip_prefix(root).ok().map(Path::to_path_buf));
+    match inside {
+        Some(dir) => git_config_host_exec(&text, &dir, Path::new("")),
+        None => git_config_host_exec(&text, Path::new(".git"), Path::new(""))
+            .into_iter()
+            .filter(|(_, h)| *h == CONFIGURED_HOOKS)
+            .collect(),
     }
 }

@@ -301,6 +301,112 @@ pub fn flag_for(h: HostExec) -> String {
     flag_text(h)
 }
 
+/// A directory the repository's own configuration names as its hooks (`core.hooksPath`).
+pub const CONFIGURED_HOOKS: HostExec = HostExec {
+    what: "in the hooks directory the repository's `core.hooksPath` names",
+    why: "git runs the hooks there on commit, checkout, merge and push",
+};
+
+/// A file the repository's own configuration includes (`include.path`, `includeIf.*.path`).
+pub const CONFIGURED_INCLUDE: HostExec = HostExec {
+    what: "a file the repository's git configuration includes",
+    why: "git reads it as part of its own configuration on every command",
+};
+
+/// The workspace paths a git configuration text makes host-exec: its `core.hooksPath`
+/// (relative to `worktree`, the directory hooks run in) and its `include.path` and
+/// `includeIf.*.path` files (relative to `config_dir`, the directory holding the
+/// configuration). Both directories are workspace-relative (empty for the root); a value that
+/// is absolute, starts with `~`, or climbs out of the workspace names nothing here. A simple
+/// reader of git's format: sections, subsections, case-insensitive keys, quoted values and
+/// comments; last value wins for `core.hooksPath`.
+pub fn git_config_host_exec(
+    config: &str,
+    config_dir: &std::path::Path,
+    worktree: &std::path::Path,
+) -> Vec<(std::path::PathBuf, HostExec)> {
+    let mut out = Vec::new();
+    let mut hooks: Option<std::path::PathBuf> = None;
+    let mut section = String::new();
+    for raw in config.lines() {
+        let mut line = raw.trim();
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some(end) = rest.find(']') else { continue };
+            let header = &rest[..end];
+            section = header
+                .split(|c: char| c.is_whitespace() || c == '"' || c == '.')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            line = rest[end + 1..].trim();
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim().to_ascii_lowercase();
+        let value = config_value(value);
+        match (section.as_str(), key.as_str()) {
+            ("core", "hookspath") => hooks = inside(worktree, &value),
+            ("include" | "includeif", "path") => {
+                if let Some(p) = inside(config_dir, &value) {
+                    out.push((p, CONFIGURED_INCLUDE));
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(h) = hooks {
+        out.push((h, CONFIGURED_HOOKS));
+    }
+    out
+}
+
+/// A git config value: comments cut outside quotes, quotes removed, escapes kept simple.
+fn config_value(v: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = v.trim().chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            }
+            '#' | ';' if !quoted => break,
+            c => out.push(c),
+        }
+    }
+    out.trim().to_string()
+}
+
+/// `value` taken relative to `base` (workspace-relative), folded lexically; `None` when it is
+/// empty, absolute, home-relative or climbs out of the workspace.
+fn inside(base: &std::path::Path, value: &str) -> Option<std::path::PathBuf> {
+    use std::path::Component;
+    if value.is_empty() || value.starts_with('~') || value.starts_with('/') {
+        return None;
+    }
+    let mut out = std::path::PathBuf::new();
+    for c in base.join(value).components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
 /// The jail's denial for a file tool that would write, delete or rename a host-exec path.
 pub fn host_exec_rule(rel: &RelPath) -> Option<Decision> {
     classify(rel).map(|h| denial(&format!("`{rel}`"), h))
@@ -334,7 +440,10 @@ fn flag_text(h: HostExec) -> String {
 /// True when `flag` is exactly the host-exec flag [`flag`] gives `rel` (and not some other
 /// reason, such as a symlink leaving the workspace, which no override lifts).
 pub fn is_host_exec_flag(rel: &RelPath, flag: &str) -> bool {
-    classify(rel).is_some_and(|h| flag_text(h) == flag) || flag == flag_text(GIT_DIR_SHAPE)
+    classify(rel).is_some_and(|h| flag_text(h) == flag)
+        || [GIT_DIR_SHAPE, CONFIGURED_HOOKS, CONFIGURED_INCLUDE]
+            .iter()
+            .any(|h| flag == flag_text(*h))
 }
 
 /// The shortest leading part of `rel` that is itself a host-exec path by name (`.git` for
@@ -693,6 +802,34 @@ mod tests {
         }
         let f = flag_for(GIT_DIR_SHAPE);
         assert!(is_host_exec_flag(&r("src/config"), &f));
+    }
+
+    #[test]
+    fn reads_hooks_path_and_includes_from_git_config() {
+        use std::path::{Path, PathBuf};
+        let cfg = "[core]\n\trepositoryformatversion = 0\n\tHooksPath = \".githooks\" # husky\n\
+                   [include]\n\tpath = ../tools/git.inc\n\
+                   [includeIf \"gitdir:~/w/\"]\n\tpath = ~/x.inc\n\
+                   [includeIf \"onbranch:main\"]\n\tpath = ../../escape.inc\n\
+                   [alias]\n\tpath = not-an-include\n";
+        let got = git_config_host_exec(cfg, Path::new(".git"), Path::new(""));
+        let paths: Vec<(PathBuf, &str)> = got.iter().map(|(p, h)| (p.clone(), h.what)).collect();
+        assert_eq!(
+            paths,
+            vec![
+                (PathBuf::from("tools/git.inc"), CONFIGURED_INCLUDE.what),
+                (PathBuf::from(".githooks"), CONFIGURED_HOOKS.what),
+            ]
+        );
+        // Absolute or home hooks paths name nothing in the workspace.
+        let abs = "[core]\nhooksPath = /usr/share/hooks\n";
+        assert!(git_config_host_exec(abs, Path::new(".git"), Path::new("")).is_empty());
+        // A submodule's configuration is read relative to its own directories.
+        let sub = "[core]\n\thooksPath = hooks2\n";
+        assert_eq!(
+            git_config_host_exec(sub, Path::new("vendor/m/.git"), Path::new("vendor/m"))[0].0,
+            PathBuf::from("vendor/m/hooks2")
+        );
     }
 
     #[test]

@@ -505,7 +505,7 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
     let mut ignore = airlock_stage::view::IgnoreRules::new(&k.root);
     // Host-exec paths by name, and below directories git takes for repositories by their
     // shape in the state the command left (its upper layer over the merged view).
-    let mut shapes = crate::host_shape::ShapeJudge::new(|p: &Path| {
+    let mut shapes = crate::host_shape::ShapeJudge::new(&k.root, |p: &Path| {
         crate::host_shape::upper_node(upper, &k.store, p)
     });
     for change in changes {

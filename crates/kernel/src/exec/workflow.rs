@@ -213,7 +213,7 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
         .filter(|e| !e.session_local)
         .map(|e| (e.path.as_path().to_path_buf(), &e.change))
         .collect();
-    let mut shapes = crate::host_shape::ShapeJudge::new(|p: &Path| {
+    let mut shapes = crate::host_shape::ShapeJudge::new(&k.root, |p: &Path| {
         crate::host_shape::post_apply_node(&k.root, &changes, p)
     });
     let mut refused = Vec::new();
