@@ -72,7 +72,18 @@ impl<F: FnMut(&Path) -> Node> ShapeJudge<F> {
 fn node_of_kind(kind: NodeKind) -> Node {
     match kind {
         NodeKind::Dir => Node::Dir,
+        NodeKind::Symlink => Node::Link,
         _ => Node::NonDir,
+    }
+}
+
+fn node_of_meta(m: &std::fs::Metadata) -> Node {
+    if m.is_dir() {
+        Node::Dir
+    } else if m.file_type().is_symlink() {
+        Node::Link
+    } else {
+        Node::NonDir
     }
 }
 
@@ -92,8 +103,7 @@ pub(crate) fn merged_node(store: &Store, p: &Path) -> Node {
 pub(crate) fn upper_node(upper: &Path, store: &Store, p: &Path) -> Node {
     match std::fs::symlink_metadata(upper.join(p)) {
         Ok(m) if m.file_type().is_char_device() => Node::Absent,
-        Ok(m) if m.is_dir() => Node::Dir,
-        Ok(_) => Node::NonDir,
+        Ok(m) => node_of_meta(&m),
         Err(_) => merged_node(store, p),
     }
 }
@@ -105,7 +115,8 @@ pub(crate) fn post_apply_node(root: &Path, changes: &HashMap<PathBuf, &Change>, 
         return match c {
             Change::Delete => Node::Absent,
             Change::Dir { .. } => Node::Dir,
-            _ => Node::NonDir,
+            Change::Symlink { .. } => Node::Link,
+            Change::Write { .. } => Node::NonDir,
         };
     }
     let mut anc = p.parent();
@@ -118,8 +129,7 @@ pub(crate) fn post_apply_node(root: &Path, changes: &HashMap<PathBuf, &Change>, 
         anc = a.parent();
     }
     match std::fs::symlink_metadata(root.join(p)) {
-        Ok(m) if m.is_dir() => Node::Dir,
-        Ok(_) => Node::NonDir,
+        Ok(m) => node_of_meta(&m),
         Err(_) => Node::Absent,
     }
 }

@@ -243,8 +243,11 @@ pub enum Node {
     Absent,
     /// A directory.
     Dir,
-    /// A file, a symlink or anything else that is not a directory.
+    /// A file or anything else that is not a directory or a link.
     NonDir,
+    /// A symbolic link: git follows it, so it counts as a directory or a file, whichever
+    /// makes the shape (failing closed without resolving it).
+    Link,
 }
 
 /// A directory git takes for a repository by its shape alone, whatever its name.
@@ -257,11 +260,12 @@ pub const GIT_DIR_SHAPE: HostExec = HostExec {
 /// discovery (`is_git_directory`): `HEAD` and either `objects/` and `refs/`, or a
 /// `commondir` file. Any `HEAD` counts (git also checks its content; this fails closed).
 pub fn is_git_dir_shape(mut lookup: impl FnMut(&str) -> Node) -> bool {
-    if lookup("HEAD") != Node::NonDir {
+    let file = |n: Node| matches!(n, Node::NonDir | Node::Link);
+    let dir = |n: Node| matches!(n, Node::Dir | Node::Link);
+    if !file(lookup("HEAD")) {
         return false;
     }
-    (lookup("objects") == Node::Dir && lookup("refs") == Node::Dir)
-        || lookup("commondir") == Node::NonDir
+    (dir(lookup("objects")) && dir(lookup("refs"))) || file(lookup("commondir"))
 }
 
 /// The nearest strict ancestor of `rel` (the workspace root included, as the empty path) that
@@ -784,6 +788,13 @@ mod tests {
         // At the workspace root too, and through `commondir` (a linked worktree's git dir).
         let root = tree(&[("HEAD", Node::NonDir), ("commondir", Node::NonDir)]);
         assert!(classify_in(&r("config"), look(&root)).is_some());
+        // Links count as whatever git would find through them.
+        let linked = tree(&[
+            ("src/HEAD", Node::Link),
+            ("src/objects", Node::Link),
+            ("src/refs", Node::Dir),
+        ]);
+        assert!(classify_in(&r("src/config"), look(&linked)).is_some());
         // Missing a piece, or a piece of the wrong kind: not a git directory.
         for partial in [
             tree(&[("src/HEAD", Node::NonDir), ("src/objects", Node::Dir)]),
