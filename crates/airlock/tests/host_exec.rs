@@ -503,3 +503,40 @@ fn the_repositorys_configured_hooks_dir_and_includes_are_host_exec() {
     let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// A host-exec name that is a symbolic link on disk makes its in-workspace target host-exec:
+/// `.envrc -> tools/envrc.sh`, `.git/hooks/pre-commit -> ../../scripts/pre-commit`.
+#[test]
+fn targets_of_linked_host_exec_files_are_host_exec() {
+    let fx = Fx::git_repo();
+    std::fs::create_dir_all(fx.ws.join("tools")).unwrap();
+    std::fs::create_dir_all(fx.ws.join("scripts")).unwrap();
+    std::fs::write(fx.ws.join("tools/envrc.sh"), "export A=1\n").unwrap();
+    std::fs::write(fx.ws.join("scripts/pre-commit"), "#!/bin/sh\n").unwrap();
+    std::os::unix::fs::symlink("tools/envrc.sh", fx.ws.join(".envrc")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../scripts/pre-commit",
+        fx.ws.join(".git/hooks/pre-commit"),
+    )
+    .unwrap();
+    for path in ["tools/envrc.sh", "scripts/pre-commit", "./tools//envrc.sh"] {
+        let args = serde_json::json!({"path": path, "content": "touch /tmp/x\n"});
+        let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+        assert_eq!(o.status.code(), Some(3), "{path}: {}", text(&o));
+        assert_eq!(json_line(&o)["rule"], "jail_host_exec", "{path}");
+    }
+    let o = fx.build(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "echo 'touch /tmp/y' >> scripts/pre-commit",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let args = serde_json::json!({"path": "scripts/other.sh", "content": "x\n"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -138,6 +138,85 @@ pub(crate) fn post_apply_node(root: &Path, changes: &HashMap<PathBuf, &Change>, 
 /// from `.git/config` (a directory), or from the directory a gitfile names. Nothing when there
 /// is no repository or its configuration cannot be read.
 fn configured_paths(root: &Path) -> Vec<(PathBuf, HostExec)> {
+    let mut out = repo_config_paths(root);
+    out.extend(linked_targets(root));
+    out
+}
+
+/// Directories whose symbolic links are followed to what they name: the workspace root, the
+/// editor and agent configuration directories, and the repository's hooks.
+const LINK_DIRS: &[&str] = &[
+    "",
+    ".git/hooks",
+    ".vscode",
+    ".claude",
+    ".cursor",
+    ".gemini",
+    ".codex",
+    ".zed",
+    ".helix",
+    ".config",
+    ".husky",
+];
+
+/// The in-workspace targets of host-exec names that are symbolic links on disk
+/// (`.envrc -> tools/envrc.sh`, `.git/hooks/pre-commit -> ../../scripts/pre-commit`): the
+/// host runs what they point to, so it is host-exec too. One directory read per entry of
+/// [`LINK_DIRS`] that exists.
+fn linked_targets(root: &Path) -> Vec<(PathBuf, HostExec)> {
+    let mut out = Vec::new();
+    for dir in LINK_DIRS {
+        let Ok(rd) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for entry in rd.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            let Ok(rel) = RelPath::new(Path::new(dir).join(entry.file_name())) else {
+                continue;
+            };
+            let Some(h) = classify(&rel) else { continue };
+            let Ok(target) = std::fs::read_link(entry.path()) else {
+                continue;
+            };
+            let joined = if target.is_absolute() {
+                match target.strip_prefix(root) {
+                    Ok(t) => t.to_path_buf(),
+                    Err(_) => continue,
+                }
+            } else {
+                Path::new(dir).join(target)
+            };
+            if let Some(t) = fold_inside(&joined) {
+                out.push((t, h));
+            }
+        }
+    }
+    out
+}
+
+/// `p` with `.` and `..` folded lexically; `None` when it climbs out or is empty.
+fn fold_inside(p: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
+/// What the repository's own configuration names inside the workspace.
+fn repo_config_paths(root: &Path) -> Vec<(PathBuf, HostExec)> {
     let dot_git = root.join(".git");
     let Ok(md) = std::fs::symlink_metadata(&dot_git) else {
         return Vec::new();
