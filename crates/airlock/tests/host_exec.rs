@@ -466,6 +466,19 @@ fn an_embedded_git_directory_by_shape_is_refused_and_its_payload_never_runs() {
     let o = write("tests/fixture.git/config", &config);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert_eq!(json_line(&o)["rule"], "jail_host_exec");
+    // Tearing one down is refused too, though the result no longer has the shape.
+    let o = fx.build(&[
+        "--json",
+        "call",
+        "delete_file",
+        r#"{"path":"tests/fixture.git/HEAD"}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(json_line(&o)["rule"], "jail_host_exec");
+    let o = fx.build(&["exec", "--", "rm", "tests/fixture.git/HEAD"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let st = fx.status();
+    assert!(flagged(&st, "tests/fixture.git/HEAD").is_some(), "{st}");
 }
 
 /// Hooks and included configuration that the repository's own `.git/config` places inside

@@ -332,15 +332,19 @@ impl Kernel {
             .filter(|(i, _)| !(tool == "delete_file" || (tool == "move_file" && *i == 0)))
             .filter_map(|(_, r)| r.as_ref().map(|r| r.as_path()))
             .collect();
-        let mut judge = crate::host_shape::ShapeJudge::new(&self.root, |p: &std::path::Path| {
-            if written.contains(&p) {
-                Node::NonDir
-            } else if written.iter().any(|w| w.starts_with(p)) {
-                Node::Dir
-            } else {
-                crate::host_shape::merged_node(&self.store, p)
-            }
-        });
+        let mut judge = crate::host_shape::ShapeJudge::new(
+            &self.root,
+            |p: &std::path::Path| crate::host_shape::merged_node(&self.store, p),
+            |p: &std::path::Path| {
+                if written.contains(&p) {
+                    Node::NonDir
+                } else if written.iter().any(|w| w.starts_with(p)) {
+                    Node::Dir
+                } else {
+                    crate::host_shape::merged_node(&self.store, p)
+                }
+            },
+        );
         for rel in rels.iter().flatten() {
             if let Some((h, _)) = judge.classify(rel) {
                 return Err(airlock_policy::host_exec::denial_for(

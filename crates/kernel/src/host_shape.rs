@@ -16,19 +16,23 @@ use std::collections::HashMap;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-/// Classifies paths in one state, remembering which directories have a git directory's shape.
-pub(crate) struct ShapeJudge<F: FnMut(&Path) -> Node> {
-    lookup: F,
+/// Classifies the paths of one change, remembering which directories have a git directory's
+/// shape in the state before it (`before`) or after it (`after`): either makes a path below
+/// them host-exec (planting a repository, or tearing one down).
+pub(crate) struct ShapeJudge<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> {
+    before: F,
+    after: G,
     shaped: HashMap<PathBuf, bool>,
     configured: Vec<(PathBuf, HostExec)>,
 }
 
-impl<F: FnMut(&Path) -> Node> ShapeJudge<F> {
+impl<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> ShapeJudge<F, G> {
     /// A judge for the workspace at `root`, whose repository configuration (as on disk now)
-    /// may name more host-exec paths (`core.hooksPath`, `include.path`).
-    pub(crate) fn new(root: &Path, lookup: F) -> Self {
+    /// may name more host-exec paths (`core.hooksPath`, `include.path`, linked hooks).
+    pub(crate) fn new(root: &Path, before: F, after: G) -> Self {
         ShapeJudge {
-            lookup,
+            before,
+            after,
             shaped: HashMap::new(),
             configured: configured_paths(root),
         }
@@ -54,8 +58,9 @@ impl<F: FnMut(&Path) -> Node> ShapeJudge<F> {
             let shaped = match known {
                 Some(s) => s,
                 None => {
-                    let lookup = &mut self.lookup;
-                    let s = is_git_dir_shape(|name| lookup(&d.join(name)));
+                    let (before, after) = (&mut self.before, &mut self.after);
+                    let s = is_git_dir_shape(|name| after(&d.join(name)))
+                        || is_git_dir_shape(|name| before(&d.join(name)));
                     self.shaped.insert(d.to_path_buf(), s);
                     s
                 }

@@ -504,10 +504,12 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
     let mut batch: Vec<StageOp> = Vec::new();
     let mut ignore = airlock_stage::view::IgnoreRules::new(&k.root);
     // Host-exec paths by name, and below directories git takes for repositories by their
-    // shape in the state the command left (its upper layer over the merged view).
-    let mut shapes = crate::host_shape::ShapeJudge::new(&k.root, |p: &Path| {
-        crate::host_shape::upper_node(upper, &k.store, p)
-    });
+    // shape before the command (the merged view) or after it (its upper layer over that).
+    let mut shapes = crate::host_shape::ShapeJudge::new(
+        &k.root,
+        |p: &Path| crate::host_shape::merged_node(&k.store, p),
+        |p: &Path| crate::host_shape::upper_node(upper, &k.store, p),
+    );
     for change in changes {
         let path = change.path().to_path_buf();
         let Ok(rel) = RelPath::new(&path) else {

@@ -204,8 +204,8 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
     // Only the operator's own front end fills this; nothing the model sends reaches it.
     let grant = HostExecGrant::new(&call.operator.allow_host_exec);
     // Host-exec paths first: every one is named, and nothing is written.
-    // Judged by name, and below directories git would take for repositories by their shape
-    // once the changeset is applied.
+    // Judged by name, and below directories git takes for repositories by their shape, on
+    // disk now or once the changeset is applied.
     let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = verified
         .snapshot()
         .entries
@@ -213,9 +213,12 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
         .filter(|e| !e.session_local)
         .map(|e| (e.path.as_path().to_path_buf(), &e.change))
         .collect();
-    let mut shapes = crate::host_shape::ShapeJudge::new(&k.root, |p: &Path| {
-        crate::host_shape::post_apply_node(&k.root, &changes, p)
-    });
+    let unchanged = std::collections::HashMap::new();
+    let mut shapes = crate::host_shape::ShapeJudge::new(
+        &k.root,
+        |p: &Path| crate::host_shape::post_apply_node(&k.root, &unchanged, p),
+        |p: &Path| crate::host_shape::post_apply_node(&k.root, &changes, p),
+    );
     let mut refused = Vec::new();
     for e in &verified.snapshot().entries {
         if e.session_local || grant.allows(&e.path) {
