@@ -201,6 +201,7 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
         Ok(v) => v,
         Err(e) => return failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED),
     };
+    airlock_sandbox::timing::mark("verified changeset loaded");
     // Only the operator's own front end fills this; nothing the model sends reaches it.
     let grant = HostExecGrant::new(&call.operator.allow_host_exec);
     // Host-exec paths first: every one is named, and nothing is written.
@@ -237,6 +238,7 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
     if let Some(reason) = host_exec::apply_refusal_of(&refused) {
         return host_exec_refusal(reason);
     }
+    airlock_sandbox::timing::mark("host-exec paths judged");
     // Re-confine every target through the jail at apply time.
     for e in &verified.snapshot().entries {
         if e.session_local {
