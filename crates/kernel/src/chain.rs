@@ -325,6 +325,9 @@ impl Kernel {
         rels: &[Option<airlock_policy::RelPath>],
     ) -> Result<(), Decision> {
         use airlock_policy::host_exec::Node;
+        if rels.iter().all(Option::is_none) {
+            return Ok(());
+        }
         // What the call leaves behind: everything but a deleted or moved-away path.
         let written: Vec<&std::path::Path> = rels
             .iter()
