@@ -422,7 +422,7 @@ pub(crate) fn denial(subject: &str, h: HostExec) -> Decision {
         Stage::Jail,
         RULE,
         format!(
-            "{subject} is {} ({}), so no tool may write, delete or rename it; the operator can apply such a change with `airlock apply --allow-host-exec PATH`.",
+            "{subject} is {} ({}), so no tool may write, delete or rename it; only the operator can let such a change through (`airlock apply --allow-host-exec PATH`).",
             h.what, h.why
         ),
     )
