@@ -213,6 +213,10 @@ impl Kernel {
             }
             rels.push(rel);
         }
+        if access == Access::Write {
+            self.check_git_dir_shape(tool, &rels)
+                .inspect_err(|d| trail.push(d.clone()))?;
+        }
         trail.push(if rels.is_empty() {
             pass(Stage::Jail, "The call names no path.")
         } else {
@@ -327,6 +331,49 @@ impl Kernel {
                 ));
             }
             cur = dir.parent();
+        }
+        Ok(())
+    }
+
+    /// A write below a directory that git takes for a repository by its shape (`HEAD`,
+    /// `objects/`, `refs/`), judged with this call's own writes in place (so the write that
+    /// completes the shape is refused too), is a host-exec write.
+    fn check_git_dir_shape(
+        &self,
+        tool: &str,
+        rels: &[Option<airlock_policy::RelPath>],
+    ) -> Result<(), Decision> {
+        use airlock_policy::host_exec::Node;
+        if rels.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        // What the call leaves behind: everything but a deleted or moved-away path.
+        let written: Vec<&std::path::Path> = rels
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !(tool == "delete_file" || (tool == "move_file" && *i == 0)))
+            .filter_map(|(_, r)| r.as_ref().map(|r| r.as_path()))
+            .collect();
+        let mut judge = crate::host_shape::ShapeJudge::new(
+            &self.root,
+            |p: &std::path::Path| crate::host_shape::merged_node(&self.store, p),
+            |p: &std::path::Path| {
+                if written.contains(&p) {
+                    Node::NonDir
+                } else if written.iter().any(|w| w.starts_with(p)) {
+                    Node::Dir
+                } else {
+                    crate::host_shape::merged_node(&self.store, p)
+                }
+            },
+        );
+        for rel in rels.iter().flatten() {
+            if let Some((h, _)) = judge.classify(rel) {
+                return Err(airlock_policy::host_exec::denial_for(
+                    &format!("`{rel}`"),
+                    h,
+                ));
+            }
         }
         Ok(())
     }

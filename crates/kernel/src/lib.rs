@@ -21,6 +21,7 @@
 pub mod api;
 mod chain;
 mod exec;
+mod host_shape;
 mod kernel;
 pub mod output;
 pub mod tools;

@@ -1,5 +1,5 @@
 //! Jail throughput: confining existing, new and deep paths, a path through an in-tree symlink,
-//! a denial, and the pure sensitive-name check; `std::fs::canonicalize` as the baseline.
+//! a denial, the pure sensitive-name and host-exec checks; `std::fs::canonicalize` as the baseline.
 
 use airlock_policy::RelPath;
 use airlock_policy::jail::{Access, Jail, sensitive_rule};
@@ -55,6 +55,13 @@ fn bench_jail(c: &mut Criterion) {
     let secret = RelPath::new("config/deploy/.ENV.production").unwrap();
     g.bench_function("sensitive_rule_hit", |b| {
         b.iter(|| sensitive_rule(black_box(&secret)))
+    });
+    g.bench_function("host_exec_classify_clean", |b| {
+        b.iter(|| airlock_policy::host_exec::classify(black_box(&rel)))
+    });
+    let hook = RelPath::new("vendor/lib/.git/hooks/pre-commit").unwrap();
+    g.bench_function("host_exec_classify_hit", |b| {
+        b.iter(|| airlock_policy::host_exec::classify(black_box(&hook)))
     });
     g.finish();
 }

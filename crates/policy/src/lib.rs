@@ -15,6 +15,7 @@
 
 pub mod decision;
 pub mod guard;
+pub mod host_exec;
 pub mod jail;
 pub mod modes;
 pub mod path;

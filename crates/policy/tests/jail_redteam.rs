@@ -375,7 +375,9 @@ fn symlinks_of_every_shape() {
     cases.extend(both("dangling_out", Deny("jail_symlink_escape")));
     // Links to sensitive places, by resolution.
     cases.extend(both("gitdir/config", Deny("jail_sensitive_file")));
-    cases.extend(both("gitdir/HEAD", Allow(".git/HEAD")));
+    // Readable through the link; never writable (host-exec paths).
+    cases.push(("gitdir/HEAD".into(), R, Allow(".git/HEAD")));
+    cases.push(("gitdir/HEAD".into(), W, Deny("jail_host_exec")));
     cases.extend(both("keys/known_hosts", Deny("jail_sensitive_file")));
     cases.extend(both("state/journal.db", Deny("jail_airlock_state")));
     cases.extend(both("state", Deny("jail_airlock_state")));
@@ -463,14 +465,12 @@ fn sensitive_names_and_look_alikes() {
         cases.extend(both(p, Deny("jail_airlock_state")));
     }
     for p in [
-        ".git/HEAD",
         ".github/workflows/x.yml",
         ".gitconfig",
         ".gitignore",
         "docker/config.json",
         "secrets.example.yaml",
         "secrets.md",
-        ".envrc",
         "env.rs",
         "environment/x",
         "keys.rs",
@@ -480,8 +480,6 @@ fn sensitive_names_and_look_alikes() {
         "café/x",
         "cafe\u{301}/x",
         ".\u{435}nv",
-        ".git/info/exclude",
-        ".git/objects/ab/cdef",
         ".gitmodules",
         "prod.env",
         "src/config",
@@ -491,6 +489,16 @@ fn sensitive_names_and_look_alikes() {
         " .env",
     ] {
         cases.extend(both(p, Allow(p)));
+    }
+    // Host-exec paths: read freely, never written, deleted or renamed by a tool.
+    for p in [
+        ".git/HEAD",
+        ".envrc",
+        ".git/info/exclude",
+        ".git/objects/ab/cdef",
+    ] {
+        cases.push((p.to_string(), R, Allow(p)));
+        cases.push((p.to_string(), W, Deny("jail_host_exec")));
     }
     check(&w.jail, &cases);
 }

@@ -2,7 +2,8 @@
 //! journal, so a crash at any instant leaves a state `recover` can return to exactly the pre- or
 //! the post-image.
 //!
-//! Order: refusals (flagged entries, `.airlock/**`) → conflict check (every path must still match
+//! Order: refusals (flagged entries, `.airlock/**`, host-exec paths the operator did not
+//! grant) → conflict check (every path must still match
 //! the base it was staged against; nothing is written otherwise) → journal intent → the protocol
 //! in [`engine`](self). Every filesystem operation goes through directory handles opened with
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so no symlink is ever followed.
@@ -18,6 +19,7 @@ use crate::blobs::BlobStore;
 use crate::journal::{FileEffect, Journal, JournalError, NewRecord, RecordId};
 use crate::model::{Change, Fingerprint, VerifiedChangeset};
 use airlock_policy::RelPath;
+use airlock_policy::host_exec::{self, HostExecGrant};
 use engine::Source;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -70,6 +72,9 @@ pub struct ApplyContext {
     pub turn: u64,
     /// Fault injection (tests only; `None` in normal use).
     pub faults: Option<Arc<dyn FaultHook>>,
+    /// Host-exec paths the operator lets this apply write (`--allow-host-exec`); every other
+    /// change to a [`airlock_policy::host_exec`] path is refused. Empty by default.
+    pub host_exec: HostExecGrant,
 }
 
 impl ApplyContext {
@@ -79,6 +84,7 @@ impl ApplyContext {
             session: session.into(),
             turn,
             faults: None,
+            host_exec: HostExecGrant::default(),
         }
     }
 }
@@ -89,6 +95,7 @@ impl fmt::Debug for ApplyContext {
             .field("session", &self.session)
             .field("turn", &self.turn)
             .field("faults", &self.faults.is_some())
+            .field("host_exec", &self.host_exec)
             .finish()
     }
 }
@@ -182,6 +189,11 @@ pub(crate) fn is_internal(p: &RelPath) -> bool {
     p.components().next().is_some_and(|c| c == ".airlock")
 }
 
+/// The mode bits apply writes: permissions and the sticky bit, never setuid or setgid (a
+/// staged file or directory must not run with, or hand out, another identity). The sticky bit
+/// only restricts who may delete entries of a directory, so it is kept.
+pub const APPLIED_MODE_BITS: u32 = 0o1777;
+
 const LINK_REFUSAL: &str =
     "a parent directory is a symbolic link, and airlock never follows links while applying";
 
@@ -207,10 +219,27 @@ pub fn apply_verified(
                 why: "paths under `.airlock/` belong to airlock".into(),
             });
         }
-        if let Some(why) = &e.flagged {
+        let granted = ctx.host_exec.allows(&e.path);
+        if let Some(why) = &e.flagged
+            && !(granted && host_exec::is_host_exec_flag(&e.path, why))
+        {
             return Err(ApplyError::Refused {
                 path: e.path.clone(),
                 why: format!("the entry is flagged ({why})"),
+            });
+        }
+        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
+        let no_op = matches!(e.change, Change::Dir { .. }) && e.base == Fingerprint::Dir;
+        if !granted
+            && !no_op
+            && let Some(h) = host_exec::classify(&e.path)
+        {
+            return Err(ApplyError::Refused {
+                path: e.path.clone(),
+                why: format!(
+                    "it is {} ({}), and the operator did not allow it with --allow-host-exec",
+                    h.what, h.why
+                ),
             });
         }
         entries.push(e);
@@ -286,14 +315,6 @@ pub fn apply_verified(
     for (e, (pre, dir_mode)) in entries.iter().zip(current) {
         let (post, source) = match &e.change {
             Change::Write { content, mode, .. } => {
-                if mode & 0o6000 != 0 {
-                    return Err(ApplyError::Refused {
-                        path: e.path.clone(),
-                        why: format!(
-                            "it asks for mode {mode:o}, and airlock never writes setuid or setgid files"
-                        ),
-                    });
-                }
                 if !blobs.contains(content) {
                     return Err(ApplyError::Refused {
                         path: e.path.clone(),
@@ -303,7 +324,7 @@ pub fn apply_verified(
                 (
                     Fingerprint::File {
                         hash: *content,
-                        mode: mode & 0o7777,
+                        mode: mode & APPLIED_MODE_BITS,
                     },
                     Source::Blob(blobs.path(content)),
                 )
@@ -315,7 +336,7 @@ pub fn apply_verified(
                 },
                 Source::Symlink(target.clone()),
             ),
-            Change::Dir { mode } => (Fingerprint::Dir, Source::Dir(mode & 0o7777)),
+            Change::Dir { mode } => (Fingerprint::Dir, Source::Dir(mode & APPLIED_MODE_BITS)),
         };
         if post == pre {
             continue;

@@ -1173,6 +1173,22 @@ impl<'a> Ctx<'a> {
         flagged: Option<String>,
         strict: bool,
     ) -> Result<(), StageError> {
+        // Setuid and setgid bits are never staged (apply never writes them either).
+        let change = match change {
+            Change::Write {
+                content,
+                size,
+                mode,
+            } => Change::Write {
+                content,
+                size,
+                mode: mode & crate::apply::APPLIED_MODE_BITS,
+            },
+            Change::Dir { mode } => Change::Dir {
+                mode: mode & crate::apply::APPLIED_MODE_BITS,
+            },
+            other => other,
+        };
         let covered = self.check_parents(path)?;
         let existing = self.entry(path)?;
         let (current, _) = self.step(path, covered)?;

@@ -127,11 +127,6 @@ fn flagged_and_internal_entries_are_refused_and_session_local_ones_skipped() {
     assert!(err.to_string().contains("outside the workspace"), "{err}");
     assert!(!fx.abs("ok.txt").exists());
 
-    let v = verified(vec![fx.stage_write("suid", b"x", 0o4755)]);
-    let err = apply_verified(&fx.ws, &v, &fx.blobs, &j, &ctx()).unwrap_err();
-    assert!(err.to_string().contains("setuid"), "{err}");
-    assert!(!fx.abs("suid").exists());
-
     let v = verified(vec![fx.stage_write(".airlock/journal.db", b"x", 0o644)]);
     let err = apply_verified(&fx.ws, &v, &fx.blobs, &j, &ctx()).unwrap_err();
     assert!(err.to_string().contains(".airlock"), "{err}");
@@ -146,6 +141,92 @@ fn flagged_and_internal_entries_are_refused_and_session_local_ones_skipped() {
     );
     assert!(!fx.abs("target").exists());
     assert!(fx.abs("ok.txt").exists());
+}
+
+#[test]
+fn setuid_and_setgid_bits_are_stripped_from_files_and_directories() {
+    let fx = Fixture::new();
+    // The workspace's own setgid directory: directories created in it would inherit the bit.
+    fs::create_dir_all(fx.abs("grp")).unwrap();
+    fs::set_permissions(fx.abs("grp"), fs::Permissions::from_mode(0o2775)).unwrap();
+    let v = verified(vec![
+        fx.stage_write("suid", b"x", 0o4755),
+        fx.stage_write("sgid", b"x", 0o2711),
+        fx.stage("shared", Change::Dir { mode: 0o2775 }),
+        fx.stage("sticky", Change::Dir { mode: 0o1777 }),
+        fx.stage("grp/made", Change::Dir { mode: 0o755 }),
+        fx.stage_write("grp/implied/f", b"x", 0o644),
+    ]);
+    let (j, _) = Journal::open(&fx.ws).unwrap();
+    apply_verified(&fx.ws, &v, &fx.blobs, &j, &ctx()).unwrap();
+    let mode = |p: &str| {
+        fs::symlink_metadata(fx.abs(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("suid"), 0o755);
+    assert_eq!(mode("sgid"), 0o711);
+    assert_eq!(mode("shared"), 0o775);
+    assert_eq!(
+        mode("sticky"),
+        0o1777,
+        "the sticky bit grants nothing and is kept"
+    );
+    assert_eq!(mode("grp/made"), 0o755);
+    assert_eq!(mode("grp/implied") & 0o6000, 0);
+    assert_eq!(mode("grp"), 0o2775, "the user's own directory is untouched");
+}
+
+#[test]
+fn host_exec_entries_are_refused_unless_the_operator_granted_them() {
+    use airlock_policy::host_exec::{HostExecGrant, flag};
+    let fx = Fixture::new();
+    fs::create_dir_all(fx.abs(".git/objects/ab")).unwrap();
+    fx.write(".git/objects/ab/cd", b"object", 0o444);
+    fs::create_dir_all(fx.abs("sub")).unwrap();
+    let (j, _) = Journal::open(&fx.ws).unwrap();
+    let gitfile = || fx.stage_write("sub/.git", b"gitdir: ../evil", 0o644);
+    let wipe = || fx.stage(".git/objects/ab/cd", Change::Delete);
+    for entries in [
+        vec![gitfile()],
+        vec![wipe()],
+        vec![fx.stage_write("ok", b"x", 0o644), gitfile()],
+    ] {
+        let before = fx.tree();
+        let err = apply_verified(&fx.ws, &verified(entries), &fx.blobs, &j, &ctx()).unwrap_err();
+        assert!(matches!(err, ApplyError::Refused { .. }), "{err}");
+        assert_eq!(fx.tree(), before, "nothing written");
+    }
+    // The copy-up of an existing control directory changes nothing and is not refused.
+    let v = verified(vec![fx.stage(".git", Change::Dir { mode: 0o755 })]);
+    apply_verified(&fx.ws, &v, &fx.blobs, &j, &ctx()).unwrap();
+    // Granted: applied, flagged by the harvest or not.
+    let mut flagged_wipe = wipe();
+    flagged_wipe.flagged = flag(&flagged_wipe.path);
+    let granted = ApplyContext {
+        host_exec: HostExecGrant::new(&["sub/.git", ".git/objects"]),
+        ..ctx()
+    };
+    let v = verified(vec![gitfile(), flagged_wipe]);
+    apply_verified(&fx.ws, &v, &fx.blobs, &j, &granted).unwrap();
+    assert!(fx.abs("sub/.git").is_file());
+    assert!(!fx.abs(".git/objects/ab/cd").exists());
+    // A grant lifts only the host-exec flag, never another reason.
+    let mut escape = fx.stage(
+        ".git/hooks",
+        Change::Symlink {
+            target: b"/etc".to_vec(),
+        },
+    );
+    escape.flagged = Some("symbolic link points outside the workspace".into());
+    let granted = ApplyContext {
+        host_exec: HostExecGrant::new(&[".git"]),
+        ..ctx()
+    };
+    let err = apply_verified(&fx.ws, &verified(vec![escape]), &fx.blobs, &j, &granted).unwrap_err();
+    assert!(err.to_string().contains("outside the workspace"), "{err}");
 }
 
 #[test]

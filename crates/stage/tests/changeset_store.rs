@@ -134,6 +134,32 @@ fn mode_none_keeps_an_executable_bit() {
 }
 
 #[test]
+fn setuid_and_setgid_bits_are_never_staged() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "s").unwrap();
+    s.stage_write(&rp("suid"), b"x", Some(0o4755)).unwrap();
+    s.stage_dir(&rp("shared"), 0o2775).unwrap();
+    s.stage_entry(
+        &rp("sgid"),
+        Change::Write {
+            content: s.blobs().put(b"y").unwrap(),
+            size: 1,
+            mode: 0o6711,
+        },
+        false,
+        None,
+    )
+    .unwrap();
+    let mode = |p: &str| match s.get(&rp(p)).unwrap().unwrap().change {
+        Change::Write { mode, .. } | Change::Dir { mode } => mode,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(mode("suid"), 0o755);
+    assert_eq!(mode("shared"), 0o775);
+    assert_eq!(mode("sgid"), 0o711);
+}
+
+#[test]
 fn write_back_to_base_and_delete_of_staged_only_leave_nothing() {
     let ws = workspace();
     let s = Store::open(ws.path(), "s").unwrap();

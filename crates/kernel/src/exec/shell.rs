@@ -3,16 +3,20 @@
 //!
 //! Invariants: `.airlock/` is hidden from the command and never harvested; paths the
 //! workspace's ignore rules exclude are staged session-local (seen by later commands, never
-//! applied); a symlink pointing outside the workspace, or a sensitive file, is staged but flagged
-//! so apply refuses it.
+//! applied); a symlink pointing outside the workspace, a sensitive file, or a change (write or
+//! delete) to a host-exec path ([`airlock_policy::host_exec`]) is staged but flagged so apply
+//! refuses it; setuid and setgid bits are dropped from files and directories (and the staged
+//! line says so).
 
 use super::failure;
 use crate::api::CallContext;
 use crate::chain::Prepared;
 use crate::kernel::Kernel;
 use airlock_policy::RelPath;
+use airlock_policy::host_exec;
 use airlock_sandbox::{SandboxSpec, UpperChange};
 use airlock_stage::Change;
+use airlock_stage::apply::APPLIED_MODE_BITS;
 use airlock_stage::store::StageOp;
 use serde_json::{Value, json};
 use std::ffi::OsString;
@@ -516,7 +520,12 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.spool_dir = spool.as_ref().map(|s| s.dir.clone());
     spec.home_binds = home_binds();
     spec.masked = vec![PathBuf::from(".airlock")];
-    spec.env = vec![(OsString::from("CARGO_NET_OFFLINE"), OsString::from("true"))];
+    spec.env = vec![
+        (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
+        // Read-only git commands (`status`, `diff`) must not rewrite `.git/index` for a stat
+        // refresh: every change under `.git` is a host-exec change that apply refuses.
+        (OsString::from("GIT_OPTIONAL_LOCKS"), OsString::from("0")),
+    ];
     spec.cancel = Some(ctx.cancel.flag());
     spec.warm_host = Some(dirs.dir.join("host.sock"));
 
@@ -632,6 +641,13 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
     // below it (a delete drops staged entries below it).
     let mut batch: Vec<StageOp> = Vec::new();
     let mut ignore = airlock_stage::view::IgnoreRules::new(&k.root);
+    // Host-exec paths by name, and below directories git takes for repositories by their
+    // shape before the command (the merged view) or after it (its upper layer over that).
+    let mut shapes = crate::host_shape::ShapeJudge::new(
+        &k.root,
+        |p: &Path| crate::host_shape::merged_node(&k.store, p),
+        |p: &Path| crate::host_shape::upper_node(upper, &k.store, p),
+    );
     for change in changes {
         let path = change.path().to_path_buf();
         let Ok(rel) = RelPath::new(&path) else {
@@ -648,6 +664,15 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
         let is_dir = matches!(change, UpperChange::Dir { .. });
         let session_local = ignore.is_ignored(&rel, is_dir);
         let sensitive = airlock_policy::jail::sensitive_rule(&rel).map(|d| d.reason);
+        // What the host would run by itself (a `.git` entry, `.envrc`, …): flagged, so apply
+        // refuses it unless the operator names it. Any other flag takes precedence.
+        let host_exec = if session_local {
+            None
+        } else {
+            shapes.classify(&rel).map(|(h, _)| host_exec::flag_for(h))
+        };
+        let on_disk = std::fs::symlink_metadata(k.root.join(rel.as_path())).ok();
+        let mut dropped = None;
         let (staged, mark) = match change {
             UpperChange::Unsupported { kind, .. } => {
                 summary.push(format!("! {rel} (a {kind}: not staged)"));
@@ -661,18 +686,21 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
                     .blobs()
                     .put_deferred(&bytes)
                     .map_err(|e| e.to_string())?;
+                dropped = special_bits(mode);
                 (
                     Change::Write {
                         content,
                         size: bytes.len() as u64,
-                        mode: mode & 0o7777,
+                        mode: mode & APPLIED_MODE_BITS,
                     },
-                    sensitive.clone(),
+                    sensitive.clone().or(host_exec.clone()),
                 )
             }
-            UpperChange::Delete { .. } => (Change::Delete, None),
+            UpperChange::Delete { .. } => (Change::Delete, host_exec.clone()),
             UpperChange::Symlink { target, .. } => {
-                let flag = symlink_escape(&k.root, &rel, &target).or(sensitive.clone());
+                let flag = symlink_escape(&k.root, &rel, &target)
+                    .or(sensitive.clone())
+                    .or(host_exec.clone());
                 (
                     Change::Symlink {
                         target: target.as_os_str().as_bytes().to_vec(),
@@ -684,27 +712,39 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
                 if opaque {
                     // The directory was replaced: everything below it in the lower layers is gone.
                     for gone in lower_entries_below(k, &rel) {
+                        let flagged = host_exec::flag(&gone);
                         batch.push(StageOp::Entry {
                             path: gone,
                             change: Change::Delete,
                             session_local,
-                            flagged: None,
+                            flagged,
                         });
                     }
                 }
+                dropped = special_bits(mode);
+                if let Some(bits) = dropped {
+                    summary.push(format!(
+                        "! {rel}/ ({bits} dropped: airlock never applies setuid or setgid bits)"
+                    ));
+                }
+                // Over an existing directory (a copy-up) the entry changes nothing on apply.
+                let existing_dir = on_disk.as_ref().is_some_and(|m| m.is_dir());
                 (
                     Change::Dir {
-                        mode: mode & 0o7777,
+                        mode: mode & APPLIED_MODE_BITS,
                     },
-                    None,
+                    if existing_dir {
+                        None
+                    } else {
+                        host_exec.clone()
+                    },
                 )
             }
         };
         if !matches!(staged, Change::Dir { .. }) {
-            let on_disk = std::fs::symlink_metadata(k.root.join(rel.as_path())).is_ok();
             let code = match &staged {
                 Change::Delete => 'D',
-                _ if on_disk => 'M',
+                _ if on_disk.is_some() => 'M',
                 _ => 'A',
             };
             let local = if session_local {
@@ -716,7 +756,10 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
                 .as_ref()
                 .map(|m| format!(" (flagged: {m})"))
                 .unwrap_or_default();
-            summary.push(format!("{code} {rel}{local}{flag}"));
+            let bits = dropped
+                .map(|b| format!(" ({b} dropped: airlock never applies setuid or setgid bits)"))
+                .unwrap_or_default();
+            summary.push(format!("{code} {rel}{local}{flag}{bits}"));
         }
         batch.push(StageOp::Entry {
             path: rel,
@@ -735,6 +778,16 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
         .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
     Ok(summary)
+}
+
+/// Which of setuid and setgid `mode` carries, in words, or `None`.
+fn special_bits(mode: u32) -> Option<&'static str> {
+    match (mode & 0o4000 != 0, mode & 0o2000 != 0) {
+        (true, true) => Some("setuid and setgid bits"),
+        (true, false) => Some("setuid bit"),
+        (false, true) => Some("setgid bit"),
+        (false, false) => None,
+    }
 }
 
 fn lower_entries_below(k: &Kernel, dir: &RelPath) -> Vec<RelPath> {

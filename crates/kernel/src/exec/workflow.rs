@@ -6,6 +6,7 @@ use super::{failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::chain::Prepared;
 use crate::kernel::Kernel;
+use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, apply_verified};
 use airlock_stage::journal::Journal;
@@ -282,7 +283,7 @@ fn open_journal(k: &Kernel) -> Result<Journal, crate::CallOutcome> {
         .map_err(|e| failure(format!("The journal cannot be opened: {e}"), 1))
 }
 
-pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
+pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
     let _serial = match k.session_run() {
         Ok(g) => g,
         Err(e) => return failure(e, 1),
@@ -291,12 +292,52 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
         Ok(v) => v,
         Err(e) => return failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED),
     };
+    airlock_sandbox::timing::mark("verified changeset loaded");
+    // Only the operator's own front end fills this; nothing the model sends reaches it.
+    let grant = HostExecGrant::new(&call.operator.allow_host_exec);
+    // Host-exec paths first: every one is named, and nothing is written.
+    // Judged by name, and below directories git takes for repositories by their shape, on
+    // disk now or once the changeset is applied.
+    let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = verified
+        .snapshot()
+        .entries
+        .iter()
+        .filter(|e| !e.session_local)
+        .map(|e| (e.path.as_path().to_path_buf(), &e.change))
+        .collect();
+    let unchanged = std::collections::HashMap::new();
+    let mut shapes = crate::host_shape::ShapeJudge::new(
+        &k.root,
+        |p: &Path| crate::host_shape::post_apply_node(&k.root, &unchanged, p),
+        |p: &Path| crate::host_shape::post_apply_node(&k.root, &changes, p),
+    );
+    let mut refused = Vec::new();
+    for e in &verified.snapshot().entries {
+        if e.session_local || grant.allows(&e.path) {
+            continue;
+        }
+        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
+        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
+            && e.base == airlock_stage::Fingerprint::Dir;
+        if no_op {
+            continue;
+        }
+        if let Some((h, anchor)) = shapes.classify(&e.path) {
+            refused.push((e.path.clone(), h, anchor));
+        }
+    }
+    if let Some(reason) = host_exec::apply_refusal_of(&refused) {
+        return host_exec_refusal(reason);
+    }
+    airlock_sandbox::timing::mark("host-exec paths judged");
     // Re-confine every target through the jail at apply time.
     for e in &verified.snapshot().entries {
         if e.session_local {
             continue;
         }
-        if let Some(flag) = &e.flagged {
+        if let Some(flag) = &e.flagged
+            && !(grant.allows(&e.path) && host_exec::is_host_exec_flag(&e.path, flag))
+        {
             let d = Decision::deny(
                 Stage::Jail,
                 "jail_flagged_entry",
@@ -304,9 +345,18 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
             );
             return denial(d);
         }
-        if let Err(d) = k
-            .jail
-            .confine_rel(&e.path, airlock_policy::jail::Access::Write)
+        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
+            && e.base == airlock_stage::Fingerprint::Dir;
+        // A copy-up of an existing host-exec directory is confined as if granted: it writes
+        // nothing, and the stage's apply skips it.
+        let for_entry = if no_op {
+            HostExecGrant::from_paths(vec![e.path.clone()])
+        } else {
+            grant.clone()
+        };
+        if let Err(d) =
+            k.jail
+                .confine_rel_granted(&e.path, airlock_policy::jail::Access::Write, &for_entry)
         {
             return denial(d);
         }
@@ -315,7 +365,10 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
         Ok(j) => j,
         Err(o) => return o,
     };
-    let ctx = ApplyContext::new(k.session(), turn_id());
+    let ctx = ApplyContext {
+        host_exec: grant,
+        ..ApplyContext::new(k.session(), turn_id())
+    };
     // The blobs of the snapshot are read during the apply: no collection meanwhile.
     let pin = match k.store.blobs().pin() {
         Ok(p) => p,
@@ -345,7 +398,24 @@ pub(crate) fn apply(k: &Kernel, _ctx: &CallContext<'_>) -> crate::CallOutcome {
         Err(e @ ApplyError::Conflict(_)) => {
             failure(format!("Nothing was applied: {e}"), EXIT_CONFLICT)
         }
+        // A refusal is not an internal error: the changeset is not applicable as it stands.
+        Err(e @ ApplyError::Refused { .. }) => {
+            failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED)
+        }
         Err(e) => failure(format!("Nothing was applied: {e}"), 1),
+    }
+}
+
+/// `apply` refused because the changeset touches host-exec paths the operator did not name:
+/// exit 4, the decision (stage `jail`, rule `jail_host_exec`) with one sentence per path.
+fn host_exec_refusal(reason: String) -> crate::CallOutcome {
+    let d = Decision::deny(Stage::Jail, host_exec::RULE, reason);
+    crate::CallOutcome {
+        ok: false,
+        output: d.to_json(),
+        truncated: false,
+        exit_code: EXIT_NOT_VERIFIED,
+        denial: Some(d),
     }
 }
 

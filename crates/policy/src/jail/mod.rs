@@ -18,7 +18,10 @@
 //! `jail_airlock_state`, `jail_hardlink` (writes), `jail_not_a_directory`, `jail_special_file`
 //! (fifos, sockets, devices), `jail_root` (writing the root itself), `jail_unresolvable` (the
 //! disk refused a lookup, e.g. permission denied: fail closed), `jail_unexpanded` (a path
-//! spelled for a shell: `~/x`, `$HOME/x`, `file:///x`).
+//! spelled for a shell: `~/x`, `$HOME/x`, `file:///x`), `jail_host_exec` (writes: a path whose
+//! content the host runs by itself, such as anything under `.git` or a gitfile, `.envrc` or
+//! `.vscode/tasks.json`; see [`crate::host_exec`]. Checked on the path as given and where it
+//! resolves; reads stay allowed).
 //!
 //! Choices where the rules could be read either way (all fail closed or match the kernel):
 //!
@@ -61,8 +64,8 @@
 mod resolve;
 mod sensitive;
 
-pub(crate) use sensitive::sensitive_components;
 pub use sensitive::sensitive_rule;
+pub(crate) use sensitive::{fold, sensitive_components};
 
 use crate::decision::{Decision, Stage};
 use crate::modes::OperatorGrant;
@@ -162,6 +165,8 @@ struct How {
     trailing_slash: bool,
     /// Follow a symlink in the final component (everything but `confine_nofollow`).
     follow_last: bool,
+    /// The operator granted writing this host-exec path (`apply --allow-host-exec`).
+    host_exec_granted: bool,
 }
 
 impl How {
@@ -170,6 +175,7 @@ impl How {
             access,
             trailing_slash: false,
             follow_last,
+            host_exec_granted: false,
         }
     }
 }
@@ -364,6 +370,23 @@ impl Jail {
         )
     }
 
+    /// Like [`Jail::confine_rel`], but a host-exec path ([`crate::host_exec`]) that the
+    /// operator's `grant` names is not refused (every other rule holds). For `apply` after the
+    /// operator's `--allow-host-exec`; nothing the model sends can build a grant.
+    pub fn confine_rel_granted(
+        &self,
+        rel: &RelPath,
+        access: Access,
+        grant: &crate::host_exec::HostExecGrant,
+    ) -> Result<ConfinedPath, Decision> {
+        let mut how = How::new(access, true);
+        how.host_exec_granted = grant.allows(rel);
+        if self.is_unrestricted() {
+            return self.confine_outside(&self.root.join(rel.as_path()), &rel.display(), how);
+        }
+        self.confine_steps(steps_of(rel.as_path(), false), &rel.display(), how)
+    }
+
     /// An absolute path that reaches the root through `..` among its (canonical, hence
     /// symlink-free) ancestors, like `/tmp/x/../ws/src`: the steps below the root, or `None`
     /// when it leaves the root's line of ancestors before reaching it.
@@ -405,6 +428,9 @@ impl Jail {
         if let Some(d) = lexical_sensitive(&steps, shown) {
             return Err(d);
         }
+        if let Some(d) = lexical_host_exec(&steps, shown, how) {
+            return Err(d);
+        }
         let walker = Walker {
             base: self.dir.as_fd(),
             base_abs: &self.root,
@@ -426,6 +452,9 @@ impl Jail {
         };
         let steps = steps_of(abs.strip_prefix("/").unwrap_or(abs), false);
         if let Some(d) = lexical_sensitive(&steps, shown) {
+            return Err(d);
+        }
+        if let Some(d) = lexical_host_exec(&steps, shown, how) {
             return Err(d);
         }
         let walker = Walker {
@@ -479,6 +508,7 @@ impl Jail {
             access,
             trailing_slash,
             follow_last,
+            host_exec_granted,
         } = how;
         let to_rel = |names: &[OsString]| -> Result<Option<RelPath>, Decision> {
             if names.is_empty() {
@@ -498,6 +528,18 @@ impl Jail {
         for r in [&rel, &nofollow].into_iter().flatten() {
             if let Some(d) = sensitive_rule(r) {
                 return Err(resolved_sensitive(d, shown, r));
+            }
+        }
+        if access == Access::Write && inside && !host_exec_granted {
+            for r in [&rel, &nofollow].into_iter().flatten() {
+                if let Some(h) = crate::host_exec::classify(r) {
+                    let subject = if r.display() == shown {
+                        format!("`{shown}`")
+                    } else {
+                        format!("`{shown}` (resolving to `{r}`)")
+                    };
+                    return Err(crate::host_exec::denial(&subject, h));
+                }
             }
         }
         if rel.is_none() && inside && access == Access::Write {
@@ -673,6 +715,24 @@ fn lexical_sensitive(steps: &[Step], shown: &str) -> Option<Decision> {
         }
     }
     sensitive::sensitive_components(names.into_iter(), shown)
+}
+
+/// The host-exec rule on the path as given (writes only), after lexical `.`/`..` folding.
+fn lexical_host_exec(steps: &[Step], shown: &str, how: How) -> Option<Decision> {
+    if how.access != Access::Write || how.host_exec_granted {
+        return None;
+    }
+    let mut names: Vec<&std::ffi::OsStr> = Vec::new();
+    for s in steps {
+        match s {
+            Step::Parent { .. } => {
+                names.pop();
+            }
+            Step::Name { name, .. } => names.push(name),
+        }
+    }
+    crate::host_exec::classify_components(names.into_iter())
+        .map(|h| crate::host_exec::denial(&format!("`{shown}`"), h))
 }
 
 fn walk_denial(e: WalkError, shown: &str) -> Decision {

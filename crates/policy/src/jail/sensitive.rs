@@ -20,7 +20,8 @@
 //!
 //! Choices where the list could be read either way: `.env.*` covers templates too
 //! (`.env.example`, `.env.sample`: refused, since they often hold real values); `.envrc` and
-//! `prod.env` are neither `.env` nor `.env.*` and are allowed; every name starting with an SSH key's base name is refused,
+//! `prod.env` are neither `.env` nor `.env.*` and are allowed (`.envrc` to read only: it is a
+//! host-exec path, see [`crate::host_exec`]); every name starting with an SSH key's base name is refused,
 //! public keys included (`id_rsa.pub`); `secrets.{yml,yaml,json}` are exact names, so
 //! `secrets.example.yaml` is allowed; `*.tfvars` covers `prod.auto.tfvars` and
 //! `*.tfvars.json`; `.docker/config.json` needs the `.docker` parent (`docker/config.json`

@@ -1,0 +1,257 @@
+//! Git directories recognised by their shape rather than their name
+//! ([`airlock_policy::host_exec::git_dir_ancestor`]), judged in the state that matters at
+//! each point: the merged view for the file tools, the sandbox's upper layer over it for the
+//! harvest, and the disk with the whole changeset over it for `apply`. Each directory is
+//! judged once per pass (a cache), and `HEAD` is looked up first, so a pass over many files
+//! costs about one lookup per distinct directory.
+
+use airlock_policy::RelPath;
+use airlock_policy::host_exec::{
+    CONFIGURED_HOOKS, HostExec, Node, classify, git_config_host_exec, is_git_dir_shape, name_anchor,
+};
+use airlock_stage::Change;
+use airlock_stage::store::Store;
+use airlock_stage::view::{self, NodeKind};
+use std::collections::HashMap;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// Classifies the paths of one change, remembering which directories have a git directory's
+/// shape in the state before it (`before`) or after it (`after`): either makes a path below
+/// them host-exec (planting a repository, or tearing one down).
+pub(crate) struct ShapeJudge<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> {
+    before: F,
+    after: G,
+    shaped: HashMap<PathBuf, bool>,
+    configured: Vec<(PathBuf, HostExec)>,
+}
+
+impl<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> ShapeJudge<F, G> {
+    /// A judge for the workspace at `root`, whose repository configuration (as on disk now)
+    /// may name more host-exec paths (`core.hooksPath`, `include.path`, linked hooks).
+    pub(crate) fn new(root: &Path, before: F, after: G) -> Self {
+        ShapeJudge {
+            before,
+            after,
+            shaped: HashMap::new(),
+            configured: configured_paths(root),
+        }
+    }
+
+    /// The host-exec classification of `rel` with its anchor (the entry it is or lies below):
+    /// by name, else named by the repository's configuration, else below a git directory by
+    /// its shape.
+    pub(crate) fn classify(&mut self, rel: &RelPath) -> Option<(HostExec, PathBuf)> {
+        if let Some(h) = classify(rel) {
+            return Some((h, name_anchor(rel).unwrap_or_default()));
+        }
+        if let Some((anchor, h)) = self
+            .configured
+            .iter()
+            .find(|(anchor, _)| rel.as_path().starts_with(anchor))
+        {
+            return Some((*h, anchor.clone()));
+        }
+        let mut dir = rel.as_path().parent();
+        while let Some(d) = dir {
+            let known = self.shaped.get(d).copied();
+            let shaped = match known {
+                Some(s) => s,
+                None => {
+                    let (before, after) = (&mut self.before, &mut self.after);
+                    let s = is_git_dir_shape(|name| after(&d.join(name)))
+                        || is_git_dir_shape(|name| before(&d.join(name)));
+                    self.shaped.insert(d.to_path_buf(), s);
+                    s
+                }
+            };
+            if shaped {
+                return Some((airlock_policy::host_exec::GIT_DIR_SHAPE, d.to_path_buf()));
+            }
+            dir = d.parent();
+        }
+        None
+    }
+}
+
+fn node_of_kind(kind: NodeKind) -> Node {
+    match kind {
+        NodeKind::Dir => Node::Dir,
+        NodeKind::Symlink => Node::Link,
+        _ => Node::NonDir,
+    }
+}
+
+fn node_of_meta(m: &std::fs::Metadata) -> Node {
+    if m.is_dir() {
+        Node::Dir
+    } else if m.file_type().is_symlink() {
+        Node::Link
+    } else {
+        Node::NonDir
+    }
+}
+
+/// What `p` is in the session's merged view (staged changes over the disk).
+pub(crate) fn merged_node(store: &Store, p: &Path) -> Node {
+    let Ok(rel) = RelPath::new(p) else {
+        return Node::Absent;
+    };
+    match view::stat_merged(store, &rel) {
+        Ok(Some(e)) => node_of_kind(e.kind),
+        _ => Node::Absent,
+    }
+}
+
+/// What `p` is in a sandbox's upper layer over the merged view: a whiteout hides it, an
+/// entry in the upper layer is what it says, anything else falls through to the merged view.
+pub(crate) fn upper_node(upper: &Path, store: &Store, p: &Path) -> Node {
+    match std::fs::symlink_metadata(upper.join(p)) {
+        Ok(m) if m.file_type().is_char_device() => Node::Absent,
+        Ok(m) => node_of_meta(&m),
+        Err(_) => merged_node(store, p),
+    }
+}
+
+/// What `p` will be after a changeset is applied: its entry if it has one (or is below a
+/// deleted or replaced entry), else the disk.
+pub(crate) fn post_apply_node(root: &Path, changes: &HashMap<PathBuf, &Change>, p: &Path) -> Node {
+    if let Some(c) = changes.get(p) {
+        return match c {
+            Change::Delete => Node::Absent,
+            Change::Dir { .. } => Node::Dir,
+            Change::Symlink { .. } => Node::Link,
+            Change::Write { .. } => Node::NonDir,
+        };
+    }
+    let mut anc = p.parent();
+    while let Some(a) = anc {
+        if let Some(c) = changes.get(a)
+            && !matches!(c, Change::Dir { .. })
+        {
+            return Node::Absent;
+        }
+        anc = a.parent();
+    }
+    match std::fs::symlink_metadata(root.join(p)) {
+        Ok(m) => node_of_meta(&m),
+        Err(_) => Node::Absent,
+    }
+}
+
+/// What the workspace repository's configuration makes host-exec inside the workspace: read
+/// from `.git/config` (a directory), or from the directory a gitfile names. Nothing when there
+/// is no repository or its configuration cannot be read.
+fn configured_paths(root: &Path) -> Vec<(PathBuf, HostExec)> {
+    let mut out = repo_config_paths(root);
+    out.extend(linked_targets(root));
+    out
+}
+
+/// Directories whose symbolic links are followed to what they name: the workspace root, the
+/// editor and agent configuration directories, and the repository's hooks.
+const LINK_DIRS: &[&str] = &[
+    "",
+    ".git/hooks",
+    ".vscode",
+    ".claude",
+    ".cursor",
+    ".gemini",
+    ".codex",
+    ".zed",
+    ".helix",
+    ".config",
+    ".husky",
+];
+
+/// The in-workspace targets of host-exec names that are symbolic links on disk
+/// (`.envrc -> tools/envrc.sh`, `.git/hooks/pre-commit -> ../../scripts/pre-commit`): the
+/// host runs what they point to, so it is host-exec too. One directory read per entry of
+/// [`LINK_DIRS`] that exists.
+fn linked_targets(root: &Path) -> Vec<(PathBuf, HostExec)> {
+    let mut out = Vec::new();
+    for dir in LINK_DIRS {
+        let Ok(rd) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for entry in rd.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            let Ok(rel) = RelPath::new(Path::new(dir).join(entry.file_name())) else {
+                continue;
+            };
+            let Some(h) = classify(&rel) else { continue };
+            let Ok(target) = std::fs::read_link(entry.path()) else {
+                continue;
+            };
+            let joined = if target.is_absolute() {
+                match target.strip_prefix(root) {
+                    Ok(t) => t.to_path_buf(),
+                    Err(_) => continue,
+                }
+            } else {
+                Path::new(dir).join(target)
+            };
+            if let Some(t) = fold_inside(&joined) {
+                out.push((t, h));
+            }
+        }
+    }
+    out
+}
+
+/// `p` with `.` and `..` folded lexically; `None` when it climbs out or is empty.
+fn fold_inside(p: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
+/// What the repository's own configuration names inside the workspace.
+fn repo_config_paths(root: &Path) -> Vec<(PathBuf, HostExec)> {
+    let dot_git = root.join(".git");
+    let Ok(md) = std::fs::symlink_metadata(&dot_git) else {
+        return Vec::new();
+    };
+    if md.is_dir() {
+        return match std::fs::read_to_string(dot_git.join("config")) {
+            Ok(text) => git_config_host_exec(&text, Path::new(".git"), Path::new("")),
+            Err(_) => Vec::new(),
+        };
+    }
+    // A gitfile: `gitdir: PATH`, relative to the workspace root or absolute.
+    let Some(target) = std::fs::read_to_string(&dot_git).ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("gitdir:").map(|p| root.join(p.trim())))
+    }) else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(target.join("config")) else {
+        return Vec::new();
+    };
+    // Includes are relative to the configuration's own directory: only known when it lies in
+    // the workspace.
+    let inside = std::fs::canonicalize(&target)
+        .ok()
+        .and_then(|t| t.strip_prefix(root).ok().map(Path::to_path_buf));
+    match inside {
+        Some(dir) => git_config_host_exec(&text, &dir, Path::new("")),
+        None => git_config_host_exec(&text, Path::new(".git"), Path::new(""))
+            .into_iter()
+            .filter(|(_, h)| *h == CONFIGURED_HOOKS)
+            .collect(),
+    }
+}
