@@ -22,6 +22,9 @@ pub struct Kernel {
     pub(crate) store: Store,
     pub(crate) tools: BTreeMap<&'static str, ToolDef>,
     pub(crate) max_file_bytes: u64,
+    /// The operator's `[sandbox] expose_sensitive` globs: sensitive workspace files that
+    /// sandboxed commands may read.
+    pub(crate) expose_sensitive: Vec<globset::GlobMatcher>,
     pub(crate) notices: Vec<String>,
     /// Outcomes of the recovery run at start-up, reported again by the `recover` tool.
     pub(crate) startup_outcomes: Vec<serde_json::Value>,
@@ -85,6 +88,8 @@ impl Kernel {
         )
         .map_err(|e| OpenError::Config(e.to_string()))?;
         let mut notices = cfg.notices.clone();
+        let expose_sensitive = airlock_policy::rules::compile_path_globs(&cfg.expose_sensitive)
+            .map_err(|e| OpenError::Config(e.to_string()))?;
         let policy = Policy::new(mode, permission, profile, cfg.rules, cfg.plan_artifacts)
             .map_err(|e| OpenError::Usage(e.to_string()))?;
         let jail = Jail::open(&root).map_err(|source| OpenError::Workspace {
@@ -106,6 +111,7 @@ impl Kernel {
             store,
             tools: tools::registry(cfg.max_file_bytes),
             max_file_bytes: cfg.max_file_bytes,
+            expose_sensitive,
             notices,
             startup_outcomes: startup.outcomes,
             session_approvals: Mutex::new(HashSet::new()),

@@ -61,8 +61,7 @@
 mod resolve;
 mod sensitive;
 
-pub(crate) use sensitive::sensitive_components;
-pub use sensitive::sensitive_rule;
+pub use sensitive::{host_credential_components, sensitive_rule};
 
 use crate::decision::{Decision, Stage};
 use crate::modes::OperatorGrant;

@@ -383,8 +383,9 @@ fn home_components(text: &str, cwd: &Cwd) -> Option<Vec<String>> {
 }
 
 /// A host credential file outside the workspace, named as the jail names sensitive files
-/// (`~/.ssh/id_rsa`, `~/.aws/credentials`, `~/.netrc`), or the system's password hashes and
-/// host keys. Public keys (`*.pub`) are meant to be shared and do not count.
+/// (`~/.ssh/id_rsa`, `~/.aws/credentials`, `~/.netrc`) or as a host credential store
+/// (`~/.cargo/credentials.toml`, `~/.npm/_logs/…`, `~/.config/gh/hosts.yml`; see
+/// [`crate::jail::host_credential_components`]), or the system's password hashes and host keys. Public keys (`*.pub`) are meant to be shared and do not count.
 pub(crate) fn host_credential(text: &str, cwd: &Cwd) -> Option<String> {
     if text.ends_with(".pub") {
         return None;
@@ -402,7 +403,7 @@ pub(crate) fn host_credential(text: &str, cwd: &Cwd) -> Option<String> {
         }
         let names = comps.iter().map(|c| std::ffi::OsStr::new(c.as_str()));
         let shown = format!("~/{}", comps.join("/"));
-        return crate::jail::sensitive_components(names, &shown).map(|_| shown);
+        return crate::jail::host_credential_components(names, false, &shown).map(|_| shown);
     }
     let (comps, _) = resolve(&[], text.strip_prefix('/')?);
     let joined = format!("/{}", comps.join("/"));

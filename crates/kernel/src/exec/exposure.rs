@@ -1,0 +1,459 @@
+//! What a sandboxed command (`bash`, `verify`) may see of the host's and the workspace's
+//! secrets.
+//!
+//! - **Toolchains by allow-list.** `$HOME` inside the sandbox is an empty tmpfs; only the paths
+//!   of [`TOOLCHAIN_PATHS`] that exist are bound into it, read-only: a toolchain's binaries and
+//!   content caches, never its whole directory (`~/.cargo/credentials.toml`, `~/.npm/_logs`
+//!   and `~/.cargo/config.toml` stay out).
+//! - **Credential mask.** Whatever the allow-list grows to, credential-named entries found in
+//!   an exposed path ([`airlock_policy::jail::host_credential_components`]) are masked:
+//!   `/dev/null` over a file, an empty read-only directory over a directory. The scan reads each
+//!   exposed directory and, down to [`HOME_SCAN_DEPTH`] levels below `$HOME`, the directories
+//!   in it.
+//! - **Workspace secrets.** Every path of the workspace and of the staged changes that the jail
+//!   calls sensitive (`.env`, `.env.*`, keys, `.ssh/`, `.git/config`, …) is masked the same
+//!   way, except those the operator exposes (`[sandbox] expose_sensitive` in the user config).
+//!   The workspace is scanned in full, with a per-session cache ([`WorkspaceIndex`]) that
+//!   re-reads only directories whose change time moved.
+
+use airlock_policy::RelPath;
+use globset::GlobMatcher;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The toolchain paths under `$HOME` a build or test run reads, exposed read-only when they
+/// exist. One list for `bash` and `verify`:
+///
+/// - cargo/rustup: binaries, the registry's index, crate archives and unpacked sources, git
+///   dependencies, and rustup's toolchains and settings (its proxies read `settings.toml`);
+/// - npm: the content-addressed cache (`_cacache`) and `npx`'s packages, not `_logs`;
+/// - go: the module cache and installed binaries;
+/// - pyenv, nvm, volta, bun, deno: installed versions, shims and binaries;
+/// - `~/.local/bin` and `~/.local/lib` (Python's user site).
+///
+/// `~/.cargo/config.toml` is not exposed: it is where `cargo login` may keep a registry token.
+/// Registry mirrors and source replacement a build needs go in the workspace's own
+/// `.cargo/config.toml`.
+pub const TOOLCHAIN_PATHS: &[&str] = &[
+    ".cargo/bin",
+    ".cargo/env",
+    ".cargo/registry/index",
+    ".cargo/registry/cache",
+    ".cargo/registry/src",
+    ".cargo/git/db",
+    ".cargo/git/checkouts",
+    ".rustup/toolchains",
+    ".rustup/settings.toml",
+    ".rustup/update-hashes",
+    ".npm/_cacache",
+    ".npm/_npx",
+    "go/pkg/mod",
+    "go/bin",
+    ".pyenv/bin",
+    ".pyenv/libexec",
+    ".pyenv/plugins",
+    ".pyenv/pyenv.d",
+    ".pyenv/shims",
+    ".pyenv/versions",
+    ".pyenv/version",
+    ".nvm/nvm.sh",
+    ".nvm/alias",
+    ".nvm/versions",
+    ".volta/bin",
+    ".volta/tools",
+    ".bun/bin",
+    ".bun/install/cache",
+    ".deno/bin",
+    ".local/bin",
+    ".local/lib",
+];
+
+/// How deep below `$HOME` the credential scan reads (each exposed directory's own entries are
+/// always read): `~/.cargo/credentials.toml` (2) and `~/.cargo/registry/credentials.toml` (3)
+/// are found even if a whole `~/.cargo` were exposed.
+pub const HOME_SCAN_DEPTH: usize = 3;
+
+/// The toolchain exposure of one `$HOME`.
+#[derive(Debug, Default, Clone)]
+pub struct HomeExposure {
+    /// Absolute paths bound read-only.
+    pub binds: Vec<PathBuf>,
+    /// Absolute paths inside `binds` to mask (credential files and directories).
+    pub masked: Vec<PathBuf>,
+}
+
+/// The exposure of the caller's `$HOME` (none without one).
+pub fn home_exposure() -> HomeExposure {
+    match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(home) if home.is_absolute() => home_exposure_of(&home, TOOLCHAIN_PATHS),
+        _ => HomeExposure::default(),
+    }
+}
+
+/// The exposure of `home` for the allow-list `paths` (relative to `home`).
+pub fn home_exposure_of(home: &Path, paths: &[&str]) -> HomeExposure {
+    let mut out = HomeExposure::default();
+    for rel in paths {
+        let rel = Path::new(rel);
+        let abs = home.join(rel);
+        // A symlink could point anywhere on the host: only real files and directories.
+        let Ok(md) = std::fs::symlink_metadata(&abs) else {
+            continue;
+        };
+        if md.file_type().is_symlink() || credential(rel, md.is_dir()) {
+            continue;
+        }
+        if md.is_dir() {
+            let depth = rel.components().count();
+            scan_home(home, rel, depth, &mut out.masked);
+        }
+        out.binds.push(abs);
+    }
+    out
+}
+
+fn credential(rel: &Path, is_dir: bool) -> bool {
+    let shown = format!("~/{}", rel.display());
+    airlock_policy::jail::host_credential_components(
+        rel.components().map(|c| c.as_os_str()),
+        is_dir,
+        &shown,
+    )
+    .is_some()
+}
+
+/// Adds the credential entries below `home/rel` (a directory `depth` levels below `home`).
+fn scan_home(home: &Path, rel: &Path, depth: usize, masked: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(home.join(rel)) else {
+        return;
+    };
+    for entry in rd.flatten() {
+        let Ok(ft) = entry.file_type() else { continue };
+        let child = rel.join(entry.file_name());
+        if credential(&child, ft.is_dir()) {
+            masked.push(home.join(&child));
+        } else if ft.is_dir() && depth < HOME_SCAN_DEPTH {
+            scan_home(home, &child, depth + 1, masked);
+        }
+    }
+}
+
+/// The sensitive paths of a workspace, found by a full walk whose per-directory results are
+/// cached: a directory whose (device, inode, change time, modification time) is unchanged is
+/// not read again. A directory's change time moves whenever an entry is added, removed or
+/// renamed in it, and cannot be set by a program; entries changed less than
+/// [`RACY_SECS`] before a walk are not cached (a second change within the same clock tick
+/// would leave the times equal).
+#[derive(Debug, Default)]
+pub struct WorkspaceIndex {
+    dirs: HashMap<PathBuf, DirRecord>,
+    /// The last scan read a directory afresh or dropped one: worth saving.
+    dirty: bool,
+}
+
+/// Seconds within which a directory's change is too recent to trust its cached listing.
+pub const RACY_SECS: i64 = 2;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DirRecord {
+    key: [i64; 6],
+    /// Subdirectories to walk into (not symlinks, not sensitive).
+    subdirs: Vec<OsString>,
+    /// Sensitive entries.
+    sensitive: Vec<OsString>,
+}
+
+const CACHE_MAGIC: &[u8; 8] = b"ALSENS01";
+
+impl WorkspaceIndex {
+    /// Loads a cache written by [`WorkspaceIndex::save`]; an unreadable or foreign file is an
+    /// empty cache.
+    pub fn load(path: &Path) -> WorkspaceIndex {
+        let mut buf = Vec::new();
+        let ok = std::fs::File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut buf))
+            .is_ok();
+        if !ok {
+            return WorkspaceIndex::default();
+        }
+        decode(&buf).unwrap_or_default()
+    }
+
+    /// Writes the cache (atomically: a temporary file renamed over `path`), unless the last
+    /// scan found every directory as cached.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let mut buf = CACHE_MAGIC.to_vec();
+        put_u64(&mut buf, self.dirs.len() as u64);
+        for (p, r) in &self.dirs {
+            put_bytes(&mut buf, p.as_os_str().as_bytes());
+            for k in r.key {
+                put_u64(&mut buf, k as u64);
+            }
+            for list in [&r.subdirs, &r.sensitive] {
+                put_u64(&mut buf, list.len() as u64);
+                for n in list {
+                    put_bytes(&mut buf, n.as_bytes());
+                }
+            }
+        }
+        let tmp = path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&buf)?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    }
+
+    /// Walks `root` and returns its sensitive paths (workspace-relative; a sensitive directory
+    /// is returned once, not its content). `.airlock` at the root is skipped (always masked).
+    /// Updates the cache.
+    pub fn scan(&mut self, root: &Path) -> Vec<RelPath> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(i64::MAX);
+        let mut fresh = HashMap::new();
+        let mut found = Vec::new();
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel) = stack.pop() {
+            let Ok(md) = std::fs::symlink_metadata(root.join(&rel)) else {
+                continue;
+            };
+            if !md.is_dir() {
+                continue;
+            }
+            let key = [
+                md.dev() as i64,
+                md.ino() as i64,
+                md.ctime(),
+                md.ctime_nsec(),
+                md.mtime(),
+                md.mtime_nsec(),
+            ];
+            let record = match self.dirs.remove(&rel) {
+                Some(r) if r.key == key => r,
+                _ => {
+                    self.dirty = true;
+                    read_dir_record(root, &rel, key)
+                }
+            };
+            for name in &record.sensitive {
+                if let Ok(r) = RelPath::new(rel.join(name)) {
+                    found.push(r);
+                }
+            }
+            for name in &record.subdirs {
+                stack.push(rel.join(name));
+            }
+            let racy = md.ctime() > now - RACY_SECS || md.mtime() > now - RACY_SECS;
+            if !racy {
+                fresh.insert(rel, record);
+            }
+        }
+        self.dirty |= !self.dirs.is_empty();
+        self.dirs = fresh;
+        found.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        found
+    }
+}
+
+fn read_dir_record(root: &Path, rel: &Path, key: [i64; 6]) -> DirRecord {
+    let mut record = DirRecord {
+        key,
+        subdirs: Vec::new(),
+        sensitive: Vec::new(),
+    };
+    let Ok(rd) = std::fs::read_dir(root.join(rel)) else {
+        return record;
+    };
+    for entry in rd.flatten() {
+        let name = entry.file_name();
+        if rel.as_os_str().is_empty() && name == ".airlock" {
+            continue;
+        }
+        let Ok(child) = RelPath::new(rel.join(&name)) else {
+            continue;
+        };
+        if airlock_policy::jail::sensitive_rule(&child).is_some() {
+            record.sensitive.push(name);
+        } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            record.subdirs.push(name);
+        }
+    }
+    record
+}
+
+/// The workspace-relative paths to mask for a run: the sensitive paths of the workspace
+/// (`found`) and of the staged changes (`staged`, every staged path), minus those matching an
+/// operator's `expose` glob, without any path below another (a masked directory hides its
+/// content already).
+pub fn workspace_masks<'a>(
+    found: Vec<RelPath>,
+    staged: impl Iterator<Item = &'a RelPath>,
+    expose: &[GlobMatcher],
+) -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = found.iter().map(|r| r.as_path().to_path_buf()).collect();
+    for path in staged {
+        // The shortest sensitive prefix: a staged `.ssh/id_rsa` masks `.ssh`.
+        let mut prefix = PathBuf::new();
+        for c in path.as_path().components() {
+            prefix.push(c);
+            if let Ok(r) = RelPath::new(&prefix)
+                && airlock_policy::jail::sensitive_rule(&r).is_some()
+            {
+                all.push(prefix.clone());
+                break;
+            }
+        }
+    }
+    all.retain(|p| {
+        airlock_policy::jail::sensitive_rule(&RelPath::new(p).expect("relative"))
+            .is_some_and(|d| d.rule != "jail_airlock_state")
+            && !expose.iter().any(|g| g.is_match(p))
+    });
+    all.sort();
+    all.dedup();
+    let mut out: Vec<PathBuf> = Vec::with_capacity(all.len());
+    for p in all {
+        if !out.iter().any(|kept| p.starts_with(kept)) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn put_u64(buf: &mut Vec<u8>, v: u64) {
+    buf.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_bytes(buf: &mut Vec<u8>, b: &[u8]) {
+    put_u64(buf, b.len() as u64);
+    buf.extend_from_slice(b);
+}
+
+fn decode(buf: &[u8]) -> Option<WorkspaceIndex> {
+    let mut d = buf.strip_prefix(CACHE_MAGIC)?;
+    let u64_ = |d: &mut &[u8]| -> Option<u64> {
+        let (head, rest) = d.split_first_chunk::<8>()?;
+        *d = rest;
+        Some(u64::from_le_bytes(*head))
+    };
+    fn bytes(d: &mut &[u8], n: u64) -> Option<Vec<u8>> {
+        let n = usize::try_from(n).ok()?;
+        if d.len() < n {
+            return None;
+        }
+        let (head, rest) = d.split_at(n);
+        *d = rest;
+        Some(head.to_vec())
+    }
+    let count = u64_(&mut d)?;
+    let mut dirs = HashMap::new();
+    for _ in 0..count {
+        let n = u64_(&mut d)?;
+        let path = PathBuf::from(OsString::from_vec(bytes(&mut d, n)?));
+        let mut key = [0i64; 6];
+        for k in &mut key {
+            *k = u64_(&mut d)? as i64;
+        }
+        let mut lists: [Vec<OsString>; 2] = [Vec::new(), Vec::new()];
+        for list in &mut lists {
+            let len = u64_(&mut d)?;
+            for _ in 0..len {
+                let n = u64_(&mut d)?;
+                list.push(OsString::from_vec(bytes(&mut d, n)?));
+            }
+        }
+        let [subdirs, sensitive] = lists;
+        dirs.insert(
+            path,
+            DirRecord {
+                key,
+                subdirs,
+                sensitive,
+            },
+        );
+    }
+    d.is_empty()
+        .then_some(WorkspaceIndex { dirs, dirty: false })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_exposure_binds_the_allow_list_and_masks_credentials() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path();
+        for d in [".cargo/bin", ".cargo/registry/index/ix", ".npm/_logs"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join(".cargo/credentials.toml"), "t").unwrap();
+        std::fs::write(home.join(".cargo/registry/index/ix/api.token"), "t").unwrap();
+        std::fs::write(home.join(".cargo/bin/cargo"), "").unwrap();
+        let e = home_exposure_of(home, TOOLCHAIN_PATHS);
+        assert_eq!(
+            e.binds,
+            vec![home.join(".cargo/bin"), home.join(".cargo/registry/index")]
+        );
+        assert_eq!(
+            e.masked,
+            vec![home.join(".cargo/registry/index/ix/api.token")]
+        );
+        // A wider allow-list still never shows a credential.
+        let e = home_exposure_of(home, &[".cargo", ".npm"]);
+        assert!(e.masked.contains(&home.join(".cargo/credentials.toml")));
+        assert!(e.masked.contains(&home.join(".npm/_logs")));
+        assert!(!e.masked.contains(&home.join(".cargo/bin")));
+    }
+
+    #[test]
+    fn workspace_index_finds_new_secrets_through_its_cache() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        std::fs::create_dir_all(ws.join("a/b")).unwrap();
+        std::fs::write(ws.join(".env"), "x").unwrap();
+        std::fs::create_dir_all(ws.join(".airlock")).unwrap();
+        std::fs::write(ws.join(".airlock/.env"), "x").unwrap();
+        let cache = t.path().join("cache");
+        let mut idx = WorkspaceIndex::load(&cache);
+        let names = |v: Vec<RelPath>| v.iter().map(|r| r.display()).collect::<Vec<_>>();
+        assert_eq!(names(idx.scan(&ws)), vec![".env"]);
+        idx.save(&cache).unwrap();
+        std::fs::write(ws.join("a/b/id_rsa"), "k").unwrap();
+        let mut idx = WorkspaceIndex::load(&cache);
+        assert_eq!(names(idx.scan(&ws)), vec![".env", "a/b/id_rsa"]);
+        // Entries cached from a directory older than the racy window are reused as they are.
+        let mut old = WorkspaceIndex::default();
+        old.dirs.insert(
+            PathBuf::new(),
+            DirRecord {
+                key: [0; 6],
+                subdirs: vec![],
+                sensitive: vec![],
+            },
+        );
+        assert_eq!(names(old.scan(&ws)), vec![".env", "a/b/id_rsa"]);
+    }
+
+    #[test]
+    fn masks_drop_exposed_and_nested_paths() {
+        let r = |s: &str| RelPath::new(s).unwrap();
+        let found = vec![r(".env"), r(".env.test"), r(".ssh"), r("k/server.pem")];
+        let staged = [r(".ssh/id_rsa"), r("src/a.rs"), r("new/.env.local")];
+        let expose = airlock_policy::rules::compile_path_globs(&[".env.test".into()]).unwrap();
+        let m = workspace_masks(found, staged.iter(), &expose);
+        let want: Vec<PathBuf> = [".env", ".ssh", "k/server.pem", "new/.env.local"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(m, want);
+    }
+}
