@@ -312,10 +312,17 @@ pub fn workspace_masks<'a>(
             }
         }
     }
+    // The root's `.airlock` is masked on its own; an operator's glob never exposes airlock's
+    // state.
     all.retain(|p| {
-        airlock_policy::jail::sensitive_rule(&RelPath::new(p).expect("relative"))
-            .is_some_and(|d| d.rule != "jail_airlock_state")
-            && !expose.iter().any(|g| g.is_match(p))
+        let Ok(rel) = RelPath::new(p) else {
+            return false;
+        };
+        match airlock_policy::jail::sensitive_rule(&rel) {
+            Some(d) if d.rule == "jail_airlock_state" => p != Path::new(".airlock"),
+            Some(_) => !expose.iter().any(|g| g.is_match(p)),
+            None => false,
+        }
     });
     all.sort();
     all.dedup();
@@ -396,17 +403,14 @@ mod tests {
             std::fs::create_dir_all(home.join(d)).unwrap();
         }
         std::fs::write(home.join(".cargo/credentials.toml"), "t").unwrap();
-        std::fs::write(home.join(".cargo/registry/index/ix/api.token"), "t").unwrap();
+        std::fs::write(home.join(".cargo/registry/index/api.token"), "t").unwrap();
         std::fs::write(home.join(".cargo/bin/cargo"), "").unwrap();
         let e = home_exposure_of(home, TOOLCHAIN_PATHS);
         assert_eq!(
             e.binds,
             vec![home.join(".cargo/bin"), home.join(".cargo/registry/index")]
         );
-        assert_eq!(
-            e.masked,
-            vec![home.join(".cargo/registry/index/ix/api.token")]
-        );
+        assert_eq!(e.masked, vec![home.join(".cargo/registry/index/api.token")]);
         // A wider allow-list still never shows a credential.
         let e = home_exposure_of(home, &[".cargo", ".npm"]);
         assert!(e.masked.contains(&home.join(".cargo/credentials.toml")));
