@@ -826,6 +826,41 @@ mod tests {
         assert_eq!(warm, run);
     }
 
+    /// A warm spare replays every step before the overlay ahead of the request, from host
+    /// paths: a home bind deeper than the workspace must still come before it.
+    #[test]
+    fn deep_home_binds_and_masks_come_around_the_overlay() {
+        let root = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let bin = home.path().join("a/b/c/.cargo/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("tool.token"), "t").unwrap();
+        let steps = build(&PlanInput {
+            newroot: root.path(),
+            workspace: Path::new("/ws"),
+            layers: &[],
+            upper: Path::new("/u"),
+            work: Path::new("/w"),
+            home: Some(home.path()),
+            home_binds: &[bin.clone()],
+            ro_binds: &[],
+            masked: &[bin.join("tool.token")],
+            tmp_size: 1 << 20,
+            pid_max: 500,
+            sources: None,
+        })
+        .unwrap();
+        let pos = |needle: &str| {
+            steps
+                .iter()
+                .position(|s| s.what == needle)
+                .unwrap_or_else(|| panic!("{needle}"))
+        };
+        let overlay = pos("mounting the workspace overlay on /ws");
+        assert!(pos(&format!("binding {} read-only", bin.display())) < overlay);
+        assert!(pos(&format!("masking {}", bin.join("tool.token").display())) > overlay);
+    }
+
     #[test]
     fn normalize_and_candidates() {
         assert_eq!(

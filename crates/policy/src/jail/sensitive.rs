@@ -311,6 +311,47 @@ mod tests {
         assert_eq!(rule("a/.AIRLOCK").as_deref(), Some("jail_airlock_state"));
     }
 
+    fn host(p: &str, is_dir: bool) -> bool {
+        let path = std::path::Path::new(p);
+        host_credential_components(path.iter(), is_dir, p).is_some()
+    }
+
+    #[test]
+    fn host_credential_stores_beyond_the_jail_set() {
+        for p in [
+            ".cargo/credentials.toml",
+            ".cargo/credentials",
+            ".cargo/config.toml",
+            ".cargo/config",
+            ".npm/_logs/2026-01-01T00_00_00_000Z-debug-0.log",
+            ".config/gh/hosts.yml",
+            ".composer/auth.json",
+            ".vault-token",
+            "registry/index/api.token",
+            ".config/gcloud/access_tokens.db",
+            ".config/gcloud/application_default_credentials.json",
+            ".pgpass",
+            ".CARGO/Credentials.TOML",
+            ".ssh/id_rsa",
+            ".netrc",
+        ] {
+            assert!(host(p, false), "{p}");
+        }
+        assert!(host(".npm/_logs", true));
+        for (p, is_dir) in [
+            (".cargo/bin/cargo", false),
+            (".cargo/registry/index/x/config.json", false),
+            (".cargo/registry/src/secret-service-3.0.1", true),
+            (".cargo/registry/cache/i/tokenizers-0.1.crate", false),
+            (".rustup/settings.toml", false),
+            (".npm/_cacache/index-v5", true),
+            ("go/pkg/mod/cache", true),
+            ("config.toml", false),
+        ] {
+            assert!(!host(p, is_dir), "{p}");
+        }
+    }
+
     #[test]
     fn leaves_ordinary_names_alone() {
         for p in [
