@@ -88,7 +88,7 @@ fn overlay_copy(
         let s = entry.path();
         let d = dst.join(entry.file_name());
         let r = rel.join(entry.file_name());
-        if masked.iter().any(|m| *m == r) {
+        if masked.contains(&r) {
             continue;
         }
         let meta = fs::symlink_metadata(&s).map_err(io_err("inspecting", &s))?;
@@ -193,7 +193,7 @@ fn diff_into_upper(
     for entry in fs::read_dir(copy.join(rel))? {
         let entry = entry?;
         let r = rel.join(entry.file_name());
-        if masked.iter().any(|m| *m == r) {
+        if masked.contains(&r) {
             continue;
         }
         let abs = entry.path();

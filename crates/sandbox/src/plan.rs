@@ -842,7 +842,7 @@ mod tests {
             upper: Path::new("/u"),
             work: Path::new("/w"),
             home: Some(home.path()),
-            home_binds: &[bin.clone()],
+            home_binds: std::slice::from_ref(&bin),
             ro_binds: &[],
             masked: &[bin.join("tool.token")],
             tmp_size: 1 << 20,
