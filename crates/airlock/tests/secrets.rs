@@ -452,6 +452,12 @@ fn guard_denies_reading_toolchain_credentials() {
         "cat ~/.config/gh/hosts.yml",
         "base64 < ~/.cargo/credentials.toml",
         "cat ~/.cargo/config.toml",
+        "cat ~/.cargo/cred*",
+        "cat ~/.c*/credentials.toml",
+        "cat ~/.np*/_l*/*",
+        "tar czf x.tgz ~/.cargo",
+        "grep -r token ~/.config",
+        "cat ~/.local/share/keyrings/login.keyring",
     ] {
         let o = Command::new(BIN)
             .args(["guard", "--json", cmd])
@@ -466,7 +472,11 @@ fn guard_denies_reading_toolchain_credentials() {
     // Toolchain binaries and caches are not credentials.
     for cmd in [
         "ls ~/.cargo/bin",
+        "ls ~/.cargo",
         "cat ~/.cargo/registry/index/x/config.json",
+        "cat ~/.cargo/bin/*",
+        "tar cf deps.tar ~/.cargo/registry",
+        "cat ~/.rustup/settings.toml",
     ] {
         let o = Command::new(BIN)
             .args(["guard", cmd])

@@ -61,7 +61,7 @@
 mod resolve;
 mod sensitive;
 
-pub use sensitive::{host_credential_components, sensitive_rule};
+pub use sensitive::{fold_name, host_credential_components, sensitive_rule};
 
 use crate::decision::{Decision, Stage};
 use crate::modes::OperatorGrant;

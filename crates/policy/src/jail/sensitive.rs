@@ -176,6 +176,12 @@ pub fn host_credential_components<'a>(
     None
 }
 
+/// A name folded as the sensitive-name rules compare it (case, look-alikes, invisible
+/// characters, trailing dots and spaces), for callers matching names of their own.
+pub fn fold_name(name: &str) -> String {
+    fold(OsStr::new(name))
+}
+
 /// A name as the rules compare it: cut at the first `:`, invisible characters dropped,
 /// fullwidth and other compatibility look-alikes of ASCII mapped to ASCII, lowercased (with
 /// `ſ` as `s` and `ı` as `i`), and trailing dots and spaces trimmed.
