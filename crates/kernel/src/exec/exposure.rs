@@ -126,18 +126,27 @@ fn credential(rel: &Path, is_dir: bool) -> bool {
     .is_some()
 }
 
-/// Adds the credential entries below `home/rel` (a directory `depth` levels below `home`).
+/// Adds the credential entries below `home/rel` (a directory `depth` levels below `home`, not
+/// itself a credential). Each name is classified with its parent as context (the rules look
+/// one name back: `.cargo/config.toml`, `.docker/config.json`), which is all the path adds.
 fn scan_home(home: &Path, rel: &Path, depth: usize, masked: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(home.join(rel)) else {
         return;
     };
+    let parent = rel.file_name().unwrap_or_default();
     for entry in rd.flatten() {
         let Ok(ft) = entry.file_type() else { continue };
-        let child = rel.join(entry.file_name());
-        if credential(&child, ft.is_dir()) {
-            masked.push(home.join(&child));
+        let name = entry.file_name();
+        let is_credential = airlock_policy::jail::host_credential_components(
+            [parent, name.as_os_str()].into_iter(),
+            ft.is_dir(),
+            "",
+        )
+        .is_some();
+        if is_credential {
+            masked.push(home.join(rel).join(&name));
         } else if ft.is_dir() && depth < HOME_SCAN_DEPTH {
-            scan_home(home, &child, depth + 1, masked);
+            scan_home(home, &rel.join(&name), depth + 1, masked);
         }
     }
 }
