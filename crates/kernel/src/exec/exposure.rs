@@ -19,7 +19,7 @@
 use airlock_policy::RelPath;
 use globset::GlobMatcher;
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
@@ -86,17 +86,19 @@ pub struct HomeExposure {
     pub masked: Vec<PathBuf>,
 }
 
-/// The exposure of the caller's `$HOME` (none without one).
-pub fn home_exposure() -> HomeExposure {
+/// The exposure of the caller's `$HOME` (none without one); `cache` keeps the credential
+/// scan's per-directory results between runs.
+pub fn home_exposure(cache: Option<&Path>) -> HomeExposure {
     match std::env::var_os("HOME").map(PathBuf::from) {
-        Some(home) if home.is_absolute() => home_exposure_of(&home, TOOLCHAIN_PATHS),
+        Some(home) if home.is_absolute() => home_exposure_of(&home, TOOLCHAIN_PATHS, cache),
         _ => HomeExposure::default(),
     }
 }
 
 /// The exposure of `home` for the allow-list `paths` (relative to `home`).
-pub fn home_exposure_of(home: &Path, paths: &[&str]) -> HomeExposure {
+pub fn home_exposure_of(home: &Path, paths: &[&str], cache: Option<&Path>) -> HomeExposure {
     let mut out = HomeExposure::default();
+    let mut dirs = Vec::new();
     for rel in paths {
         let rel = Path::new(rel);
         let abs = home.join(rel);
@@ -108,10 +110,21 @@ pub fn home_exposure_of(home: &Path, paths: &[&str]) -> HomeExposure {
             continue;
         }
         if md.is_dir() {
-            let depth = rel.components().count();
-            scan_home(home, rel, depth, &mut out.masked);
+            dirs.push((rel.to_path_buf(), rel.components().count()));
         }
         out.binds.push(abs);
+    }
+    let mut index = cache.map(WorkspaceIndex::load).unwrap_or_default();
+    out.masked = index
+        .scan_home(home, &dirs)
+        .into_iter()
+        .map(|p| home.join(p))
+        .collect();
+    out.masked.sort();
+    if let Some(cache) = cache
+        && let Err(e) = index.save(cache)
+    {
+        tracing::warn!("cannot save the home credential index: {e}");
     }
     out
 }
@@ -124,31 +137,6 @@ fn credential(rel: &Path, is_dir: bool) -> bool {
         &shown,
     )
     .is_some()
-}
-
-/// Adds the credential entries below `home/rel` (a directory `depth` levels below `home`, not
-/// itself a credential). Each name is classified with its parent as context (the rules look
-/// one name back: `.cargo/config.toml`, `.docker/config.json`), which is all the path adds.
-fn scan_home(home: &Path, rel: &Path, depth: usize, masked: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(home.join(rel)) else {
-        return;
-    };
-    let parent = rel.file_name().unwrap_or_default();
-    for entry in rd.flatten() {
-        let Ok(ft) = entry.file_type() else { continue };
-        let name = entry.file_name();
-        let is_credential = airlock_policy::jail::host_credential_components(
-            [parent, name.as_os_str()].into_iter(),
-            ft.is_dir(),
-            "",
-        )
-        .is_some();
-        if is_credential {
-            masked.push(home.join(rel).join(&name));
-        } else if ft.is_dir() && depth < HOME_SCAN_DEPTH {
-            scan_home(home, &rel.join(&name), depth + 1, masked);
-        }
-    }
 }
 
 /// The sensitive paths of a workspace, found by a full walk whose per-directory results are
@@ -223,14 +211,66 @@ impl WorkspaceIndex {
     /// is returned once, not its content). `.airlock` at the root is skipped (always masked).
     /// Updates the cache.
     pub fn scan(&mut self, root: &Path) -> Vec<RelPath> {
+        let classify = |dir: &Path, name: &OsStr, _is_dir: bool| {
+            if dir.as_os_str().is_empty() && name == ".airlock" {
+                return Entry::Skip;
+            }
+            match RelPath::new(dir.join(name)) {
+                Ok(child) if airlock_policy::jail::sensitive_rule(&child).is_some() => {
+                    Entry::Sensitive
+                }
+                Ok(_) => Entry::Plain,
+                Err(_) => Entry::Skip,
+            }
+        };
+        let mut found: Vec<RelPath> = self
+            .walk(root, &[(PathBuf::new(), 0)], usize::MAX, &classify)
+            .into_iter()
+            .filter_map(|p| RelPath::new(p).ok())
+            .collect();
+        found.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        found
+    }
+
+    /// The credential entries of the exposed directories `dirs` (relative to `home`, each with
+    /// its depth), down to [`HOME_SCAN_DEPTH`]; paths relative to `home`. Updates the cache.
+    pub fn scan_home(&mut self, home: &Path, dirs: &[(PathBuf, usize)]) -> Vec<PathBuf> {
+        // Each name is classified with its parent as context (the rules look one name back:
+        // `.cargo/config.toml`, `.docker/config.json`), which is all the path adds.
+        let classify = |dir: &Path, name: &OsStr, is_dir: bool| {
+            let parent = dir.file_name().unwrap_or_default();
+            let hit = airlock_policy::jail::host_credential_components(
+                [parent, name].into_iter(),
+                is_dir,
+                "",
+            );
+            if hit.is_some() {
+                Entry::Sensitive
+            } else {
+                Entry::Plain
+            }
+        };
+        self.walk(home, dirs, HOME_SCAN_DEPTH, &classify)
+    }
+
+    /// The cached walk: from each `(start, depth)` below `root`, reads a directory only when
+    /// its key changed, descends into subdirectories while the depth is below `max_depth`,
+    /// and returns the sensitive entries (relative to `root`).
+    fn walk(
+        &mut self,
+        root: &Path,
+        starts: &[(PathBuf, usize)],
+        max_depth: usize,
+        classify: &dyn Fn(&Path, &OsStr, bool) -> Entry,
+    ) -> Vec<PathBuf> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(i64::MAX);
         let mut fresh = HashMap::new();
         let mut found = Vec::new();
-        let mut stack = vec![PathBuf::new()];
-        while let Some(rel) = stack.pop() {
+        let mut stack: Vec<(PathBuf, usize)> = starts.to_vec();
+        while let Some((rel, depth)) = stack.pop() {
             let Ok(md) = std::fs::symlink_metadata(root.join(&rel)) else {
                 continue;
             };
@@ -249,16 +289,16 @@ impl WorkspaceIndex {
                 Some(r) if r.key == key => r,
                 _ => {
                     self.dirty = true;
-                    read_dir_record(root, &rel, key)
+                    read_dir_record(root, &rel, key, classify)
                 }
             };
             for name in &record.sensitive {
-                if let Ok(r) = RelPath::new(rel.join(name)) {
-                    found.push(r);
-                }
+                found.push(rel.join(name));
             }
-            for name in &record.subdirs {
-                stack.push(rel.join(name));
+            if depth < max_depth {
+                for name in &record.subdirs {
+                    stack.push((rel.join(name), depth + 1));
+                }
             }
             let racy = md.ctime() > now - RACY_SECS || md.mtime() > now - RACY_SECS;
             if !racy {
@@ -267,12 +307,26 @@ impl WorkspaceIndex {
         }
         self.dirty |= !self.dirs.is_empty();
         self.dirs = fresh;
-        found.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
         found
     }
 }
 
-fn read_dir_record(root: &Path, rel: &Path, key: [i64; 6]) -> DirRecord {
+/// What a walk makes of a directory entry.
+enum Entry {
+    /// Not walked (airlock's own state).
+    Skip,
+    /// Masked, and not walked into.
+    Sensitive,
+    /// Walked into when it is a directory.
+    Plain,
+}
+
+fn read_dir_record(
+    root: &Path,
+    rel: &Path,
+    key: [i64; 6],
+    classify: &dyn Fn(&Path, &OsStr, bool) -> Entry,
+) -> DirRecord {
     let mut record = DirRecord {
         key,
         subdirs: Vec::new(),
@@ -283,16 +337,12 @@ fn read_dir_record(root: &Path, rel: &Path, key: [i64; 6]) -> DirRecord {
     };
     for entry in rd.flatten() {
         let name = entry.file_name();
-        if rel.as_os_str().is_empty() && name == ".airlock" {
-            continue;
-        }
-        let Ok(child) = RelPath::new(rel.join(&name)) else {
-            continue;
-        };
-        if airlock_policy::jail::sensitive_rule(&child).is_some() {
-            record.sensitive.push(name);
-        } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            record.subdirs.push(name);
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        match classify(rel, &name, is_dir) {
+            Entry::Skip => {}
+            Entry::Sensitive => record.sensitive.push(name),
+            Entry::Plain if is_dir => record.subdirs.push(name),
+            Entry::Plain => {}
         }
     }
     record
@@ -414,14 +464,14 @@ mod tests {
         std::fs::write(home.join(".cargo/credentials.toml"), "t").unwrap();
         std::fs::write(home.join(".cargo/registry/index/api.token"), "t").unwrap();
         std::fs::write(home.join(".cargo/bin/cargo"), "").unwrap();
-        let e = home_exposure_of(home, TOOLCHAIN_PATHS);
+        let e = home_exposure_of(home, TOOLCHAIN_PATHS, None);
         assert_eq!(
             e.binds,
             vec![home.join(".cargo/bin"), home.join(".cargo/registry/index")]
         );
         assert_eq!(e.masked, vec![home.join(".cargo/registry/index/api.token")]);
         // A wider allow-list still never shows a credential.
-        let e = home_exposure_of(home, &[".cargo", ".npm"]);
+        let e = home_exposure_of(home, &[".cargo", ".npm"], None);
         assert!(e.masked.contains(&home.join(".cargo/credentials.toml")));
         assert!(e.masked.contains(&home.join(".npm/_logs")));
         assert!(!e.masked.contains(&home.join(".cargo/bin")));

@@ -303,7 +303,7 @@ pub(crate) fn run_exposure(
     snapshot: &airlock_stage::ChangesetSnapshot,
 ) -> RunExposure {
     use super::exposure;
-    let home = exposure::home_exposure();
+    let home = exposure::home_exposure(Some(&scratch.dir.join("home.idx")));
     let cache = scratch.dir.join("sensitive.idx");
     let mut index = exposure::WorkspaceIndex::load(&cache);
     let found = index.scan(&k.root);
