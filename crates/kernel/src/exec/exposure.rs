@@ -9,7 +9,7 @@
 //!   an exposed path ([`airlock_policy::jail::host_credential_components`]) are masked:
 //!   `/dev/null` over a file, an empty read-only directory over a directory. The scan reads each
 //!   exposed directory and, down to [`HOME_SCAN_DEPTH`] levels below `$HOME`, the directories
-//!   in it.
+//!   in it, through the same cached walk as the workspace.
 //! - **Workspace secrets.** Every path of the workspace and of the staged changes that the jail
 //!   calls sensitive (`.env`, `.env.*`, keys, `.ssh/`, `.git/config`, …) is masked the same
 //!   way, except those the operator exposes (`[sandbox] expose_sensitive` in the user config).
@@ -22,7 +22,6 @@ use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The toolchain paths under `$HOME` a build or test run reads, exposed read-only when they
@@ -267,23 +266,40 @@ impl WorkspaceIndex {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(i64::MAX);
-        let mut fresh = HashMap::new();
+        let mut fresh = HashMap::with_capacity(self.dirs.len());
         let mut found = Vec::new();
         let mut stack: Vec<(PathBuf, usize)> = starts.to_vec();
+        // Directories are looked up from the root's descriptor: most of a cached walk's time
+        // is path lookups, and the root's own components need not be walked each time.
+        let Ok(root_fd) = rustix::fs::open(
+            root,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) else {
+            return found;
+        };
         while let Some((rel, depth)) = stack.pop() {
-            let Ok(md) = std::fs::symlink_metadata(root.join(&rel)) else {
+            let st = if rel.as_os_str().is_empty() {
+                rustix::fs::fstat(&root_fd)
+            } else {
+                rustix::fs::statat(&root_fd, &rel, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            };
+            let Ok(st) = st else {
                 continue;
             };
-            if !md.is_dir() {
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
                 continue;
             }
+            // `time_t` is not `i64` on every target.
+            #[allow(clippy::unnecessary_cast)]
+            let (ctime, mtime) = (st.st_ctime as i64, st.st_mtime as i64);
             let key = [
-                md.dev() as i64,
-                md.ino() as i64,
-                md.ctime(),
-                md.ctime_nsec(),
-                md.mtime(),
-                md.mtime_nsec(),
+                st.st_dev as i64,
+                st.st_ino as i64,
+                ctime,
+                st.st_ctime_nsec as i64,
+                mtime,
+                st.st_mtime_nsec as i64,
             ];
             let record = match self.dirs.remove(&rel) {
                 Some(r) if r.key == key => r,
@@ -300,7 +316,7 @@ impl WorkspaceIndex {
                     stack.push((rel.join(name), depth + 1));
                 }
             }
-            let racy = md.ctime() > now - RACY_SECS || md.mtime() > now - RACY_SECS;
+            let racy = ctime > now - RACY_SECS || mtime > now - RACY_SECS;
             if !racy {
                 fresh.insert(rel, record);
             }
