@@ -486,3 +486,24 @@ fn guard_denies_reading_toolchain_credentials() {
         assert_eq!(o.status.code(), Some(0), "{cmd}: {}", all(&o));
     }
 }
+
+/// The per-session cache of the workspace walk notices a secret added after it was built,
+/// once the directories are old enough to be cached.
+#[test]
+fn a_secret_added_after_the_cache_was_built_is_masked() {
+    let fx = Fx::new("always");
+    let m = &fx.marker;
+    std::fs::create_dir_all(fx.ws.join("app/config")).unwrap();
+    std::fs::write(fx.ws.join("app/config/settings.txt"), "plain\n").unwrap();
+    // Let every directory age past the racy window, so the first run caches them all.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let o = fx.exec(&["cat", "app/config/settings.txt"]);
+    assert_eq!(o.status.code(), Some(0), "{}", all(&o));
+    let o = fx.exec(&["cat", "app/config/settings.txt"]);
+    assert_eq!(o.status.code(), Some(0), "{}", all(&o));
+    std::fs::write(fx.ws.join("app/config/.env.local"), format!("K={m}\n")).unwrap();
+    std::fs::create_dir_all(fx.ws.join("app/keys")).unwrap();
+    std::fs::write(fx.ws.join("app/keys/deploy.pem"), m).unwrap();
+    let o = fx.exec(&["sh", "-c", "cat app/config/.env.local app/keys/deploy.pem"]);
+    assert!(!all(&o).contains(m.as_str()), "{}", all(&o));
+}
