@@ -24,6 +24,9 @@ pub struct Kernel {
     pub(crate) max_file_bytes: u64,
     /// The operator's configured test command for this workspace, if any.
     pub(crate) verify_command: Option<Vec<String>>,
+    /// The operator's `[sandbox] expose_sensitive` globs: sensitive workspace files that
+    /// sandboxed commands may read.
+    pub(crate) expose_sensitive: Vec<globset::GlobMatcher>,
     pub(crate) notices: Vec<String>,
     /// Outcomes of the recovery run at start-up, reported again by the `recover` tool.
     pub(crate) startup_outcomes: Vec<serde_json::Value>,
@@ -87,6 +90,8 @@ impl Kernel {
         )
         .map_err(|e| OpenError::Config(e.to_string()))?;
         let mut notices = cfg.notices.clone();
+        let expose_sensitive = airlock_policy::rules::compile_path_globs(&cfg.expose_sensitive)
+            .map_err(|e| OpenError::Config(e.to_string()))?;
         let policy = Policy::new(
             mode,
             permission,
@@ -115,6 +120,7 @@ impl Kernel {
             tools: tools::registry(cfg.max_file_bytes),
             max_file_bytes: cfg.max_file_bytes,
             verify_command: cfg.verify_command.clone(),
+            expose_sensitive,
             notices,
             startup_outcomes: startup.outcomes,
             session_approvals: Mutex::new(HashSet::new()),

@@ -33,6 +33,9 @@
 //!
 //! [limits]
 //! max_file_bytes = 8388608                   # default 8 MiB
+//!
+//! [sandbox]
+//! expose_sensitive = [".env.test"]           # sensitive workspace files commands may read
 //! ```
 //!
 //! Unknown keys and malformed rules are errors that name the file and line. The only keys that
@@ -343,6 +346,9 @@ pub struct Config {
     pub plan_artifacts: Vec<String>,
     /// Largest file a tool reads or writes, in bytes.
     pub max_file_bytes: u64,
+    /// Path globs of sensitive workspace files (`.env.test`, `config/*.pem`) that sandboxed
+    /// commands may read; every other sensitive file is masked in the sandbox.
+    pub expose_sensitive: Vec<String>,
     /// Things the operator should know (an ignored local config, an ignored key, …).
     pub notices: Vec<String>,
     /// The operator's test command for this workspace (`[verify] command`, or its entry in
@@ -356,6 +362,7 @@ impl Default for Config {
             rules: Rules::new(),
             plan_artifacts: default_plan_artifacts(),
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            expose_sensitive: Vec::new(),
             notices: Vec::new(),
             verify_command: None,
         }
@@ -405,6 +412,8 @@ struct RawConfig {
     #[serde(default)]
     limits: Option<RawLimits>,
     #[serde(default)]
+    sandbox: Option<RawSandbox>,
+    #[serde(default)]
     profile: Option<toml::Spanned<toml::Value>>,
     #[serde(default)]
     unrestricted: Option<toml::Spanned<toml::Value>>,
@@ -438,6 +447,13 @@ struct RawPermissions {
 struct RawLimits {
     #[serde(default)]
     max_file_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    #[serde(default)]
+    expose_sensitive: Vec<toml::Spanned<String>>,
 }
 
 /// The user-level config path: `$XDG_CONFIG_HOME/airlock/config.toml`, else
@@ -570,6 +586,20 @@ pub fn merge_file_for(
             })?;
         }
         config.plan_artifacts = globs.into_iter().map(|g| g.into_inner()).collect();
+    }
+    if let Some(sandbox) = raw.sandbox {
+        for g in &sandbox.expose_sensitive {
+            compile_path_globs(std::slice::from_ref(g.get_ref())).map_err(|source| {
+                ConfigError::Rule {
+                    path: path.to_path_buf(),
+                    line: line_of(text, g.span().start),
+                    source,
+                }
+            })?;
+        }
+        config
+            .expose_sensitive
+            .extend(sandbox.expose_sensitive.into_iter().map(|g| g.into_inner()));
     }
     if let Some(n) = raw.limits.and_then(|l| l.max_file_bytes) {
         config.max_file_bytes = n;

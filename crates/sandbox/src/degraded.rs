@@ -74,18 +74,23 @@ fn is_whiteout(meta: &fs::Metadata) -> bool {
     meta.file_type().is_char_device() && meta.rdev() == 0
 }
 
-/// Copies `src` (a layer or the workspace) over `dst`, recording the merged base.
+/// Copies `src` (a layer or the workspace) over `dst`, recording the merged base. Masked paths
+/// (workspace-relative) are neither copied nor recorded.
 fn overlay_copy(
     src: &Path,
     dst: &Path,
     rel: &Path,
     base: &mut BTreeMap<PathBuf, Base>,
+    masked: &[PathBuf],
 ) -> Result<(), SandboxError> {
     for entry in fs::read_dir(src).map_err(io_err("reading", src))? {
         let entry = entry.map_err(io_err("reading", src))?;
         let s = entry.path();
         let d = dst.join(entry.file_name());
         let r = rel.join(entry.file_name());
+        if masked.contains(&r) {
+            continue;
+        }
         let meta = fs::symlink_metadata(&s).map_err(io_err("inspecting", &s))?;
         let existing = fs::symlink_metadata(&d).ok();
         if is_whiteout(&meta) {
@@ -106,7 +111,7 @@ fn overlay_copy(
             fs::set_permissions(&d, fs::Permissions::from_mode(mode | 0o700))
                 .map_err(io_err("chmod", &d))?;
             base.insert(r.clone(), Base::Dir { mode });
-            overlay_copy(&s, &d, &r, base)?;
+            overlay_copy(&s, &d, &r, base, masked)?;
         } else {
             if existing.is_some() {
                 remove_any(&d).map_err(io_err("removing", &d))?;
@@ -176,16 +181,21 @@ fn upper_parents(upper: &Path, copy: &Path, rel: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes the differences between the copy and its base into `upper`, overlay-style.
+/// Writes the differences between the copy and its base into `upper`, overlay-style. What the
+/// command put at a masked path is dropped, as the namespace backend's mask drops it.
 fn diff_into_upper(
     copy: &Path,
     rel: &Path,
     base: &BTreeMap<PathBuf, Base>,
     upper: &Path,
+    masked: &[PathBuf],
 ) -> io::Result<()> {
     for entry in fs::read_dir(copy.join(rel))? {
         let entry = entry?;
         let r = rel.join(entry.file_name());
+        if masked.contains(&r) {
+            continue;
+        }
         let abs = entry.path();
         let meta = fs::symlink_metadata(&abs)?;
         let mode = meta.mode() & 0o7777;
@@ -204,7 +214,7 @@ fn diff_into_upper(
                     crate::harvest::mark_opaque(&u)?;
                 }
             }
-            diff_into_upper(copy, &r, base, upper)?;
+            diff_into_upper(copy, &r, base, upper, masked)?;
         } else if meta.file_type().is_symlink() {
             let target = fs::read_link(&abs)?;
             if !matches!(was, Some(Base::Symlink { target: t }) if *t == target) {
@@ -261,9 +271,16 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     let copy = scratch.path().join("ws");
     fs::create_dir(&copy).map_err(io_err("creating", &copy))?;
     let mut base = BTreeMap::new();
-    overlay_copy(&v.workspace, &copy, Path::new(""), &mut base)?;
+    // Masked workspace paths are left out of the copy: absent rather than empty (no mount can
+    // hide them here), and, absent from the base, never reported as deleted.
+    let masked: Vec<PathBuf> = v
+        .masked
+        .iter()
+        .filter_map(|m| m.strip_prefix(&v.workspace).ok().map(Path::to_path_buf))
+        .collect();
+    overlay_copy(&v.workspace, &copy, Path::new(""), &mut base, &masked)?;
     for layer in &v.layers {
-        overlay_copy(layer, &copy, Path::new(""), &mut base)?;
+        overlay_copy(layer, &copy, Path::new(""), &mut base, &masked)?;
     }
     let rel_cwd = v.cwd.strip_prefix(&v.workspace).unwrap_or(Path::new(""));
 
@@ -361,7 +378,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     } else {
         (None, None)
     };
-    diff_into_upper(&copy, Path::new(""), &base, &v.upper)
+    diff_into_upper(&copy, Path::new(""), &base, &v.upper, &masked)
         .and_then(|()| whiteouts(&copy, &base, &v.upper))
         .map_err(io_err("recording the changes in", &v.upper))?;
     // Directories the command made unreadable would block the cleanup.

@@ -154,10 +154,12 @@ pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
                 Ok(rel) => workspace.join(rel),
                 Err(_) => a,
             });
+            let in_home = |a: &Path| home.as_deref().is_some_and(|h| a.starts_with(h) && a != h);
             match abs {
                 Some(a) if a.starts_with(&workspace) && a != workspace => Ok(a),
+                Some(a) if m.is_absolute() && in_home(&a) => Ok(a),
                 _ => Err(SandboxError::InvalidSpec(format!(
-                    "masked path {} is not inside the workspace",
+                    "masked path {} is neither inside the workspace nor under $HOME",
                     m.display()
                 ))),
             }

@@ -126,7 +126,7 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) home: Option<&'a Path>,
     pub(crate) home_binds: &'a [PathBuf],
     pub(crate) ro_binds: &'a [PathBuf],
-    /// Absolute sandbox paths inside the workspace to hide.
+    /// Absolute sandbox paths to hide: inside the workspace, or under an exposed home path.
     pub(crate) masked: &'a [PathBuf],
     pub(crate) tmp_size: u64,
     pub(crate) pid_max: u64,
@@ -261,18 +261,33 @@ impl Builder<'_> {
 }
 
 impl Builder<'_> {
-    /// Hides `abs` (inside the workspace) if any layer or the workspace has it: a directory
-    /// behind an empty read-only tmpfs, anything else behind `/dev/null`.
-    fn mask(&mut self, abs: &Path, input: &PlanInput<'_>) -> Result<(), SandboxError> {
-        let Ok(rel) = abs.strip_prefix(input.workspace) else {
-            return Ok(());
+    /// Hides `abs` if the sandbox shows it: inside the workspace when any layer or the
+    /// workspace has it, under `$HOME` when one of the exposed toolchain paths holds it. A
+    /// directory goes behind an empty read-only tmpfs, anything else behind `/dev/null`.
+    fn mask(
+        &mut self,
+        abs: &Path,
+        input: &PlanInput<'_>,
+        home: Option<&Path>,
+    ) -> Result<(), SandboxError> {
+        let meta = if let Ok(rel) = abs.strip_prefix(input.workspace) {
+            let (ws, layers, _, _) = input.overlay_dirs();
+            merged_metadata(ws, layers, rel)
+        } else {
+            // Home binds sit at their own paths, on the host and (after a spare's pivot) inside.
+            let shown = home.is_some_and(|home| {
+                input.home_binds.iter().any(|b| {
+                    let b = if b.is_absolute() {
+                        b.clone()
+                    } else {
+                        home.join(b)
+                    };
+                    abs.starts_with(&b)
+                })
+            });
+            shown.then(|| std::fs::symlink_metadata(abs).ok()).flatten()
         };
-        let (ws, layers, _, _) = input.overlay_dirs();
-        let sources = std::iter::once(ws).chain(layers.iter().map(PathBuf::as_path));
-        let Some(meta) = sources
-            .filter_map(|s| std::fs::symlink_metadata(s.join(rel)).ok())
-            .next()
-        else {
+        let Some(meta) = meta else {
             return Ok(());
         };
         let dst = self.inside(abs);
@@ -304,6 +319,39 @@ impl Builder<'_> {
         }
         Ok(())
     }
+}
+
+/// What the overlay shows at `rel`: the topmost layer holding it decides, a whiteout (a 0/0
+/// character device) at it or above it, or an opaque directory above it, hides what lower
+/// layers and the workspace hold.
+fn merged_metadata(ws: &Path, layers: &[PathBuf], rel: &Path) -> Option<std::fs::Metadata> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let whiteout = |m: &std::fs::Metadata| m.file_type().is_char_device() && m.rdev() == 0;
+    for layer in layers.iter().rev() {
+        let mut cur = layer.clone();
+        let mut comps = rel.components().peekable();
+        let mut opaque_above = false;
+        while let Some(c) = comps.next() {
+            cur.push(c);
+            let Ok(m) = std::fs::symlink_metadata(&cur) else {
+                if opaque_above {
+                    return None; // an opaque directory hides the layers below
+                }
+                break; // not in this layer: look below
+            };
+            if whiteout(&m) {
+                return None;
+            }
+            if comps.peek().is_none() {
+                return Some(m);
+            }
+            if !m.is_dir() {
+                return None; // a file here replaces the directory below
+            }
+            opaque_above = crate::harvest::is_opaque(&cur).unwrap_or(false);
+        }
+    }
+    std::fs::symlink_metadata(ws.join(rel)).ok()
 }
 
 /// Characters the legacy overlay option string cannot carry safely.
@@ -529,7 +577,10 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
         mounts.push((bind.clone(), Mount::ReadOnly));
     }
     mounts.push((input.workspace.to_path_buf(), Mount::Workspace));
-    mounts.sort_by_key(|(p, _)| p.components().count());
+    // Parents first; the workspace overlay (and anything inside it) after every other mount,
+    // however deep: a warm host's spare replays everything before the overlay ahead of the
+    // request, from the host's paths, and the steps after it run after its pivot.
+    mounts.sort_by_key(|(p, _)| (p.starts_with(input.workspace), p.components().count()));
     for (abs, kind) in &mounts {
         match kind {
             Mount::Tmp => b.tmpfs(abs, format!("mode=1777,size={}", input.tmp_size))?,
@@ -547,11 +598,12 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
                     },
                     format!("mounting the workspace overlay on {}", abs.display()),
                 );
-                for masked in input.masked {
-                    b.mask(masked, input)?;
-                }
             }
         }
+    }
+    // Masks last: over the workspace overlay and over the exposed toolchain paths alike.
+    for masked in input.masked {
+        b.mask(masked, input, home)?;
     }
     b.push(
         Op::SetAttr {
@@ -772,6 +824,41 @@ mod tests {
         .unwrap();
         let warm: Vec<&str> = warm.iter().map(|s| s.what.as_str()).collect();
         assert_eq!(warm, run);
+    }
+
+    /// A warm spare replays every step before the overlay ahead of the request, from host
+    /// paths: a home bind deeper than the workspace must still come before it.
+    #[test]
+    fn deep_home_binds_and_masks_come_around_the_overlay() {
+        let root = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let bin = home.path().join("a/b/c/.cargo/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("tool.token"), "t").unwrap();
+        let steps = build(&PlanInput {
+            newroot: root.path(),
+            workspace: Path::new("/ws"),
+            layers: &[],
+            upper: Path::new("/u"),
+            work: Path::new("/w"),
+            home: Some(home.path()),
+            home_binds: std::slice::from_ref(&bin),
+            ro_binds: &[],
+            masked: &[bin.join("tool.token")],
+            tmp_size: 1 << 20,
+            pid_max: 500,
+            sources: None,
+        })
+        .unwrap();
+        let pos = |needle: &str| {
+            steps
+                .iter()
+                .position(|s| s.what == needle)
+                .unwrap_or_else(|| panic!("{needle}"))
+        };
+        let overlay = pos("mounting the workspace overlay on /ws");
+        assert!(pos(&format!("binding {} read-only", bin.display())) < overlay);
+        assert!(pos(&format!("masking {}", bin.join("tool.token").display())) > overlay);
     }
 
     #[test]

@@ -42,8 +42,12 @@ pub struct SandboxSpec {
     pub home_binds: Vec<PathBuf>,
     /// Extra host paths exposed read-only at the same path.
     pub ro_binds: Vec<PathBuf>,
-    /// Paths inside the workspace (relative, or absolute under it) hidden from the command behind
-    /// an empty read-only directory (or an empty file), e.g. airlock's own `.airlock` state.
+    /// Paths hidden from the command behind an empty read-only directory (or `/dev/null` for a
+    /// file): inside the workspace (relative, or absolute under it), e.g. airlock's own
+    /// `.airlock` state and sensitive files such as `.env`, or absolute paths under `home` inside
+    /// an exposed [`SandboxSpec::home_binds`] entry (credential files of a toolchain directory).
+    /// Nothing written to a masked path reaches the upper directory. Paths that do not exist
+    /// are skipped.
     pub masked: Vec<PathBuf>,
     /// Resource limits.
     pub limits: Limits,

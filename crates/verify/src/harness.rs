@@ -40,8 +40,13 @@ pub struct VerifyOptions {
     pub budget_bytes: usize,
     /// Also run the tests on the unchanged base and mark failures that already existed.
     pub baseline: bool,
-    /// Toolchain directories under `$HOME` to expose read-only (e.g. `~/.cargo`, `~/.rustup`).
+    /// Toolchain paths under `$HOME` to expose read-only (the caller's allow-list, e.g.
+    /// `~/.cargo/bin`, `~/.rustup/toolchains`).
     pub home_binds: Vec<PathBuf>,
+    /// Paths the tests must not see (see `SandboxSpec::masked`): sensitive workspace files
+    /// (relative) and credential files inside the exposed home paths (absolute). airlock's own
+    /// `.airlock` state is always masked.
+    pub masked: Vec<PathBuf>,
     /// Other host paths to expose read-only at the same path.
     pub ro_binds: Vec<PathBuf>,
     /// Extra environment for the runner (PATH defaults to the caller's).
@@ -50,20 +55,6 @@ pub struct VerifyOptions {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Accept the degraded backend (no kernel isolation) when namespaces are unavailable.
     pub allow_degraded: bool,
-}
-
-/// The toolchain directories under `$HOME` that exist on this host and that runners need inside
-/// the sandbox's fresh `$HOME`: `~/.cargo` and `~/.rustup` (cargo), `~/.pyenv` (pyenv shims),
-/// `~/.nvm` and `~/.volta` (node). Go's module and build caches are not included.
-pub fn toolchain_home_binds() -> Vec<PathBuf> {
-    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
-        return Vec::new();
-    };
-    [".cargo", ".rustup", ".pyenv", ".nvm", ".volta"]
-        .iter()
-        .map(|d| home.join(d))
-        .filter(|p| p.is_dir())
-        .collect()
 }
 
 impl Default for VerifyOptions {
@@ -75,6 +66,7 @@ impl Default for VerifyOptions {
             budget_bytes: DEFAULT_BUDGET,
             baseline: false,
             home_binds: Vec::new(),
+            masked: Vec::new(),
             ro_binds: Vec::new(),
             env: Vec::new(),
             cancel: None,
@@ -349,6 +341,7 @@ fn run_once(
         env,
         timeout: opts.timeout,
         home_binds: opts.home_binds.clone(),
+        masked: opts.masked.clone(),
         ro_binds: opts.ro_binds.clone(),
         cancel: opts.cancel.clone(),
     };

@@ -18,8 +18,9 @@
 //! Inside the sandbox the workspace appears at its own path (an overlay of the workspace, the
 //! layers, and a private layer for reporter files under `.airlock-verify/`), `/tmp` is private,
 //! `$HOME` is fresh and the network is off. So the caller exposes toolchains read-only through
-//! [`VerifyOptions::home_binds`] (see [`toolchain_home_binds`]: cargo needs `~/.cargo` and
-//! `~/.rustup`, pyenv's python `~/.pyenv`), and a Node project must have its `node_modules`
+//! [`VerifyOptions::home_binds`] (the caller's allow-list of toolchain paths: cargo needs
+//! `~/.cargo/bin`, its registry caches and `~/.rustup/toolchains`), hides what the tests must
+//! not read through [`VerifyOptions::masked`], and a Node project must have its `node_modules`
 //! inside the workspace (or reachable through [`VerifyOptions::ro_binds`]). Cargo runs with
 //! `--offline` and builds into the thrown-away upper dir.
 //!
@@ -59,7 +60,6 @@ pub use detect::{DirSource, FileSource, detect};
 pub use error::VerifyError;
 pub use harness::{
     DEFAULT_TIMEOUT, VerifyInput, VerifyOptions, run_verification, run_verification_with,
-    toolchain_home_binds,
 };
 pub use model::{BaseReport, Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
 pub use runner::{CommandRunner, OutputText, PlainRunner, RunOutput, RunRequest};

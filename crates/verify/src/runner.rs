@@ -31,8 +31,10 @@ pub struct RunRequest {
     pub env: Vec<(String, String)>,
     /// Wall-clock limit.
     pub timeout: Duration,
-    /// Toolchain directories under `$HOME` to expose read-only.
+    /// Toolchain paths under `$HOME` to expose read-only.
     pub home_binds: Vec<PathBuf>,
+    /// Paths hidden from the command besides `.airlock` (see `SandboxSpec::masked`).
+    pub masked: Vec<PathBuf>,
     /// Other host paths to expose read-only at the same path.
     pub ro_binds: Vec<PathBuf>,
     /// Set to true to stop the run early.
@@ -178,6 +180,7 @@ impl CommandRunner for SandboxRunner {
         spec.cancel = req.cancel.clone();
         // airlock's own state (journal, blobs, spool) is never visible to the project's tests.
         spec.masked = vec![std::path::PathBuf::from(".airlock")];
+        spec.masked.extend(req.masked.iter().cloned());
         let outcome = self.backend.run(&spec).map_err(|e| match e {
             airlock_sandbox::SandboxError::Exec { .. } => {
                 VerifyError::RunnerNotFound(e.to_string())
@@ -340,6 +343,7 @@ mod tests {
             env: Vec::new(),
             timeout,
             home_binds: Vec::new(),
+            masked: Vec::new(),
             ro_binds: Vec::new(),
             cancel: None,
         }

@@ -167,18 +167,27 @@ pub(crate) fn glob(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
     };
     let mut out = String::new();
     let mut count = 0usize;
+    let mut skipped = 0usize;
     for f in &files {
         let full = f.path.as_path();
         let relative = under
             .and_then(|u| full.strip_prefix(u.as_path()).ok())
             .unwrap_or(full);
         if matcher.is_match(full) || matcher.is_match(relative) {
+            if is_sensitive(&f.path) {
+                skipped += 1;
+                continue;
+            }
             count += 1;
             let _ = writeln!(out, "{}", f.path);
         }
     }
+    let skipped_note = skipped_note(skipped);
     if count == 0 {
-        return success(json!(format!("No file matches `{pattern}`.")), false);
+        return success(
+            json!(format!("No file matches `{pattern}`.{skipped_note}")),
+            false,
+        );
     }
     let (shown, cut_bytes) = cut(&out, DEFAULT_BUDGET);
     let mut text = shown.to_string();
@@ -189,9 +198,29 @@ pub(crate) fn glob(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
         );
     }
     success(
-        json!(format!("{count} file(s) match `{pattern}`:\n{text}")),
+        json!(format!(
+            "{count} file(s) match `{pattern}`:\n{text}{}",
+            skipped_note.trim_start()
+        )),
         cut_bytes > 0,
     )
+}
+
+/// A sensitive file (`.env`, keys, credentials): `read_file` refuses it, so `grep` and `glob`
+/// never show its lines or list it.
+fn is_sensitive(rel: &RelPath) -> bool {
+    airlock_policy::jail::sensitive_rule(rel).is_some()
+}
+
+/// The note saying how many sensitive files a search skipped (empty when none).
+fn skipped_note(skipped: usize) -> String {
+    if skipped == 0 {
+        String::new()
+    } else {
+        format!(
+            " [{skipped} sensitive file(s) skipped: .env, keys and credentials are never searched or listed]"
+        )
+    }
 }
 
 pub(crate) fn grep(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
@@ -238,11 +267,16 @@ pub(crate) fn grep(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
     let mut out = String::new();
     let mut hits = 0usize;
     let mut more = 0usize;
+    let mut skipped = 0usize;
     for f in &files {
         if let Some(g) = &file_glob
             && !g.is_match(f.path.as_path())
             && !g.is_match(f.path.file_name())
         {
+            continue;
+        }
+        if is_sensitive(&f.path) {
+            skipped += 1;
             continue;
         }
         let Ok(Some(bytes)) = view::read_merged(&k.store, &f.path) else {
@@ -264,8 +298,12 @@ pub(crate) fn grep(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
             }
         }
     }
+    let skipped_note = skipped_note(skipped);
     if hits == 0 {
-        return success(json!(format!("No line matches `{pattern}`.")), false);
+        return success(
+            json!(format!("No line matches `{pattern}`.{skipped_note}")),
+            false,
+        );
     }
     let (shown, cut_bytes) = cut(&out, DEFAULT_BUDGET);
     let mut text = shown.to_string();
@@ -280,6 +318,9 @@ pub(crate) fn grep(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
             text,
             "[… {cut_bytes} more bytes not shown; narrow path/glob]"
         );
+    }
+    if skipped > 0 {
+        let _ = writeln!(text, "{}", skipped_note.trim_start());
     }
     success(json!(untrusted("grep results", &text)), truncated)
 }

@@ -2,6 +2,7 @@
 //! paths' locks (one writer per path, bounded total); output over its budget is cut with a marker
 //! that says how much was cut and how to get the rest.
 
+pub(crate) mod exposure;
 mod files;
 pub(crate) mod shell;
 pub(crate) mod workflow;

@@ -29,20 +29,6 @@ const DEFAULT_TIMEOUT: u64 = 120;
 /// Output kept in memory per stream (head + tail); the middle is spooled for paging.
 const OUTPUT_LIMIT: usize = 32 * 1024;
 
-/// Toolchain directories under $HOME exposed read-only inside the sandbox when they exist.
-const HOME_TOOLCHAINS: &[&str] = &[
-    ".cargo",
-    ".rustup",
-    ".pyenv",
-    ".npm",
-    ".nvm",
-    ".deno",
-    ".bun",
-    "go",
-    ".local/bin",
-    ".local/lib",
-];
-
 /// A session's scratch directories, kept between its commands (commands of one session are
 /// serialised by the session lock, so one set is enough): `layer`, the materialised changeset,
 /// reused while the changeset's hash is unchanged (`layer.key`); `upper` and `work`, the
@@ -308,23 +294,54 @@ pub(crate) fn prepare_session_run(
     Ok((scratch, snapshot))
 }
 
-/// Toolchain dirs of the real $HOME to expose read-only.
-pub(crate) fn home_binds() -> Vec<PathBuf> {
-    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
-        return Vec::new();
-    };
-    HOME_TOOLCHAINS
+/// What a run exposes and hides ([`super::exposure`]).
+pub(crate) struct RunExposure {
+    /// Toolchain paths of `$HOME` bound read-only.
+    pub(crate) home_binds: Vec<PathBuf>,
+    /// Hidden paths: `.airlock`, the sensitive workspace and staged paths the operator did not
+    /// expose (relative), credential entries of the exposed toolchain paths (absolute).
+    pub(crate) masked: Vec<PathBuf>,
+    /// The workspace-relative masked paths, for the harvest.
+    pub(crate) workspace_masked: Vec<PathBuf>,
+}
+
+/// The exposure of one run over the workspace and `snapshot`; the workspace scan's cache lives
+/// in the session's scratch directory.
+pub(crate) fn run_exposure(
+    k: &Kernel,
+    scratch: &SessionScratch,
+    snapshot: &airlock_stage::ChangesetSnapshot,
+) -> RunExposure {
+    use super::exposure;
+    let home = exposure::home_exposure(Some(&scratch.dir.join("home.idx")));
+    let cache = scratch.dir.join("sensitive.idx");
+    let mut index = exposure::WorkspaceIndex::load(&cache);
+    let found = index.scan(&k.root);
+    if let Err(e) = index.save(&cache) {
+        tracing::warn!("cannot save the sensitive-file index: {e}");
+    }
+    let staged = snapshot
+        .entries
         .iter()
-        .map(|d| home.join(d))
-        .filter(|p| p.is_dir())
-        .collect()
+        .filter(|e| !matches!(e.change, Change::Delete))
+        .map(|e| &e.path);
+    let workspace_masked = exposure::workspace_masks(found, staged, &k.expose_sensitive);
+    let mut masked = vec![PathBuf::from(".airlock")];
+    masked.extend(workspace_masked.iter().cloned());
+    masked.extend(home.masked);
+    airlock_sandbox::timing::mark("sensitive paths");
+    RunExposure {
+        home_binds: home.binds,
+        masked,
+        workspace_masked,
+    }
 }
 
 /// A call's `argv`, when it can run as a program without a shell: its first word is a path, or
 /// names a program in a directory the sandbox shows (the system directories and the exposed
 /// toolchains). Otherwise (a builtin such as `cd`, or no such program) `None`: bash runs the
 /// guarded equivalent, with bash's own semantics and errors.
-fn direct_argv(args: &Value) -> Option<Vec<String>> {
+fn direct_argv(args: &Value, visible: &[PathBuf]) -> Option<Vec<String>> {
     use std::os::unix::fs::PermissionsExt;
     let argv = crate::api::bash_argv(args)?;
     let name = argv.first()?;
@@ -334,7 +351,6 @@ fn direct_argv(args: &Value) -> Option<Vec<String>> {
     if name.is_empty() || name == "." || name == ".." {
         return None;
     }
-    let visible = home_binds();
     let path = std::env::var_os("PATH")?;
     let found = std::env::split_paths(&path).any(|dir| {
         let shown = ["/usr", "/bin", "/sbin", "/lib"]
@@ -497,14 +513,15 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         );
     }
     airlock_sandbox::timing::mark("session lock");
-    let (dirs, _snapshot) = match prepare_session_run(k) {
+    let (dirs, snapshot) = match prepare_session_run(k) {
         Ok(x) => x,
         Err(e) => return failure(e, 1),
     };
     airlock_sandbox::timing::mark("scratch dirs and layer");
+    let exposure = run_exposure(k, &dirs, &snapshot);
     // This run's spool: removed when the run ends unless the result names its files.
     let mut spool = RunSpool::new(spool_dir(k)).ok();
-    let argv = match direct_argv(&p.args) {
+    let argv = match direct_argv(&p.args, &exposure.home_binds) {
         Some(argv) => argv.into_iter().map(OsString::from).collect(),
         None => vec![
             OsString::from("/bin/bash"),
@@ -518,8 +535,8 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     spec.timeout = Duration::from_secs(timeout);
     spec.output_limit = OUTPUT_LIMIT;
     spec.spool_dir = spool.as_ref().map(|s| s.dir.clone());
-    spec.home_binds = home_binds();
-    spec.masked = vec![PathBuf::from(".airlock")];
+    spec.home_binds = exposure.home_binds.clone();
+    spec.masked = exposure.masked.clone();
     spec.env = vec![
         (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
         // Read-only git commands (`status`, `diff`) must not rewrite `.git/index` for a stat
@@ -541,7 +558,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         );
     }
     airlock_sandbox::timing::mark("sandbox returned");
-    let staged = match harvest_into_store(k, &dirs.upper) {
+    let staged = match harvest_into_store(k, &dirs.upper, &exposure.workspace_masked) {
         Ok(s) => s,
         Err(e) => {
             return failure(
@@ -628,7 +645,15 @@ fn run_sandboxed(
 }
 
 /// Turn the upper layer into staged changes; returns `["A path", …]` lines.
-pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>, String> {
+///
+/// Nothing at or below a `masked` path (workspace-relative: a secret the command saw as empty)
+/// is staged, and neither is the deletion or replacement of a directory holding one: the real
+/// secret is never changed because the command saw a mask in its place.
+pub(crate) fn harvest_into_store(
+    k: &Kernel,
+    upper: &Path,
+    masked: &[PathBuf],
+) -> Result<Vec<String>, String> {
     let changes = airlock_sandbox::harvest(upper).map_err(|e| e.to_string())?;
     // The blobs written below are named only when the batch commits: no collection meanwhile.
     let _pin = k
@@ -660,6 +685,24 @@ pub(crate) fn harvest_into_store(k: &Kernel, upper: &Path) -> Result<Vec<String>
             .unwrap_or(false)
         {
             continue; // airlock's own state is never harvested
+        }
+        if masked.iter().any(|m| path.starts_with(m)) {
+            summary.push(format!("! {rel} (a masked sensitive file: not staged)"));
+            continue;
+        }
+        let holds_mask = masked.iter().any(|m| m.starts_with(&path));
+        let replaces = match &change {
+            UpperChange::Delete { .. } | UpperChange::File { .. } | UpperChange::Symlink { .. } => {
+                true
+            }
+            UpperChange::Dir { opaque, .. } => *opaque,
+            UpperChange::Unsupported { .. } => false,
+        };
+        if holds_mask && replaces {
+            summary.push(format!(
+                "! {rel} (holds a masked sensitive file: its removal or replacement was not staged)"
+            ));
+            continue;
         }
         let is_dir = matches!(change, UpperChange::Dir { .. });
         let session_local = ignore.is_ignored(&rel, is_dir);

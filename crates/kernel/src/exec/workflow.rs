@@ -1,7 +1,7 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
-use super::shell::{home_binds, prepare_session_run};
+use super::shell::{prepare_session_run, run_exposure};
 use super::{failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::chain::Prepared;
@@ -128,6 +128,7 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         Ok(x) => x,
         Err(e) => return failure(e, 1),
     };
+    let exposure = run_exposure(k, &dirs, &snapshot);
     let timeout = p
         .args
         .get("timeout_secs")
@@ -163,7 +164,8 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
             .get("baseline")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        home_binds: home_binds(),
+        home_binds: exposure.home_binds,
+        masked: exposure.masked,
         cancel: Some(ctx.cancel.flag()),
         allow_degraded: k.config.allow_degraded,
         ..airlock_verify::VerifyOptions::default()

@@ -64,8 +64,8 @@
 mod resolve;
 mod sensitive;
 
-pub use sensitive::sensitive_rule;
-pub(crate) use sensitive::{fold, sensitive_components};
+pub(crate) use sensitive::fold;
+pub use sensitive::{fold_name, host_credential_components, sensitive_rule};
 
 use crate::decision::{Decision, Stage};
 use crate::modes::OperatorGrant;

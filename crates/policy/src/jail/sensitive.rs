@@ -97,6 +97,92 @@ pub(crate) fn sensitive_components<'a>(
     })
 }
 
+/// Words that name a credential when they make up part of a file name under a toolchain or
+/// home directory (`api.token`, `.vault-token`, `access_tokens.db`, `npm-credentials`).
+const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "tokens",
+    "credential",
+    "credentials",
+    "password",
+    "passwords",
+    "secret",
+    "secrets",
+];
+
+/// Exact names of host credential stores beyond the workspace's set: registry and forge logins
+/// (`auth.json` of composer and others, gh's `hosts.yml`), database password files, and npm's
+/// `_logs` directory (debug logs that echo request headers).
+const HOST_CREDENTIAL_NAMES: &[&str] = &[
+    "auth.json",
+    "hosts.yml",
+    "hosts.yaml",
+    ".pgpass",
+    ".my.cnf",
+    ".boto",
+    ".s3cfg",
+    ".dockercfg",
+    ".yarnrc.yml",
+    ".terraformrc",
+    "settings-security.xml",
+    "_logs",
+];
+
+/// Host files outside the workspace (`$HOME`, toolchain directories) that hold credentials:
+/// everything [`sensitive_rule`] refuses, plus host-only stores (`~/.cargo/credentials.toml`,
+/// `~/.npm/_logs`, `~/.config/gh/hosts.yml`, `*.token`), and a toolchain's own configuration
+/// file where registry tokens live (`config.toml`, `config` directly under `.cargo`).
+///
+/// A file name counts when one of its words (split at `.`, `-`, `_`) is a credential word
+/// (`token`, `credentials`, `password`, `secret`, plural or not); a directory name counts only
+/// when it is a credentials directory (`.ssh`, `_logs`, …), so a package directory such as
+/// `secret-service-3.0` in a registry cache is not hidden wholesale. Names are folded as the
+/// jail folds them. `last_is_dir` says whether the last name is a directory.
+pub fn host_credential_components<'a>(
+    names: impl Iterator<Item = &'a OsStr>,
+    last_is_dir: bool,
+    shown: &str,
+) -> Option<Decision> {
+    let names: Vec<&OsStr> = names.collect();
+    if let Some(d) = sensitive_components(names.iter().copied(), shown) {
+        return Some(d);
+    }
+    let n = names.len();
+    let mut prev = String::new();
+    for (i, name) in names.iter().enumerate() {
+        let seg = fold(name);
+        let is_file = i + 1 == n && !last_is_dir;
+        let what = if HOST_CREDENTIAL_NAMES.contains(&seg.as_str()) {
+            Some("a host credential store")
+        } else if prev == ".cargo" && (seg == "config" || seg == "config.toml") && is_file {
+            Some("a toolchain configuration that may hold registry tokens")
+        } else if is_file
+            && seg
+                .split(['.', '-', '_'])
+                .any(|w| CREDENTIAL_WORDS.contains(&w))
+        {
+            Some("a credentials file")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Some(Decision::deny(
+                Stage::Jail,
+                "jail_sensitive_file",
+                format!("`{shown}` is a host credential ({what}) that no sandbox may read."),
+            ));
+        }
+        prev = seg;
+    }
+    None
+}
+
+/// A name folded as the sensitive-name rules compare it (case, look-alikes, invisible
+/// characters, trailing dots and spaces), for callers matching names of their own.
+pub fn fold_name(name: &str) -> String {
+    fold(OsStr::new(name))
+}
+
 /// A name as the rules compare it: cut at the first `:`, invisible characters dropped,
 /// fullwidth and other compatibility look-alikes of ASCII mapped to ASCII, lowercased (with
 /// `ſ` as `s` and `ı` as `i`), and trailing dots and spaces trimmed.
@@ -230,6 +316,47 @@ mod tests {
         }
         assert_eq!(rule(".airlock/x").as_deref(), Some("jail_airlock_state"));
         assert_eq!(rule("a/.AIRLOCK").as_deref(), Some("jail_airlock_state"));
+    }
+
+    fn host(p: &str, is_dir: bool) -> bool {
+        let path = std::path::Path::new(p);
+        host_credential_components(path.iter(), is_dir, p).is_some()
+    }
+
+    #[test]
+    fn host_credential_stores_beyond_the_jail_set() {
+        for p in [
+            ".cargo/credentials.toml",
+            ".cargo/credentials",
+            ".cargo/config.toml",
+            ".cargo/config",
+            ".npm/_logs/2026-01-01T00_00_00_000Z-debug-0.log",
+            ".config/gh/hosts.yml",
+            ".composer/auth.json",
+            ".vault-token",
+            "registry/index/api.token",
+            ".config/gcloud/access_tokens.db",
+            ".config/gcloud/application_default_credentials.json",
+            ".pgpass",
+            ".CARGO/Credentials.TOML",
+            ".ssh/id_rsa",
+            ".netrc",
+        ] {
+            assert!(host(p, false), "{p}");
+        }
+        assert!(host(".npm/_logs", true));
+        for (p, is_dir) in [
+            (".cargo/bin/cargo", false),
+            (".cargo/registry/index/x/config.json", false),
+            (".cargo/registry/src/secret-service-3.0.1", true),
+            (".cargo/registry/cache/i/tokenizers-0.1.crate", false),
+            (".rustup/settings.toml", false),
+            (".npm/_cacache/index-v5", true),
+            ("go/pkg/mod/cache", true),
+            ("config.toml", false),
+        ] {
+            assert!(!host(p, is_dir), "{p}");
+        }
     }
 
     #[test]

@@ -383,8 +383,9 @@ fn home_components(text: &str, cwd: &Cwd) -> Option<Vec<String>> {
 }
 
 /// A host credential file outside the workspace, named as the jail names sensitive files
-/// (`~/.ssh/id_rsa`, `~/.aws/credentials`, `~/.netrc`), or the system's password hashes and
-/// host keys. Public keys (`*.pub`) are meant to be shared and do not count.
+/// (`~/.ssh/id_rsa`, `~/.aws/credentials`, `~/.netrc`) or as a host credential store
+/// (`~/.cargo/credentials.toml`, `~/.npm/_logs/…`, `~/.config/gh/hosts.yml`; see
+/// [`crate::jail::host_credential_components`]), or the system's password hashes and host keys. Public keys (`*.pub`) are meant to be shared and do not count.
 pub(crate) fn host_credential(text: &str, cwd: &Cwd) -> Option<String> {
     if text.ends_with(".pub") {
         return None;
@@ -400,9 +401,17 @@ pub(crate) fn host_credential(text: &str, cwd: &Cwd) -> Option<String> {
         if ssh_public {
             return None;
         }
-        let names = comps.iter().map(|c| std::ffi::OsStr::new(c.as_str()));
         let shown = format!("~/{}", comps.join("/"));
-        return crate::jail::sensitive_components(names, &shown).map(|_| shown);
+        if comps.iter().any(|c| is_glob(c)) {
+            return glob_may_name_credential(&comps).then_some(shown);
+        }
+        let names = comps.iter().map(|c| std::ffi::OsStr::new(c.as_str()));
+        if crate::jail::host_credential_components(names, false, &shown).is_some()
+            || on_credential_store_path(&comps)
+        {
+            return Some(shown);
+        }
+        return None;
     }
     let (comps, _) = resolve(&[], text.strip_prefix('/')?);
     let joined = format!("/{}", comps.join("/"));
@@ -411,6 +420,130 @@ pub(crate) fn host_credential(text: &str, cwd: &Cwd) -> Option<String> {
         "/etc/shadow" | "/etc/gshadow" | "/etc/sudoers" | "/etc/shadow-" | "/etc/security/opasswd"
     ) || (joined.starts_with("/etc/ssh/ssh_host_") && joined.ends_with("_key"));
     system.then_some(joined)
+}
+
+/// Where tools keep credentials under the home directory, by convention. Reading one of these,
+/// anything below it, or a directory above it (`tar czf x.tgz ~/.cargo`, `grep -r token
+/// ~/.config`) reads the store.
+const HOME_CREDENTIAL_STORES: &[&str] = &[
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".npm/_logs",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".pypirc",
+    ".netrc",
+    ".git-credentials",
+    ".config/gh",
+    ".config/hub",
+    ".config/gcloud",
+    ".config/git/credentials",
+    ".docker/config.json",
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".gnupg",
+    ".password-store",
+    ".local/share/keyrings",
+    ".gem/credentials",
+    ".composer/auth.json",
+    ".terraform.d/credentials.tfrc.json",
+    ".m2/settings-security.xml",
+    ".vault-token",
+    ".pgpass",
+];
+
+/// `comps` (below the home directory) is a credential store of [`HOME_CREDENTIAL_STORES`], is
+/// inside one, or is a directory holding one.
+fn on_credential_store_path(comps: &[String]) -> bool {
+    HOME_CREDENTIAL_STORES.iter().any(|store| {
+        let store: Vec<&str> = store.split('/').collect();
+        let n = store.len().min(comps.len());
+        store[..n]
+            .iter()
+            .zip(&comps[..n])
+            .all(|(s, c)| crate::jail::fold_name(c) == *s)
+    })
+}
+
+/// Names a glob in a home path might expand to that are credentials: every convention of
+/// [`HOME_CREDENTIAL_STORES`], and one representative of each family of the credential-name
+/// rules (`x.token`, `x.pem`, `.env`, `id_rsa`, …).
+const CREDENTIAL_NAME_SAMPLES: &[&str] = &[
+    "credentials",
+    "credentials.toml",
+    "credentials.json",
+    "config.toml",
+    "config.json",
+    "hosts.yml",
+    "auth.json",
+    "_logs",
+    "x.token",
+    "x.pem",
+    "x.key",
+    ".env",
+    "id_rsa",
+    "id_ed25519",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".vault-token",
+];
+
+/// A home path with glob characters (`~/.cargo/cred*`, `~/.c*/credentials.toml`) that could
+/// expand to a credential: some component-wise match of a store of
+/// [`HOME_CREDENTIAL_STORES`], or a credential name in place of a globbed last component.
+fn glob_may_name_credential(comps: &[String]) -> bool {
+    let matchers: Vec<Option<globset::GlobMatcher>> = comps
+        .iter()
+        .map(|c| {
+            if !is_glob(c) {
+                return None;
+            }
+            // A glob that does not parse cannot be reasoned about: assume the worst.
+            Some(
+                globset::Glob::new(c)
+                    .map(|g| g.compile_matcher())
+                    .unwrap_or_else(|_| globset::Glob::new("*").expect("glob").compile_matcher()),
+            )
+        })
+        .collect();
+    let fits = |i: usize, name: &str| match &matchers[i] {
+        Some(m) => m.is_match(name) || m.is_match(crate::jail::fold_name(name)),
+        None => crate::jail::fold_name(&comps[i]) == crate::jail::fold_name(name),
+    };
+    let store_match = HOME_CREDENTIAL_STORES.iter().any(|store| {
+        let store: Vec<&str> = store.split('/').collect();
+        let n = store.len().min(comps.len());
+        (0..n).all(|i| fits(i, store[i]))
+    });
+    if store_match {
+        return true;
+    }
+    // A bare wildcard (`~/.cargo/bin/*`) reaches a credential only where a store lies (checked
+    // above); a glob with letters of its own (`cred*`, `*.token`) is checked against the names.
+    let last = comps.len() - 1;
+    if comps[last].chars().all(|c| matches!(c, '*' | '?')) {
+        return false;
+    }
+    if !comps[..last].iter().any(|c| is_glob(c)) && matchers[last].is_some() {
+        return CREDENTIAL_NAME_SAMPLES.iter().any(|sample| {
+            fits(last, sample) && {
+                let names = comps[..last]
+                    .iter()
+                    .map(String::as_str)
+                    .chain(std::iter::once(*sample))
+                    .map(std::ffi::OsStr::new);
+                crate::jail::host_credential_components(names, false, sample).is_some()
+            }
+        });
+    }
+    // Globs in directories as well: any credential name at the end may be reached.
+    CREDENTIAL_NAME_SAMPLES.iter().any(|s| fits(last, s))
 }
 
 /// A block device or raw memory: writing to it destroys a disk or the running system.
