@@ -43,8 +43,9 @@
 //!   seccomp (deny-list, EPERM): ptrace, process_vm_*, bpf, keyrings, perf, userfaultfd, module
 //!   and kexec calls, every mount-API call, unshare/setns and namespace flags on clone, io_uring,
 //!   TIOCSTI, sethostname/setdomainname, and `AF_INET`/`AF_INET6` sockets when the network is
-//!   off; `clone3` returns ENOSYS so libc falls back to the inspectable `clone`; x32 system calls
-//!   are refused.
+//!   off; sockets of any family but unix, inet, inet6 and netlink (`NETLINK_ROUTE` only) fail
+//!   with EAFNOSUPPORT (vsock is not network-namespaced); `clone3` returns ENOSYS so libc falls
+//!   back to the inspectable `clone`; x32 system calls are refused.
 //! - rlimits (core 0, nofile, fsize, nproc) and the pid namespace's `pid_max` (`nproc + 300`).
 //!   The sandbox maps its root to the caller's uid; for an unprivileged caller RLIMIT_NPROC is
 //!   the exact bound, counted per user namespace. When the caller is the host's root the kernel
