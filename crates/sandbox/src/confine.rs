@@ -335,10 +335,11 @@ fn prologue() -> Vec<libc::sock_filter> {
             k,
             label: None,
         };
-        let mut prog: Vec<I> = Vec::new();
-        prog.push(i(LD_ABS_W, L::Next, L::Next, 4));
-        prog.push(i(JEQ, L::Next, L::Cont, AUDIT_ARCH)); // another arch: seccompiler kills it
-        prog.push(i(LD_ABS_W, L::Next, L::Next, 0));
+        let mut prog: Vec<I> = vec![
+            i(LD_ABS_W, L::Next, L::Next, 4),
+            i(JEQ, L::Next, L::Cont, AUDIT_ARCH), // another arch: seccompiler kills it
+            i(LD_ABS_W, L::Next, L::Next, 0),
+        ];
         #[cfg(target_arch = "x86_64")]
         prog.push(i(JGE, L::Eperm, L::Next, 0x4000_0000)); // x32 bit set
         #[cfg(not(target_arch = "x86_64"))]

@@ -228,6 +228,11 @@ fn encode(req: &RunRequest) -> Vec<u8> {
     }
     e.opt(l.address_space);
     e.opt(l.cpu_seconds);
+    e.opt(l.memory);
+    e.opt(l.cpu_millis);
+    e.u64(l.upper_bytes);
+    e.u64(l.cgroup as u64);
+    e.u64(req.cgroup_mask);
     e.0
 }
 
@@ -281,6 +286,11 @@ fn decode(buf: &[u8], network: bool) -> Result<RunRequest, DecodeError> {
         (d.u64()?, d.u64()?, d.u64()?, d.u64()?, d.u64()?);
     let address_space = d.opt()?;
     let cpu_seconds = d.opt()?;
+    let memory = d.opt()?;
+    let cpu_millis = d.opt()?;
+    let upper_bytes = d.u64()?;
+    let cgroup = d.u64()? == 1;
+    let cgroup_mask = d.u64()?;
     Ok(RunRequest {
         v: Validated {
             workspace,
@@ -302,10 +312,15 @@ fn decode(buf: &[u8], network: bool) -> Result<RunRequest, DecodeError> {
             fsize,
             nproc,
             address_space,
+            memory,
             cpu_seconds,
+            cpu_millis,
+            upper_bytes,
+            cgroup,
             tmp_size,
             spool_bytes,
         },
+        cgroup_mask,
     })
 }
 
@@ -434,6 +449,7 @@ fn recv_with_fds(
 pub(crate) fn try_run(
     spec: &SandboxSpec,
     req: &RunRequest,
+    cg: &crate::cgroup::RunCgroup,
 ) -> Result<Option<Outcome>, SandboxError> {
     let (Some(socket), Some(_)) = (spec.warm_host.as_deref(), executable()) else {
         return Ok(None);
@@ -441,15 +457,19 @@ pub(crate) fn try_run(
     let Some(conn) = connect(spec, socket) else {
         return Ok(None);
     };
-    let (child_io, parent) = namespace::io_pipes()?;
+    let (mut child_io, parent) = namespace::io_pipes()?;
+    child_io.cgroups = cg.join_fds();
     let start = Instant::now();
-    let fds = [
+    // The run's control groups travel with its pipes: the host's PID 1 joins them, the host
+    // itself never does.
+    let mut fds = vec![
         child_io.stdin.as_raw_fd(),
         child_io.stdout.as_raw_fd(),
         child_io.stderr.as_raw_fd(),
         child_io.err_w.as_raw_fd(),
         child_io.status_w.as_raw_fd(),
     ];
+    fds.extend(child_io.cgroups.iter().map(|f| f.as_raw_fd()));
     if send_with_fds(&conn, &encode(req), &fds).is_err() {
         return Ok(None);
     }
@@ -476,7 +496,7 @@ pub(crate) fn try_run(
         };
     };
     crate::timing::mark("sandbox: launched by the warm host");
-    let outcome = namespace::finish(spec, req, parent, 0, start, &kill, Some(pidfd));
+    let outcome = namespace::finish(spec, req, parent, 0, start, &kill, Some(pidfd), cg);
     // Closing the connection tells the host this run is over for us (or that we gave up).
     drop(conn);
     outcome.map(Some)
@@ -891,7 +911,7 @@ fn spare_main(
         },
         None => None,
     };
-    let Ok((data, fds)) = recv_with_fds(ctl, 5, 16 << 20) else {
+    let Ok((data, fds)) = recv_with_fds(ctl, 5 + namespace::MAX_CGROUPS, 16 << 20) else {
         // SAFETY: exiting a process that has nothing to clean up.
         unsafe { libc::_exit(0) }
     };
@@ -931,11 +951,13 @@ fn spare_main(
     )
 }
 
-/// The five descriptors of a run, in the order the client sends them.
+/// The five descriptors of a run, in the order the client sends them, then its control
+/// groups' `cgroup.procs`.
 fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
-    if fds.len() != 5 {
+    if fds.len() < 5 || fds.len() > 5 + namespace::MAX_CGROUPS {
         return None;
     }
+    let cgroups = fds.split_off(5);
     let status_w = fds.pop()?;
     let err_w = fds.pop()?;
     let stderr = fds.pop()?;
@@ -947,6 +969,7 @@ fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
         stderr,
         err_w,
         status_w,
+        cgroups,
     })
 }
 
@@ -957,11 +980,11 @@ fn handle(
     newroot: &Path,
     spare: &mut Option<Spare>,
 ) -> Result<Option<RunRequest>, Stop> {
-    let Ok((data, fds)) = recv_with_fds(conn, 5, 16 << 20) else {
+    let Ok((data, fds)) = recv_with_fds(conn, 5 + namespace::MAX_CGROUPS, 16 << 20) else {
         return Ok(None);
     };
-    if fds.len() != 5 {
-        reply_error(conn, "expected 5 descriptors");
+    if fds.len() < 5 || fds.len() > 5 + namespace::MAX_CGROUPS {
+        reply_error(conn, "expected 5 descriptors and the run's control groups");
         return Ok(None);
     }
     let req = match decode(&data, network) {
@@ -1084,8 +1107,13 @@ mod tests {
             allow_loopback: true,
             limits: crate::Limits {
                 address_space: Some(7),
+                memory: Some(512 << 20),
+                cpu_millis: Some(250),
+                upper_bytes: 9,
+                cgroup: false,
                 ..Default::default()
             },
+            cgroup_mask: 3,
         };
         let Ok(back) = decode(&encode(&req), false) else {
             panic!("decode failed");
@@ -1100,6 +1128,7 @@ mod tests {
         assert_eq!(back.home_binds, req.home_binds);
         assert!(back.allow_loopback);
         assert_eq!(back.limits, req.limits);
+        assert_eq!(back.cgroup_mask, 3);
         // Another network, or any truncation, is refused.
         assert!(matches!(
             decode(&encode(&req), true),

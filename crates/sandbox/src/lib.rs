@@ -97,6 +97,8 @@
 #![deny(missing_docs)]
 
 mod capture;
+mod ceiling;
+mod cgroup;
 mod child;
 mod confine;
 mod degraded;
@@ -118,7 +120,10 @@ pub use harvest::{UpperChange, harvest};
 pub use namespace::NamespaceBackend;
 pub use plan::ETC_ALLOWLIST;
 pub use probe::{Capabilities, probe};
-pub use spec::{Limits, Outcome, SandboxSpec};
+pub use spec::{
+    Ceiling, CpuReport, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY, DEFAULT_UPPER_BYTES, DiskReport,
+    Limits, LimitsReport, Mechanism, MemoryReport, Outcome, ProcessesReport, SandboxSpec,
+};
 
 /// A way to run a [`SandboxSpec`]. Kernel namespaces today; a container engine can be added.
 pub trait Backend: Send + Sync {
