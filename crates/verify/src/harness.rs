@@ -50,6 +50,12 @@ pub struct VerifyOptions {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Accept the degraded backend (no kernel isolation) when namespaces are unavailable.
     pub allow_degraded: bool,
+    /// Memory ceiling of a run in bytes (none: the sandbox's default).
+    pub memory: Option<u64>,
+    /// CPU-time ceiling of a run in seconds (none: the sandbox's default).
+    pub cpu_secs: Option<u64>,
+    /// Most a run may write to its overlay, in bytes (none: the sandbox's default).
+    pub disk: Option<u64>,
 }
 
 /// The toolchain directories under `$HOME` that exist on this host and that runners need inside
@@ -79,6 +85,9 @@ impl Default for VerifyOptions {
             env: Vec::new(),
             cancel: None,
             allow_degraded: false,
+            memory: None,
+            cpu_secs: None,
+            disk: None,
         }
     }
 }
@@ -161,6 +170,8 @@ pub fn run_verification_with(
                 failures_omitted: 0,
                 exit_code: None,
                 baseline: baseline.is_some(),
+                ceiling: None,
+                limits: None,
             });
         }
         Attempt::Ran { plan, output } => {
@@ -183,6 +194,7 @@ pub fn run_verification_with(
         compile_failures: collector.compile_failures,
         new_failures: collector.new_failures,
         baseline_used: baseline.is_some(),
+        ceiling: output.ceiling,
     };
     let (verdict, reason) = decide(&facts);
     let mut header = format!(
@@ -229,6 +241,11 @@ pub fn run_verification_with(
         failures_omitted: sanitized.failures_omitted,
         exit_code: output.exit_code,
         baseline: baseline.is_some(),
+        ceiling: output.ceiling.map(|c| c.name().to_string()),
+        limits: output
+            .limits
+            .as_ref()
+            .and_then(|l| serde_json::to_value(l).ok()),
     })
 }
 
@@ -296,6 +313,9 @@ fn run_once(
         home_binds: opts.home_binds.clone(),
         ro_binds: opts.ro_binds.clone(),
         cancel: opts.cancel.clone(),
+        memory: opts.memory,
+        cpu_secs: opts.cpu_secs,
+        disk: opts.disk,
     };
     match runner.run(&req) {
         Ok(output) => Ok(Attempt::Ran { plan, output }),
@@ -515,6 +535,7 @@ fn load_or_run_baseline(
         compile_failures: collector.compile_failures,
         new_failures: collector.new_failures,
         baseline_used: false,
+        ceiling: output.ceiling,
     };
     let (verdict, _) = decide(&facts);
     let failing = collector.identities;

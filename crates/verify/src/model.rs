@@ -215,6 +215,13 @@ pub struct VerdictReport {
     /// Whether failures were compared against a baseline run on the unchanged base.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub baseline: bool,
+    /// The resource ceiling the run hit (`memory`, `cpu`, `disk`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<String>,
+    /// The ceilings in force, how each was enforced and what the run used (the sandbox's
+    /// `limits` object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<serde_json::Value>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -252,6 +259,8 @@ mod tests {
             failures_omitted: 0,
             exit_code: None,
             baseline: false,
+            ceiling: None,
+            limits: None,
         };
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(

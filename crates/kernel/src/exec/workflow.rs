@@ -134,6 +134,9 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         home_binds: home_binds(),
         cancel: Some(ctx.cancel.flag()),
         allow_degraded: k.config.allow_degraded,
+        memory: ctx.operator.memory_bytes,
+        cpu_secs: ctx.operator.cpu_secs,
+        disk: ctx.operator.disk_bytes,
         ..airlock_verify::VerifyOptions::default()
     };
     let scratch = dirs
