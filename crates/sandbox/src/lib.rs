@@ -46,6 +46,12 @@
 //!   off; sockets of any family but unix, inet, inet6 and netlink (`NETLINK_ROUTE` only) fail
 //!   with EAFNOSUPPORT (vsock is not network-namespaced); `clone3` returns ENOSYS so libc falls
 //!   back to the inspectable `clone`; x32 system calls are refused.
+//! - Ceilings on the whole run ([`Limits`]): a control group of its own when the caller can
+//!   make one (memory with swap off, processes, CPU bandwidth, and the group's CPU time watched
+//!   by the caller), joined by PID 1 before anything runs; otherwise RLIMIT_DATA and RLIMIT_CPU
+//!   per process. A watchdog holds what the run writes to the upper directory to
+//!   [`Limits::upper_bytes`]. Every [`Outcome`] says which mechanism enforced what
+//!   ([`LimitsReport`]) and which [`Ceiling`] the run hit.
 //! - rlimits (core 0, nofile, fsize, nproc) and the pid namespace's `pid_max` (`nproc + 300`).
 //!   The sandbox maps its root to the caller's uid; for an unprivileged caller RLIMIT_NPROC is
 //!   the exact bound, counted per user namespace. When the caller is the host's root the kernel
