@@ -925,7 +925,11 @@ fn a_fork_bomb_of_busy_loops_is_held_to_its_cpu_share() {
         assert!(cpus > 0.0 && cpus < 64.0, "{text}");
         assert!(used <= cpus * wall * 1.15 + 300.0, "used {used} ms over {wall} ms at {cpus} CPUs: {text}");
     } else {
-        panic!("no CPU bandwidth ceiling: {text}");
+        let expected = rustix::process::geteuid().is_root()
+            && rustix::fs::access("/sys/fs/cgroup", rustix::fs::Access::WRITE_OK).is_ok();
+        assert!(!expected, "root with writable control groups, yet no CPU bandwidth: {text}");
+        assert!(cpu["quota_cpus"].is_null(), "{text}");
+        eprintln!("no writable control groups here: no CPU bandwidth ceiling to check");
     }
     assert!(host_processes_with(&tag).is_empty(), "{:?}", host_processes_with(&tag));
     // The run was in its group, the warm host never: a host in a run's group would share
