@@ -706,10 +706,35 @@ pub(crate) fn rlimit_report(
     r
 }
 
+/// Set once joining a control group failed in this process: later runs use rlimits only.
+static CGROUP_JOIN_FAILED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+    use std::sync::atomic::Ordering;
+    let with_cgroup = spec.limits.cgroup && !CGROUP_JOIN_FAILED.load(Ordering::Relaxed);
+    let result = run_with(spec, with_cgroup);
+    // A group we could make but not join (a delegation that stops short of moving processes):
+    // the run failed before anything of the command ran, so run it again on rlimits.
+    match result {
+        Err(SandboxError::Setup { ref step, .. })
+            if with_cgroup && step == child::Stage::Cgroup.describe() =>
+        {
+            CGROUP_JOIN_FAILED.store(true, Ordering::Relaxed);
+            run_with(spec, false)
+        }
+        other => other,
+    }
+}
+
+fn run_with(spec: &SandboxSpec, with_cgroup: bool) -> Result<Outcome, SandboxError> {
     let v = validate(spec)?;
     crate::timing::mark("sandbox: validated");
-    let cg = crate::cgroup::RunCgroup::create(&spec.limits);
+    let cg = if with_cgroup {
+        crate::cgroup::RunCgroup::create(&spec.limits)
+    } else {
+        crate::cgroup::RunCgroup::default()
+    };
     crate::timing::mark("sandbox: control group");
     let mut req = RunRequest::new(spec, v);
     if cg.memory_by() == crate::Mechanism::Cgroup {
