@@ -512,8 +512,9 @@ fn ceiling_note(c: airlock_sandbox::Ceiling, l: &airlock_sandbox::LimitsReport) 
             l.cpu.seconds.unwrap_or(0)
         ),
         airlock_sandbox::Ceiling::Disk => format!(
-            "The command wrote more than its ceiling ({}) into the workspace and was killed; nothing it wrote was staged. The operator can raise it with `airlock exec {flag} BYTES`.",
-            mib(l.disk.bytes)
+            "The command wrote more than its ceiling ({}; it had written {}) into the workspace, or wrote while the host's disk was nearly full, and was killed; nothing it wrote was staged. The operator can raise the ceiling with `airlock exec {flag} BYTES`.",
+            mib(l.disk.bytes),
+            mib(l.disk.used_bytes)
         ),
     }
 }
