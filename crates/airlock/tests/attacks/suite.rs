@@ -958,3 +958,38 @@ fn a_fork_bomb_of_busy_loops_is_held_to_its_cpu_share() {
         assert!(!groups.contains("airlock-"), "a warm host is in a run's group: {groups}");
     }
 }
+
+#[test]
+fn without_a_control_group_rlimits_hold_memory_and_cpu_time_and_say_so() {
+    let fx = Fx::new();
+    fx.stage("mem.py", "s = b'x' * (3 << 30)\nprint('allocated', len(s))\n");
+    fx.stage("spin.sh", "while :; do :; done\n");
+    let run = |flags: &[&str], argv: &[&str]| {
+        let mut args = vec!["--json", "--mode", "build", "exec"];
+        args.extend_from_slice(flags);
+        args.push("--");
+        args.extend_from_slice(argv);
+        let o = fx
+            .cmd(&args)
+            .env("AIRLOCK_SANDBOX_CGROUP", "off")
+            .output()
+            .expect("airlock runs");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", out(&o), err(&o)));
+        (v, o.status.code())
+    };
+    let (v, code) = run(&["--memory", "512M"], &["/usr/bin/python3", "mem.py"]);
+    let text = v.to_string();
+    assert_ne!(code, Some(0), "{text}");
+    assert!(v["stderr"].as_str().unwrap_or("").contains("MemoryError"), "{text}");
+    assert_eq!(v["limits"]["memory"]["by"], "rlimit", "{text}");
+    assert!(v["limits"]["memory"]["peak_bytes"].is_null(), "{text}");
+    assert!(v["limits"]["cpu"]["quota_cpus"].is_null(), "{text}");
+    let t = Instant::now();
+    let (v, code) = run(&["--cpu-secs", "1", "--timeout", "15"], &["sh", "spin.sh"]);
+    let text = v.to_string();
+    assert!(t.elapsed() < Duration::from_secs(12), "{text}");
+    assert_ne!(code, Some(124), "{text}");
+    assert_eq!(v["ceiling"]["name"], "cpu", "{text}");
+    assert_eq!(v["limits"]["cpu"]["by"], "rlimit", "{text}");
+}
