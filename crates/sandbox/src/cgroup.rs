@@ -210,7 +210,7 @@ fn make_child(parent: &Path) -> Option<PathBuf> {
 }
 
 /// Whether runs should use control groups at all.
-fn wanted(limits: &Limits) -> bool {
+pub(crate) fn wanted(limits: &Limits) -> bool {
     limits.cgroup
         && !std::env::var_os("AIRLOCK_SANDBOX_CGROUP").is_some_and(|v| v == "off" || v == "0")
 }
@@ -321,6 +321,120 @@ impl RunCgroup {
             self.cpu = Some((dir.clone(), Flavour::V2));
             self.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
         }
+    }
+
+    /// Rewrites the ceilings of groups made earlier (a warm host's spare joins its groups
+    /// before its run's limits are known). False when one could not be written.
+    pub(crate) fn apply(&mut self, limits: &Limits) -> bool {
+        let mut ok = true;
+        if let Some((d, f)) = &self.memory {
+            let v = match (limits.memory, f) {
+                (Some(b), _) => b.to_string(),
+                (None, Flavour::V2) => "max".into(),
+                (None, Flavour::V1) => "-1".into(),
+            };
+            let file = match f {
+                Flavour::V2 => "memory.max",
+                Flavour::V1 => "memory.limit_in_bytes",
+            };
+            ok &= write(d, file, &v).is_ok();
+            if *f == Flavour::V1 {
+                let _ = write(d, "memory.memsw.limit_in_bytes", &v);
+            }
+        }
+        if let Some((d, _)) = &self.pids {
+            ok &= write(d, "pids.max", &limits.nproc.to_string()).is_ok();
+        }
+        if let Some((d, f)) = &self.cpu {
+            let quota = limits
+                .cpu_millis
+                .map_or_else(default_cpus, |m| m as f64 / 1000.0);
+            let q = ((quota * CPU_PERIOD_US as f64) as u64).max(1000);
+            ok &= match f {
+                Flavour::V2 => write(d, "cpu.max", &format!("{q} {CPU_PERIOD_US}")).is_ok(),
+                Flavour::V1 => write(d, "cpu.cfs_quota_us", &q.to_string()).is_ok(),
+            };
+            self.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
+        }
+        ok
+    }
+
+    /// Which ceilings the groups enforce, as [`crate::namespace`]'s request mask.
+    pub(crate) fn mask(&self) -> u64 {
+        let mut m = 0;
+        if self.memory.is_some() {
+            m |= crate::namespace::CG_MEMORY;
+        }
+        if self.cpuacct.is_some() {
+            m |= crate::namespace::CG_CPU_TIME;
+        }
+        m
+    }
+
+    /// True when no group was made.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+    }
+
+    /// The groups as text (one `ROLE FLAVOUR PATH` line each), for the client of a warm host.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = String::new();
+        let fl = |f: &Flavour| if *f == Flavour::V2 { "2" } else { "1" };
+        for d in &self.dirs {
+            out.push_str(&format!("dir 0 {}\n", d.display()));
+        }
+        for (role, slot) in [
+            ("memory", &self.memory),
+            ("pids", &self.pids),
+            ("cpu", &self.cpu),
+            ("cpuacct", &self.cpuacct),
+        ] {
+            if let Some((d, f)) = slot {
+                out.push_str(&format!("{role} {} {}\n", fl(f), d.display()));
+            }
+        }
+        if let Some(q) = self.quota_cpus {
+            out.push_str(&format!("quota {q} -\n"));
+        }
+        out.into_bytes()
+    }
+
+    /// [`RunCgroup::encode`] read back; only directories named like ours are accepted.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<RunCgroup> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut cg = RunCgroup::default();
+        for line in text.lines() {
+            let mut it = line.splitn(3, ' ');
+            let (role, fl, path) = (it.next()?, it.next()?, it.next()?);
+            if role == "quota" {
+                cg.quota_cpus = fl.parse().ok();
+                continue;
+            }
+            let path = PathBuf::from(path);
+            let ours = path.is_absolute()
+                && path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("airlock-"));
+            if !ours {
+                return None;
+            }
+            let f = if fl == "2" { Flavour::V2 } else { Flavour::V1 };
+            match role {
+                "dir" => cg.dirs.push(path),
+                "memory" => cg.memory = Some((path, f)),
+                "pids" => cg.pids = Some((path, f)),
+                "cpu" => cg.cpu = Some((path, f)),
+                "cpuacct" => cg.cpuacct = Some((path, f)),
+                _ => return None,
+            }
+        }
+        Some(cg)
+    }
+
+    /// Hands the groups over (to a warm host's client): this value no longer removes them.
+    pub(crate) fn disown(&mut self) {
+        self.dirs.clear();
     }
 
     /// `cgroup.procs` of every group, opened for the run's PID 1 to join (fresh descriptors

@@ -737,6 +737,9 @@ fn run_with(spec: &SandboxSpec, with_cgroup: bool) -> Result<Outcome, SandboxErr
     };
     crate::timing::mark("sandbox: control group");
     let mut req = RunRequest::new(spec, v);
+    // A warm host uses groups only when this run wants them (the operator's switch is read
+    // here, not in the host).
+    req.limits.cgroup = with_cgroup && crate::cgroup::wanted(&spec.limits);
     if cg.memory_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_MEMORY;
     }
