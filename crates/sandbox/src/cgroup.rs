@@ -592,6 +592,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn groups_travel_to_the_client_and_nothing_else_is_accepted() {
+        let mut cg = RunCgroup {
+            dirs: vec!["/c/a/airlock-1-0".into(), "/c/m/airlock-1-1".into()],
+            memory: Some(("/c/m/airlock-1-1".into(), Flavour::V1)),
+            pids: None,
+            cpu: Some(("/c/a/airlock-1-0".into(), Flavour::V2)),
+            cpuacct: Some(("/c/a/airlock-1-0".into(), Flavour::V2)),
+            quota_cpus: Some(1.5),
+        };
+        let back = RunCgroup::decode(&cg.encode()).unwrap();
+        assert_eq!(back.dirs, cg.dirs);
+        assert_eq!(back.memory, cg.memory);
+        assert_eq!(back.cpu, cg.cpu);
+        assert_eq!(back.quota_cpus, Some(1.5));
+        assert_eq!(back.mask(), cg.mask());
+        let mut back = back;
+        back.disown();
+        cg.disown();
+        assert!(RunCgroup::decode(b"dir 0 /etc\n").is_none());
+        assert!(RunCgroup::decode(b"memory 1 relative/airlock-1\n").is_none());
+    }
+
+    #[test]
     fn discovery_reads_this_process_groups() {
         // Every process is in some group of every mounted hierarchy; the paths exist.
         for h in hierarchies() {
