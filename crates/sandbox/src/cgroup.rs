@@ -1,14 +1,16 @@
 //! A control group per run: memory, process-count and CPU-bandwidth ceilings on everything the
 //! run starts, and the kernel's own account of what it used.
 //!
-//! The caller (never a warm host) makes the group before the run: on the unified hierarchy
+//! The caller makes the groups before the run (a warm host makes them for its spare, the next
+//! run's PID 1, which joins while it waits; see [`crate::host`]): on the unified hierarchy
 //! (cgroup v2) when our parent group has the controller and lets us write, else on a v1
 //! hierarchy of that controller, else not at all (then [`crate::spec::Limits`] falls back to
 //! rlimits for that resource; see [`Mechanism`]). It opens each group's `cgroup.procs`; the
 //! run's PID 1 writes `0` to those descriptors before anything else, so it and every process it
 //! starts are inside from the start. The kernel checks that write against the credentials of
-//! whoever opened the file (the caller), so it works from inside the sandbox's user namespace
-//! and from a warm host's child alike, and it moves only the run, never the host.
+//! whoever opened the file, so it works from inside the sandbox's user namespace, and it moves
+//! only the run, never the host. Moving a process between groups waits for an RCU grace period
+//! (~10 ms on a busy machine): a spare pays it before its request, a cold run on its way.
 //!
 //! `AIRLOCK_SANDBOX_CGROUP=off` (or [`crate::Limits::cgroup`] false) forces the rlimit path.
 
