@@ -168,6 +168,9 @@ struct Ceilings {
     /// CPU-time ceiling for the run, in seconds.
     #[arg(long = "cpu-secs", value_name = "N")]
     cpu_secs: Option<u64>,
+    /// Most the run may write to the workspace overlay, in bytes (suffixes K, M, G accepted).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    disk: Option<u64>,
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -302,6 +305,7 @@ fn run(cli: Cli) -> CliResult {
             let operator = OperatorInputs {
                 memory_bytes: ceilings.memory,
                 cpu_secs: ceilings.cpu_secs,
+                disk_bytes: ceilings.disk,
                 ..OperatorInputs::default()
             };
             operator_cmd(&g, "bash", args, operator)
@@ -324,6 +328,7 @@ fn run(cli: Cli) -> CliResult {
                 verify_command: (!argv.is_empty()).then_some(argv),
                 memory_bytes: ceilings.memory,
                 cpu_secs: ceilings.cpu_secs,
+                disk_bytes: ceilings.disk,
                 ..OperatorInputs::default()
             };
             operator_cmd(&g, "verify", args, operator)

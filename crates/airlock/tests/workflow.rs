@@ -186,6 +186,8 @@ fn assert_verdict_shape(v: &Value) {
         "base",
         "command",
         "advisory",
+        "ceiling",
+        "limits",
     ]
     .into();
     let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
@@ -837,4 +839,43 @@ fn a_baseline_from_another_base_cannot_excuse_a_regression() {
     let v = fx.verify_json(&["--baseline"], 0);
     assert_eq!(v["base"]["reused"], true, "{v}");
     assert_eq!(v["verdict"], "passed", "six pre-existing failures: {v}");
+}
+
+/// A test run that hits a ceiling is an `error` verdict that names the ceiling and how the
+/// operator raises it, never a bare kill; apply stays refused.
+#[test]
+fn verify_names_the_ceiling_a_test_run_hit() {
+    let fx = Fx::node_project();
+    fx.write(
+        "test/hog.test.js",
+        "import { test } from 'node:test';\n\
+         test('hogs', () => { const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1)); });\n",
+    );
+    let v = fx.verify_json(&["--memory", "256M"], 4);
+    assert_verdict_shape(&v);
+    assert_eq!(v["verdict"], "error", "{v}");
+    assert_eq!(v["limits"]["memory"]["bytes"], 256 << 20, "{v}");
+    if v["limits"]["memory"]["by"] == "cgroup" {
+        assert_eq!(v["ceiling"], "memory", "{v}");
+        let d = v["diagnostics"].as_str().unwrap();
+        assert!(
+            d.contains("memory ceiling") && d.contains("--memory"),
+            "{v}"
+        );
+    }
+    // CPU time: a busy test ends at its ceiling, long before the timeout.
+    fx.write(
+        "test/hog.test.js",
+        "import { test } from 'node:test';\ntest('spins', () => { for (;;) {} });\n",
+    );
+    let t = Instant::now();
+    let v = fx.verify_json(&["--cpu-secs", "1"], 4);
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert_eq!(v["verdict"], "error", "{v}");
+    assert_eq!(v["ceiling"], "cpu", "{v}");
+    assert!(
+        v["diagnostics"].as_str().unwrap().contains("--cpu-secs"),
+        "{v}"
+    );
+    fx.build(&["apply"], 4);
 }

@@ -143,6 +143,8 @@ pub struct OperatorInputs {
     pub memory_bytes: Option<u64>,
     /// `--cpu-secs N` on `exec`/`verify`: this run's CPU-time ceiling.
     pub cpu_secs: Option<u64>,
+    /// `--disk BYTES` on `exec`/`verify`: the most this run may write to its overlay.
+    pub disk_bytes: Option<u64>,
 }
 
 /// How a kernel is opened: the operator's choices, never the model's.

@@ -32,6 +32,7 @@ pub(crate) enum Stage {
     Seccomp,
     Exec,
     Prepare,
+    Cgroup,
 }
 
 impl Stage {
@@ -53,6 +54,7 @@ impl Stage {
             Seccomp,
             Exec,
             Prepare,
+            Cgroup,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -75,6 +77,7 @@ impl Stage {
             Stage::Seccomp => "loading the seccomp filter",
             Stage::Exec => "executing the command",
             Stage::Prepare => "preparing the run in the warm sandbox host",
+            Stage::Cgroup => "joining the run's control group",
         }
     }
 }
@@ -110,7 +113,11 @@ pub(crate) struct ChildCtx<'a> {
     pub(crate) argv: &'a [*const c_char],
     /// Null-terminated.
     pub(crate) envp: &'a [*const c_char],
-    pub(crate) rlimits: &'a [(Resource, u64)],
+    /// (resource, soft, hard).
+    pub(crate) rlimits: &'a [(Resource, u64, u64)],
+    /// `cgroup.procs` of the run's control groups, opened by the caller: PID 1 writes `0`
+    /// (itself) to each before anything else, so every process of the run is inside.
+    pub(crate) cgroup_procs: &'a [RawFd],
     pub(crate) landlock_fd: RawFd,
     pub(crate) landlock_rules: &'a [PathRule],
     pub(crate) bpf: &'a [libc::sock_filter],
@@ -307,6 +314,13 @@ fn sort_small(fds: &mut [RawFd]) {
 pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
     // SAFETY: raw system calls on prepared data only; see the module comment.
     unsafe {
+        for &fd in ctx.cgroup_procs {
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            if n != 1 {
+                fail_stage(ctx, Stage::Cgroup);
+            }
+            libc::close(fd);
+        }
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
             fail_stage(ctx, Stage::ParentDeath);
         }
@@ -492,10 +506,10 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
         if libc::chdir(ctx.cwd.as_ptr()) != 0 {
             fail_stage(ctx, Stage::Chdir);
         }
-        for &(resource, value) in ctx.rlimits {
+        for &(resource, soft, hard) in ctx.rlimits {
             let lim = libc::rlimit {
-                rlim_cur: value,
-                rlim_max: value,
+                rlim_cur: soft,
+                rlim_max: hard,
             };
             if libc::setrlimit(resource, &lim) != 0 {
                 fail_stage(ctx, Stage::Rlimit);

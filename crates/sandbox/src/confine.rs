@@ -272,29 +272,129 @@ fn seccomp_program_uncached(block_inet: bool) -> Result<Vec<libc::sock_filter>, 
     Ok(out)
 }
 
-/// Instructions run before seccompiler's program: on x86_64, refuse x32 system calls (which a
-/// deny-list would otherwise miss) and make `clone3` (whose flags live in memory, beyond a
-/// filter's reach) fail with ENOSYS so libc falls back to `clone`.
+/// Address families a sandboxed command may open: unix sockets, IPv4/IPv6 (which the filter
+/// refuses again with EPERM when the network is off and loopback is not allowed; with the
+/// network off only the private loopback exists) and netlink for `NETLINK_ROUTE` (libc's
+/// `getaddrinfo` and `ip` query interfaces with it). Every other family (vsock, which no network
+/// namespace confines, packet, XDP, Bluetooth, CAN, ALG, key, …) fails with EAFNOSUPPORT, and
+/// any other netlink protocol with EPROTONOSUPPORT.
+pub(crate) const ALLOWED_FAMILIES: [u32; 4] = [
+    libc::AF_UNIX as u32,
+    libc::AF_INET as u32,
+    libc::AF_INET6 as u32,
+    libc::AF_NETLINK as u32,
+];
+
+/// The only netlink protocol allowed.
+pub(crate) const ALLOWED_NETLINK: u32 = libc::NETLINK_ROUTE as u32;
+
+/// Instructions run before seccompiler's program: refuse x32 system calls on x86_64 (which a
+/// deny-list would otherwise miss), make `clone3` (whose flags live in memory, beyond a
+/// filter's reach) fail with ENOSYS so libc falls back to `clone`, and hold `socket` and
+/// `socketpair` to [`ALLOWED_FAMILIES`] (an allow-list: a family the kernel adds later is
+/// refused too). Anything else continues into seccompiler's program, which checks the
+/// architecture again and applies the deny-list.
 fn prologue() -> Vec<libc::sock_filter> {
     #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xc000_003e;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xc000_00b7;
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
         const LD_ABS_W: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
         const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
         const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+        const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
         const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-        let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
-        vec![
-            f(LD_ABS_W, 0, 0, 4),                  // arch
-            f(JEQ, 0, 5, AUDIT_ARCH_X86_64),       // other arch: seccompiler kills it
-            f(LD_ABS_W, 0, 0, 0),                  // nr
-            f(JGE, 1, 0, 0x4000_0000),             // x32 bit set → EPERM
-            f(JEQ, 1, 2, libc::SYS_clone3 as u32), // clone3 → ENOSYS
-            f(RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
-            f(RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-        ]
+        // struct seccomp_data: nr at 0, arch at 4, args[i] at 16 + 8 i (low word first on the
+        // little-endian targets above).
+        const ARG0: u32 = 16;
+        const ARG2: u32 = 32;
+        // Labels: every jump is forward, resolved below.
+        #[derive(Clone, Copy, PartialEq)]
+        enum L {
+            Next,
+            Cont,
+            Sock,
+            Eperm,
+            Enosys,
+            Eafnosupport,
+            Eprotonosupport,
+        }
+        struct I {
+            code: u16,
+            jt: L,
+            jf: L,
+            k: u32,
+            label: Option<L>,
+        }
+        let i = |code, jt, jf, k| I {
+            code,
+            jt,
+            jf,
+            k,
+            label: None,
+        };
+        let mut prog: Vec<I> = vec![
+            i(LD_ABS_W, L::Next, L::Next, 4),
+            i(JEQ, L::Next, L::Cont, AUDIT_ARCH), // another arch: seccompiler kills it
+            i(LD_ABS_W, L::Next, L::Next, 0),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        prog.push(i(JGE, L::Eperm, L::Next, 0x4000_0000)); // x32 bit set
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = JGE;
+        prog.push(i(JEQ, L::Enosys, L::Next, libc::SYS_clone3 as u32));
+        prog.push(i(JEQ, L::Sock, L::Next, libc::SYS_socket as u32));
+        prog.push(i(JEQ, L::Next, L::Cont, libc::SYS_socketpair as u32));
+        let mut sock = i(LD_ABS_W, L::Next, L::Next, ARG0);
+        sock.label = Some(L::Sock);
+        prog.push(sock);
+        for af in ALLOWED_FAMILIES
+            .iter()
+            .filter(|&&af| af != libc::AF_NETLINK as u32)
+        {
+            prog.push(i(JEQ, L::Cont, L::Next, *af));
+        }
+        prog.push(i(JEQ, L::Next, L::Eafnosupport, libc::AF_NETLINK as u32));
+        prog.push(i(LD_ABS_W, L::Next, L::Next, ARG2));
+        prog.push(i(JEQ, L::Cont, L::Eprotonosupport, ALLOWED_NETLINK));
+        let ret = |errno: i32, label| I {
+            code: RET,
+            jt: L::Next,
+            jf: L::Next,
+            k: libc::SECCOMP_RET_ERRNO | errno as u32,
+            label: Some(label),
+        };
+        // Cont jumps over the four returns into seccompiler's program.
+        let mut cont = i(JA, L::Next, L::Next, 4);
+        cont.label = Some(L::Cont);
+        prog.push(cont);
+        prog.push(ret(libc::EPERM, L::Eperm));
+        prog.push(ret(libc::ENOSYS, L::Enosys));
+        prog.push(ret(libc::EAFNOSUPPORT, L::Eafnosupport));
+        prog.push(ret(libc::EPROTONOSUPPORT, L::Eprotonosupport));
+        let at = |l: L| prog.iter().position(|x| x.label == Some(l));
+        let off = |pc: usize, l: L| -> u8 {
+            match l {
+                L::Next => 0,
+                _ => {
+                    let target = at(l).unwrap_or(pc + 1);
+                    (target - pc - 1) as u8
+                }
+            }
+        };
+        prog.iter()
+            .enumerate()
+            .map(|(pc, x)| libc::sock_filter {
+                code: x.code,
+                jt: off(pc, x.jt),
+                jf: off(pc, x.jf),
+                k: x.k,
+            })
+            .collect()
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         Vec::new()
     }

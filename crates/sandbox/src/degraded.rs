@@ -297,27 +297,38 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let limits = [
-        (libc::RLIMIT_CORE, 0),
-        (libc::RLIMIT_NOFILE, spec.limits.nofile),
-        (libc::RLIMIT_FSIZE, spec.limits.fsize),
+    let l = &spec.limits;
+    let mut limits = vec![
+        (libc::RLIMIT_CORE, 0, 0),
+        (libc::RLIMIT_NOFILE, l.nofile, l.nofile),
+        (
+            libc::RLIMIT_FSIZE,
+            l.fsize.min(l.upper_bytes),
+            l.fsize.min(l.upper_bytes),
+        ),
     ];
+    if let Some(m) = l.memory {
+        limits.push((libc::RLIMIT_DATA, m, m));
+    }
+    if let Some(c) = l.cpu_seconds {
+        limits.push((libc::RLIMIT_CPU, c, c + 1));
+    }
     // SAFETY: the closure runs between fork and exec and only calls setrlimit, which is
     // async-signal-safe; it touches no allocation or lock.
     unsafe {
         cmd.pre_exec(move || {
-            for (res, val) in limits {
+            for &(res, soft, hard) in &limits {
                 let mut cur = libc::rlimit {
                     rlim_cur: 0,
                     rlim_max: 0,
                 };
                 libc::getrlimit(res, &mut cur);
-                let v = val.min(cur.rlim_max);
+                let hard = hard.min(cur.rlim_max);
                 libc::setrlimit(
                     res,
                     &libc::rlimit {
-                        rlim_cur: v,
-                        rlim_max: v,
+                        rlim_cur: soft.min(hard),
+                        rlim_max: hard,
                     },
                 );
             }
@@ -360,6 +371,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
             kill: &kill,
             foreign: None,
             report: None,
+            watcher: None,
         },
         &mut out,
         &mut err,
@@ -393,5 +405,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         duration: ended.duration,
         degraded: true,
         warm: false,
+        ceiling: crate::namespace::rlimit_ceiling(exit_code, signal, &spec.limits),
+        limits: crate::namespace::rlimit_report(&spec.limits, None),
     })
 }

@@ -228,6 +228,11 @@ fn encode(req: &RunRequest) -> Vec<u8> {
     }
     e.opt(l.address_space);
     e.opt(l.cpu_seconds);
+    e.opt(l.memory);
+    e.opt(l.cpu_millis);
+    e.u64(l.upper_bytes);
+    e.u64(l.cgroup as u64);
+    e.u64(req.cgroup_mask);
     e.0
 }
 
@@ -281,6 +286,11 @@ fn decode(buf: &[u8], network: bool) -> Result<RunRequest, DecodeError> {
         (d.u64()?, d.u64()?, d.u64()?, d.u64()?, d.u64()?);
     let address_space = d.opt()?;
     let cpu_seconds = d.opt()?;
+    let memory = d.opt()?;
+    let cpu_millis = d.opt()?;
+    let upper_bytes = d.u64()?;
+    let cgroup = d.u64()? == 1;
+    let cgroup_mask = d.u64()?;
     Ok(RunRequest {
         v: Validated {
             workspace,
@@ -302,10 +312,15 @@ fn decode(buf: &[u8], network: bool) -> Result<RunRequest, DecodeError> {
             fsize,
             nproc,
             address_space,
+            memory,
             cpu_seconds,
+            cpu_millis,
+            upper_bytes,
+            cgroup,
             tmp_size,
             spool_bytes,
         },
+        cgroup_mask,
     })
 }
 
@@ -434,6 +449,7 @@ fn recv_with_fds(
 pub(crate) fn try_run(
     spec: &SandboxSpec,
     req: &RunRequest,
+    cg: &crate::cgroup::RunCgroup,
 ) -> Result<Option<Outcome>, SandboxError> {
     let (Some(socket), Some(_)) = (spec.warm_host.as_deref(), executable()) else {
         return Ok(None);
@@ -441,15 +457,19 @@ pub(crate) fn try_run(
     let Some(conn) = connect(spec, socket) else {
         return Ok(None);
     };
-    let (child_io, parent) = namespace::io_pipes()?;
+    let (mut child_io, parent) = namespace::io_pipes()?;
+    child_io.cgroups = cg.join_fds();
     let start = Instant::now();
-    let fds = [
+    // The run's control groups travel with its pipes: the host's PID 1 joins them, the host
+    // itself never does.
+    let mut fds = vec![
         child_io.stdin.as_raw_fd(),
         child_io.stdout.as_raw_fd(),
         child_io.stderr.as_raw_fd(),
         child_io.err_w.as_raw_fd(),
         child_io.status_w.as_raw_fd(),
     ];
+    fds.extend(child_io.cgroups.iter().map(|f| f.as_raw_fd()));
     if send_with_fds(&conn, &encode(req), &fds).is_err() {
         return Ok(None);
     }
@@ -461,6 +481,21 @@ pub(crate) fn try_run(
         // The host refused (another build, or it could not launch): run cold.
         return Ok(None);
     }
+    // The run is in groups the host made for it ahead of time (ours stay unjoined, and go).
+    let adopted = match reply.get(1..) {
+        Some(rest) if !rest.is_empty() => crate::cgroup::RunCgroup::decode(rest),
+        _ => None,
+    };
+    let adopted_req;
+    let (req, cg) = match &adopted {
+        Some(a) => {
+            let mut r = req.clone();
+            r.cgroup_mask = a.mask();
+            adopted_req = r;
+            (&adopted_req, a)
+        }
+        None => (req, cg),
+    };
     let pidfd = got.remove(0);
     let raw = pidfd.as_raw_fd();
     let kill = move |_pid: libc::pid_t| {
@@ -476,7 +511,7 @@ pub(crate) fn try_run(
         };
     };
     crate::timing::mark("sandbox: launched by the warm host");
-    let outcome = namespace::finish(spec, req, parent, 0, start, &kill, Some(pidfd));
+    let outcome = namespace::finish(spec, req, parent, 0, start, &kill, Some(pidfd), cg);
     // Closing the connection tells the host this run is over for us (or that we gave up).
     drop(conn);
     outcome.map(Some)
@@ -587,7 +622,7 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     let listener = UnixListener::bind(&tmp)?;
     std::fs::rename(&tmp, socket)?;
     let ino = std::fs::metadata(socket)?.ino();
-    let mut spare = Spare::fork(newroot.path(), network, None).ok();
+    let mut spare = Spare::fork(newroot.path(), network, None, true).ok();
     // The last request: the next spare prepares its mounts for the same shape.
     let mut last: Option<RunRequest> = None;
 
@@ -621,7 +656,8 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
             Err(Stop) => break,
         }
         if spare.is_none() {
-            spare = Spare::fork(newroot.path(), network, last.clone()).ok();
+            let with_cgroup = last.as_ref().is_none_or(|r| r.limits.cgroup);
+            spare = Spare::fork(newroot.path(), network, last.clone(), with_cgroup).ok();
         }
         // Replaced or removed socket: a newer host took over, or the session's scratch is gone.
         if std::fs::metadata(socket).map(|m| m.ino()).ok() != Some(ino) {
@@ -687,6 +723,10 @@ struct Spare {
     /// (path, device, inode) of the overlay directories it holds open: a request whose paths
     /// now name other directories (a workspace deleted and made again) does not fit.
     identities: Vec<(PathBuf, u64, u64)>,
+    /// Control groups the spare joined while it waited (moving a process between groups waits
+    /// for an RCU grace period, ~10 ms: done here, it is off the run's path). The host writes
+    /// the run's ceilings into them before the run starts and hands them to the client.
+    cg: Option<crate::cgroup::RunCgroup>,
 }
 
 /// The overlay directories of `p` (workspace, layers, upper, work) with their device and inode.
@@ -703,7 +743,12 @@ fn source_identities(p: &RunRequest) -> Option<Vec<(PathBuf, u64, u64)>> {
 }
 
 impl Spare {
-    fn fork(newroot: &Path, network: bool, predicted: Option<RunRequest>) -> io::Result<Spare> {
+    fn fork(
+        newroot: &Path,
+        network: bool,
+        predicted: Option<RunRequest>,
+        with_cgroup: bool,
+    ) -> io::Result<Spare> {
         // A prediction whose directories are gone is no prediction.
         let predicted = predicted.filter(|p| shared_parent(p).is_some());
         let (predicted, identities) = match predicted.map(|p| (source_identities(&p), p)) {
@@ -712,13 +757,27 @@ impl Spare {
         };
         let (ctl, theirs) = UnixStream::pair()?;
         let (alive_r, alive_w) = namespace::pipe().map_err(io::Error::other)?;
+        let cg = if with_cgroup {
+            Some(crate::cgroup::RunCgroup::create(&crate::Limits::default()))
+                .filter(|c| !c.is_empty())
+        } else {
+            None
+        };
+        let cg_fds = cg.as_ref().map(|c| c.join_fds()).unwrap_or_default();
         let flags = namespace::run_namespaces(network) | libc::SIGCHLD;
         // SAFETY: a fork-like clone of this single-threaded host; the child runs spare_main,
         // which never returns.
         let pid = unsafe { namespace::fork_clone(flags) };
         if pid == 0 {
             drop(ctl);
-            spare_main(&theirs, alive_r, newroot, network, predicted.as_ref());
+            spare_main(
+                &theirs,
+                alive_r,
+                newroot,
+                network,
+                predicted.as_ref(),
+                cg_fds,
+            );
         }
         if pid < 0 {
             return Err(io::Error::last_os_error());
@@ -729,6 +788,7 @@ impl Spare {
             alive_w: Some(alive_w),
             predicted,
             identities,
+            cg,
         })
     }
 
@@ -868,14 +928,23 @@ fn spare_main(
     newroot: &Path,
     network: bool,
     predicted: Option<&RunRequest>,
+    cg_fds: Vec<OwnedFd>,
 ) -> ! {
-    // SAFETY: prctl and _exit; a spare dies with its host.
+    // SAFETY: prctl, write and _exit; a spare dies with its host.
     unsafe {
         // (A host that died before this point closed its end of `ctl`: the wait below ends.)
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
             libc::_exit(0);
         }
+        // Into the next run's groups now, while nobody waits. A spare that cannot join is no
+        // spare: the host notices the exit and launches the run itself.
+        for fd in &cg_fds {
+            if libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                libc::_exit(0);
+            }
+        }
     }
+    drop(cg_fds);
     // This PID 1's own uts and net namespaces, made ready before anyone waits for them.
     if crate::child::ready_namespaces(!network).is_err() {
         // SAFETY: exiting a process that has nothing to clean up (the host launches the run).
@@ -891,7 +960,7 @@ fn spare_main(
         },
         None => None,
     };
-    let Ok((data, fds)) = recv_with_fds(ctl, 5, 16 << 20) else {
+    let Ok((data, fds)) = recv_with_fds(ctl, 5 + namespace::MAX_CGROUPS, 16 << 20) else {
         // SAFETY: exiting a process that has nothing to clean up.
         unsafe { libc::_exit(0) }
     };
@@ -931,11 +1000,13 @@ fn spare_main(
     )
 }
 
-/// The five descriptors of a run, in the order the client sends them.
+/// The five descriptors of a run, in the order the client sends them, then its control
+/// groups' `cgroup.procs`.
 fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
-    if fds.len() != 5 {
+    if fds.len() < 5 || fds.len() > 5 + namespace::MAX_CGROUPS {
         return None;
     }
+    let cgroups = fds.split_off(5);
     let status_w = fds.pop()?;
     let err_w = fds.pop()?;
     let stderr = fds.pop()?;
@@ -947,6 +1018,7 @@ fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
         stderr,
         err_w,
         status_w,
+        cgroups,
     })
 }
 
@@ -957,11 +1029,11 @@ fn handle(
     newroot: &Path,
     spare: &mut Option<Spare>,
 ) -> Result<Option<RunRequest>, Stop> {
-    let Ok((data, fds)) = recv_with_fds(conn, 5, 16 << 20) else {
+    let Ok((data, fds)) = recv_with_fds(conn, 5 + namespace::MAX_CGROUPS, 16 << 20) else {
         return Ok(None);
     };
-    if fds.len() != 5 {
-        reply_error(conn, "expected 5 descriptors");
+    if fds.len() < 5 || fds.len() > 5 + namespace::MAX_CGROUPS {
+        reply_error(conn, "expected 5 descriptors and the run's control groups");
         return Ok(None);
     }
     let req = match decode(&data, network) {
@@ -976,14 +1048,37 @@ fn handle(
         }
     };
     // A spare that fits takes the request as it came; otherwise a PID 1 is cloned for it now.
+    // A spare already in groups of its own takes it only once they carry the run's ceilings
+    // (written here, before the run can start); it then leaves the client's groups unjoined.
     let fitting = spare.take().and_then(|mut s| s.fits(&req).then_some(s));
+    let fitting = fitting.and_then(|mut s| {
+        let ready = match s.cg.as_mut() {
+            None => true,
+            Some(cg) => req.limits.cgroup && cg.apply(&req.limits),
+        };
+        ready.then_some(s)
+    });
+    let mut handed: Option<crate::cgroup::RunCgroup> = None;
     let (pid, alive_w) = match fitting {
-        Some(s) => {
-            let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
-            let taken = s.take_run(&data, &raw);
+        Some(mut s) => {
+            let cg = s.cg.take();
+            let mut raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+            let payload = match &cg {
+                Some(cg) => {
+                    raw.truncate(5);
+                    let mut r = req.clone();
+                    r.cgroup_mask = cg.mask();
+                    encode(&r)
+                }
+                None => data.clone(),
+            };
+            let taken = s.take_run(&payload, &raw);
             drop(fds);
             match taken {
-                Ok(x) => x,
+                Ok(x) => {
+                    handed = cg;
+                    x
+                }
                 Err(_) => {
                     reply_error(conn, "the spare sandbox did not take the run");
                     return Ok(None);
@@ -1005,7 +1100,13 @@ fn handle(
     };
     // SAFETY: pidfd_open on our own unreaped child.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) } as RawFd;
-    if pidfd < 0 || send_with_fds(conn, &[0u8], &[pidfd]).is_err() {
+    // The reply names the groups the run is in, if the host made them: the client reads its
+    // accounting there and removes them.
+    let mut reply = vec![0u8];
+    if let Some(cg) = handed.as_mut() {
+        reply.extend_from_slice(&cg.encode());
+    }
+    if pidfd < 0 || send_with_fds(conn, &reply, &[pidfd]).is_err() {
         // SAFETY: killing and reaping our own child.
         unsafe {
             libc::kill(pid, libc::SIGKILL);
@@ -1014,6 +1115,9 @@ fn handle(
     } else {
         // SAFETY: the fd was just created and sent; close our copy.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        if let Some(mut cg) = handed.take() {
+            cg.disown();
+        }
         wait_run(conn, pid, &pidfd);
     }
     drop(alive_w);
@@ -1084,8 +1188,13 @@ mod tests {
             allow_loopback: true,
             limits: crate::Limits {
                 address_space: Some(7),
+                memory: Some(512 << 20),
+                cpu_millis: Some(250),
+                upper_bytes: 9,
+                cgroup: false,
                 ..Default::default()
             },
+            cgroup_mask: 3,
         };
         let Ok(back) = decode(&encode(&req), false) else {
             panic!("decode failed");
@@ -1100,6 +1209,7 @@ mod tests {
         assert_eq!(back.home_binds, req.home_binds);
         assert!(back.allow_loopback);
         assert_eq!(back.limits, req.limits);
+        assert_eq!(back.cgroup_mask, 3);
         // Another network, or any truncation, is refused.
         assert!(matches!(
             decode(&encode(&req), true),

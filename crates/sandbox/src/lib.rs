@@ -43,8 +43,15 @@
 //!   seccomp (deny-list, EPERM): ptrace, process_vm_*, bpf, keyrings, perf, userfaultfd, module
 //!   and kexec calls, every mount-API call, unshare/setns and namespace flags on clone, io_uring,
 //!   TIOCSTI, sethostname/setdomainname, and `AF_INET`/`AF_INET6` sockets when the network is
-//!   off; `clone3` returns ENOSYS so libc falls back to the inspectable `clone`; x32 system calls
-//!   are refused.
+//!   off; sockets of any family but unix, inet, inet6 and netlink (`NETLINK_ROUTE` only) fail
+//!   with EAFNOSUPPORT (vsock is not network-namespaced); `clone3` returns ENOSYS so libc falls
+//!   back to the inspectable `clone`; x32 system calls are refused.
+//! - Ceilings on the whole run ([`Limits`]): a control group of its own when the caller can
+//!   make one (memory with swap off, processes, CPU bandwidth, and the group's CPU time watched
+//!   by the caller), joined by PID 1 before anything runs; otherwise RLIMIT_DATA and RLIMIT_CPU
+//!   per process. A watchdog holds what the run writes to the upper directory to
+//!   [`Limits::upper_bytes`]. Every [`Outcome`] says which mechanism enforced what
+//!   ([`LimitsReport`]) and which [`Ceiling`] the run hit.
 //! - rlimits (core 0, nofile, fsize, nproc) and the pid namespace's `pid_max` (`nproc + 300`).
 //!   The sandbox maps its root to the caller's uid; for an unprivileged caller RLIMIT_NPROC is
 //!   the exact bound, counted per user namespace. When the caller is the host's root the kernel
@@ -96,6 +103,8 @@
 #![deny(missing_docs)]
 
 mod capture;
+mod ceiling;
+mod cgroup;
 mod child;
 mod confine;
 mod degraded;
@@ -117,7 +126,10 @@ pub use harvest::{UpperChange, harvest};
 pub use namespace::NamespaceBackend;
 pub use plan::ETC_ALLOWLIST;
 pub use probe::{Capabilities, probe};
-pub use spec::{Limits, Outcome, SandboxSpec};
+pub use spec::{
+    Ceiling, CpuReport, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY, DEFAULT_UPPER_BYTES, DiskReport,
+    Limits, LimitsReport, Mechanism, MemoryReport, Outcome, ProcessesReport, SandboxSpec,
+};
 
 /// A way to run a [`SandboxSpec`]. Kernel namespaces today; a container engine can be added.
 pub trait Backend: Send + Sync {

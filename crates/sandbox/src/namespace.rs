@@ -264,7 +264,17 @@ pub(crate) struct RunRequest {
     pub(crate) network: bool,
     pub(crate) allow_loopback: bool,
     pub(crate) limits: crate::Limits,
+    /// Which ceilings the run's control group enforces ([`CG_MEMORY`], [`CG_CPU_TIME`]); the
+    /// others fall back to rlimits.
+    pub(crate) cgroup_mask: u64,
 }
+
+/// [`RunRequest::cgroup_mask`]: the memory ceiling is the control group's.
+pub(crate) const CG_MEMORY: u64 = 1;
+/// [`RunRequest::cgroup_mask`]: the CPU time is watched on the control group.
+pub(crate) const CG_CPU_TIME: u64 = 2;
+/// Most control groups a run joins (one per hierarchy).
+pub(crate) const MAX_CGROUPS: usize = 4;
 
 impl RunRequest {
     /// Same mounts up to the workspace overlay (what a spare prepares ahead of a request).
@@ -291,6 +301,7 @@ impl RunRequest {
             network: spec.network,
             allow_loopback: spec.allow_loopback,
             limits: spec.limits.clone(),
+            cgroup_mask: 0,
         }
     }
 
@@ -339,6 +350,8 @@ pub(crate) struct ChildIo {
     pub(crate) stderr: OwnedFd,
     pub(crate) err_w: OwnedFd,
     pub(crate) status_w: OwnedFd,
+    /// `cgroup.procs` of the run's control groups: PID 1 joins them first thing.
+    pub(crate) cgroups: Vec<OwnedFd>,
 }
 
 /// The caller's ends.
@@ -363,6 +376,7 @@ pub(crate) fn io_pipes() -> Result<(ChildIo, ParentIo), SandboxError> {
             stderr: stderr_w,
             err_w,
             status_w,
+            cgroups: Vec::new(),
         },
         ParentIo {
             stdin: stdin_w,
@@ -567,22 +581,8 @@ pub(crate) fn with_child_ctx<T>(
         });
     }
 
-    let l = &req.limits;
-    let mut rlimits: Vec<(Resource, u64)> = vec![
-        (libc::RLIMIT_CORE, 0),
-        (libc::RLIMIT_NOFILE, l.nofile),
-        (libc::RLIMIT_FSIZE, l.fsize),
-        (libc::RLIMIT_NPROC, l.nproc),
-    ];
-    if let Some(a) = l.address_space {
-        rlimits.push((libc::RLIMIT_AS, a));
-    }
-    if let Some(c) = l.cpu_seconds {
-        rlimits.push((libc::RLIMIT_CPU, c));
-    }
-    for (res, val) in &mut rlimits {
-        *val = (*val).min(hard_limit(*res));
-    }
+    let rlimits = rlimits_for(req);
+    let cgroup_procs: Vec<RawFd> = io.cgroups.iter().map(|f| f.as_raw_fd()).collect();
 
     // SAFETY: geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -607,6 +607,7 @@ pub(crate) fn with_child_ctx<T>(
         argv: &argv_p,
         envp: &env_p,
         rlimits: &rlimits,
+        cgroup_procs: &cgroup_procs,
         landlock_fd: landlock.ruleset.as_raw_fd(),
         landlock_rules: &landlock.rules,
         bpf: &bpf,
@@ -623,23 +624,148 @@ pub(crate) fn with_child_ctx<T>(
     f(&ctx)
 }
 
+/// The rlimits of the command: (resource, soft, hard), held to the caller's own hard limits.
+/// Memory and CPU time are rlimits only when the run's control group does not enforce them.
+fn rlimits_for(req: &RunRequest) -> Vec<(Resource, u64, u64)> {
+    let l = &req.limits;
+    // One file can never be larger than everything the run may write.
+    let fsize = l.fsize.min(l.upper_bytes);
+    let mut rlimits: Vec<(Resource, u64, u64)> = vec![
+        (libc::RLIMIT_CORE, 0, 0),
+        (libc::RLIMIT_NOFILE, l.nofile, l.nofile),
+        (libc::RLIMIT_FSIZE, fsize, fsize),
+        (libc::RLIMIT_NPROC, l.nproc, l.nproc),
+    ];
+    if let Some(a) = l.address_space {
+        rlimits.push((libc::RLIMIT_AS, a, a));
+    }
+    if let Some(m) = l.memory
+        && req.cgroup_mask & CG_MEMORY == 0
+    {
+        // RLIMIT_DATA counts heap and private writable mappings, not address-space
+        // reservations (which RLIMIT_AS would, breaking runtimes that reserve much).
+        rlimits.push((libc::RLIMIT_DATA, m, m));
+    }
+    if let Some(c) = l.cpu_seconds
+        && req.cgroup_mask & CG_CPU_TIME == 0
+    {
+        // SIGXCPU at the ceiling (reported as the CPU ceiling), SIGKILL a second later.
+        rlimits.push((libc::RLIMIT_CPU, c, c.saturating_add(1)));
+    }
+    for (res, soft, hard) in &mut rlimits {
+        *hard = (*hard).min(hard_limit(*res));
+        *soft = (*soft).min(*hard);
+    }
+    rlimits
+}
+
+/// The ceiling an rlimit-enforced run hit, as its status shows it: SIGXCPU (the CPU-time
+/// rlimit) or SIGXFSZ (a file past the write ceiling), or a shell's report of a child killed
+/// by one of them (128 + the signal).
+pub(crate) fn rlimit_ceiling(
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    limits: &crate::Limits,
+) -> Option<crate::Ceiling> {
+    let by = |sig: i32| signal == Some(sig) || exit_code == Some(128 + sig);
+    if limits.cpu_seconds.is_some() && by(libc::SIGXCPU) {
+        return Some(crate::Ceiling::Cpu);
+    }
+    if limits.upper_bytes <= limits.fsize && by(libc::SIGXFSZ) {
+        return Some(crate::Ceiling::Disk);
+    }
+    None
+}
+
+/// The limits report of a run: from its control group when it has one, else the rlimits.
+pub(crate) fn rlimit_report(
+    limits: &crate::Limits,
+    cg: Option<&crate::cgroup::RunCgroup>,
+) -> crate::LimitsReport {
+    use crate::Mechanism;
+    let mut r = crate::LimitsReport::default();
+    if let Some(m) = limits.memory {
+        r.memory.bytes = m;
+        r.memory.by = Some(cg.map_or(Mechanism::Rlimit, |c| c.memory_by()));
+        r.memory.peak_bytes = cg.and_then(|c| c.memory_peak());
+    }
+    r.cpu.seconds = limits.cpu_seconds;
+    r.cpu.by = Some(cg.map_or(Mechanism::Rlimit, |c| c.cpu_time_by()));
+    if let Some(c) = cg {
+        if c.has_cpu_bandwidth() {
+            r.cpu.quota_cpus = c.quota_cpus;
+        }
+        r.cpu.used_ms = c.cpu_used().map(|d| d.as_millis() as u64);
+    }
+    r.processes.max = limits.nproc;
+    r.processes.by = Some(match cg {
+        Some(c) => c.pids_by(),
+        None => Mechanism::Rlimit,
+    });
+    r.processes.hit = cg.is_some_and(|c| c.pids_hit());
+    r.disk.bytes = limits.upper_bytes;
+    r.disk.by = cg.map(|_| Mechanism::Watchdog);
+    r
+}
+
+/// Set once joining a control group failed in this process: later runs use rlimits only.
+static CGROUP_JOIN_FAILED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+    use std::sync::atomic::Ordering;
+    let with_cgroup = spec.limits.cgroup && !CGROUP_JOIN_FAILED.load(Ordering::Relaxed);
+    let result = run_with(spec, with_cgroup);
+    // A group we could make but not join (a delegation that stops short of moving processes):
+    // the run failed before anything of the command ran, so run it again on rlimits.
+    match result {
+        Err(SandboxError::Setup { ref step, .. })
+            if with_cgroup && step == child::Stage::Cgroup.describe() =>
+        {
+            CGROUP_JOIN_FAILED.store(true, Ordering::Relaxed);
+            run_with(spec, false)
+        }
+        other => other,
+    }
+}
+
+fn run_with(spec: &SandboxSpec, with_cgroup: bool) -> Result<Outcome, SandboxError> {
     let v = validate(spec)?;
     crate::timing::mark("sandbox: validated");
-    let req = RunRequest::new(spec, v);
-    if let Some(outcome) = crate::host::try_run(spec, &req)? {
+    let cg = if with_cgroup {
+        crate::cgroup::RunCgroup::create(&spec.limits)
+    } else {
+        crate::cgroup::RunCgroup::default()
+    };
+    crate::timing::mark("sandbox: control group");
+    let mut req = RunRequest::new(spec, v);
+    // A warm host uses groups only when this run wants them (the operator's switch is read
+    // here, not in the host).
+    req.limits.cgroup = with_cgroup && crate::cgroup::wanted(&spec.limits);
+    if cg.memory_by() == crate::Mechanism::Cgroup {
+        req.cgroup_mask |= CG_MEMORY;
+    }
+    if cg.cpu_time_by() == crate::Mechanism::Cgroup {
+        req.cgroup_mask |= CG_CPU_TIME;
+    }
+    if let Some(outcome) = crate::host::try_run(spec, &req, &cg)? {
         return Ok(outcome);
     }
-    let outcome = run_cold(spec, &req);
+    let outcome = run_cold(spec, &req, &cg);
     if outcome.is_ok() {
         crate::host::start_for(spec);
     }
     outcome
 }
 
-fn run_cold(spec: &SandboxSpec, req: &RunRequest) -> Result<Outcome, SandboxError> {
+fn run_cold(
+    spec: &SandboxSpec,
+    req: &RunRequest,
+    cg: &crate::cgroup::RunCgroup,
+) -> Result<Outcome, SandboxError> {
     let newroot = new_root_dir()?;
-    let (child_io, parent) = io_pipes()?;
+    let (mut child_io, parent) = io_pipes()?;
+    child_io.cgroups = cg.join_fds();
     let start = Instant::now();
     let launched = launch(req, newroot.path(), false, child_io)?;
     let pid = launched.pid;
@@ -647,7 +773,7 @@ fn run_cold(spec: &SandboxSpec, req: &RunRequest) -> Result<Outcome, SandboxErro
         // SAFETY: signalling our own unreaped child; its pid cannot have been reused.
         unsafe { libc::kill(p, libc::SIGKILL) };
     };
-    let result = finish(spec, req, parent, pid, start, &kill, None);
+    let result = finish(spec, req, parent, pid, start, &kill, None, cg);
     drop(launched.alive_w);
     // PID 1 reported once its sandbox was empty and may still be tearing the namespaces down:
     // reap it without waiting for that.
@@ -680,8 +806,19 @@ pub(crate) fn finish(
     start: Instant,
     kill: &dyn Fn(libc::pid_t),
     foreign: Option<OwnedFd>,
+    cg: &crate::cgroup::RunCgroup,
 ) -> Result<Outcome, SandboxError> {
     let warm = foreign.is_some();
+    let mut watcher = crate::ceiling::Watcher {
+        cgroup: cg,
+        cpu_limit: req
+            .limits
+            .cpu_seconds
+            .filter(|_| req.cgroup_mask & CG_CPU_TIME != 0)
+            .map(std::time::Duration::from_secs),
+        disk: crate::ceiling::DiskWatch::new(&req.v.upper, req.limits.upper_bytes),
+    };
+    let mut check = || watcher.check();
     // Without input the command reads EOF at once: the write end must not stay open here.
     let stdin = match spec.stdin.as_deref() {
         Some(data) => Some((parent.stdin, data)),
@@ -702,6 +839,7 @@ pub(crate) fn finish(
             kill,
             foreign,
             report: Some(&parent.status_r),
+            watcher: Some(&mut check),
         },
         &mut out,
         &mut err,
@@ -714,7 +852,7 @@ pub(crate) fn finish(
     };
     let failure = read_record(&parent.err_r, 12);
     let (stdout, stderr) = (out.finish(), err.finish());
-    let interrupted = ended.timed_out || ended.cancelled;
+    let interrupted = ended.timed_out || ended.cancelled || ended.ceiling.is_some();
     let mut outcome = Outcome {
         exit_code: None,
         signal: None,
@@ -725,6 +863,8 @@ pub(crate) fn finish(
         duration: ended.duration,
         degraded: false,
         warm,
+        ceiling: ended.ceiling,
+        limits: crate::LimitsReport::default(),
     };
     if failure.len() == 12 && !interrupted {
         // The plan is rebuilt only to name the failed step (its words do not depend on where
@@ -739,9 +879,32 @@ pub(crate) fn finish(
         } else if libc::WIFSIGNALED(st) {
             outcome.signal = Some(libc::WTERMSIG(st));
         }
-        return Ok(outcome);
     }
-    if interrupted {
+    if status.len() == 4 || interrupted {
+        // Whatever PID 1 left (nothing, normally) goes before the accounting is read.
+        cg.kill();
+        let (disk_over, disk_used) = {
+            let d = &mut watcher.disk;
+            (d.settle(), d.used())
+        };
+        outcome.limits = rlimit_report(&req.limits, Some(cg));
+        outcome.limits.disk.used_bytes = disk_used;
+        if outcome.ceiling.is_none() && !ended.timed_out && !ended.cancelled {
+            outcome.ceiling = if cg.memory_hit() {
+                Some(crate::Ceiling::Memory)
+            } else if disk_over {
+                Some(crate::Ceiling::Disk)
+            } else {
+                let cpu_by_rlimit = crate::Limits {
+                    cpu_seconds: req
+                        .limits
+                        .cpu_seconds
+                        .filter(|_| req.cgroup_mask & CG_CPU_TIME == 0),
+                    ..req.limits.clone()
+                };
+                rlimit_ceiling(outcome.exit_code, outcome.signal, &cpu_by_rlimit)
+            };
+        }
         return Ok(outcome);
     }
     Err(SandboxError::Setup {

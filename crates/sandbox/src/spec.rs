@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crate::capture::Captured;
+pub use crate::cgroup::Mechanism;
 
 /// One sandboxed command.
 #[derive(Debug, Clone)]
@@ -112,13 +113,32 @@ pub struct Limits {
     pub nproc: u64,
     /// RLIMIT_AS in bytes, if any.
     pub address_space: Option<u64>,
-    /// RLIMIT_CPU in seconds, if any.
+    /// Memory ceiling of the whole run, in bytes (none: no ceiling): the run's control group's
+    /// `memory.max` (swap off), else RLIMIT_DATA per process.
+    pub memory: Option<u64>,
+    /// CPU-time ceiling of the whole run, in seconds (none: none beyond the bandwidth and the
+    /// timeout): watched on the run's control group, else RLIMIT_CPU per process.
     pub cpu_seconds: Option<u64>,
+    /// CPU bandwidth of the run in thousandths of a CPU (none: one CPU less than the host has,
+    /// at least one). Needs a control group with the cpu controller.
+    pub cpu_millis: Option<u64>,
+    /// Most bytes the run may write to the overlay's upper directory (what it changes in the
+    /// workspace): a watchdog kills the run past it; RLIMIT_FSIZE is held to it too.
+    pub upper_bytes: u64,
+    /// Use a control group per run when one can be made (false: rlimits only).
+    pub cgroup: bool,
     /// Size of the private `/tmp` and `/dev/shm` tmpfs, in bytes.
     pub tmp_size: u64,
     /// Largest spool file per stream, in bytes; output beyond it is counted but not kept.
     pub spool_bytes: u64,
 }
+
+/// Default memory ceiling of a run: 4 GiB.
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+/// Default CPU-time ceiling of a run: one hour (the bandwidth and the timeout bind first).
+pub const DEFAULT_CPU_SECONDS: u64 = 3600;
+/// Default ceiling on what a run may write to the overlay's upper directory: 4 GiB.
+pub const DEFAULT_UPPER_BYTES: u64 = 4 << 30;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -127,7 +147,11 @@ impl Default for Limits {
             fsize: 4 << 30,
             nproc: 1024,
             address_space: None,
-            cpu_seconds: None,
+            memory: Some(DEFAULT_MEMORY),
+            cpu_seconds: Some(DEFAULT_CPU_SECONDS),
+            cpu_millis: None,
+            upper_bytes: DEFAULT_UPPER_BYTES,
+            cgroup: true,
             tmp_size: 1 << 30,
             spool_bytes: 256 << 20,
         }
@@ -155,6 +179,98 @@ pub struct Outcome {
     pub degraded: bool,
     /// Ran in a warm sandbox host's prepared namespaces rather than freshly created ones.
     pub warm: bool,
+    /// The ceiling the run hit, if any (memory: a process was killed for want of memory;
+    /// cpu, disk: the run was killed).
+    pub ceiling: Option<Ceiling>,
+    /// The ceilings in force, how each was enforced, and what the run used.
+    pub limits: LimitsReport,
+}
+
+/// A resource ceiling a run can hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ceiling {
+    /// [`Limits::memory`].
+    Memory,
+    /// [`Limits::cpu_seconds`].
+    Cpu,
+    /// [`Limits::upper_bytes`].
+    Disk,
+}
+
+impl Ceiling {
+    /// The stable name: `memory`, `cpu`, `disk`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ceiling::Memory => "memory",
+            Ceiling::Cpu => "cpu",
+            Ceiling::Disk => "disk",
+        }
+    }
+}
+
+/// The memory ceiling of a run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct MemoryReport {
+    /// The ceiling in bytes.
+    pub bytes: u64,
+    /// How it was enforced.
+    pub by: Option<Mechanism>,
+    /// The most the run held at once (control group only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_bytes: Option<u64>,
+}
+
+/// The CPU ceilings of a run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct CpuReport {
+    /// The CPU-time ceiling in seconds, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u64>,
+    /// How the CPU time was watched.
+    pub by: Option<Mechanism>,
+    /// The bandwidth in CPUs, when a control group enforced one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota_cpus: Option<f64>,
+    /// CPU time every process of the run used together (control group only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_ms: Option<u64>,
+}
+
+/// The process-count ceiling of a run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ProcessesReport {
+    /// Most processes and threads at once.
+    pub max: u64,
+    /// How it was enforced.
+    pub by: Option<Mechanism>,
+    /// A fork was refused at the ceiling (control group only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hit: bool,
+}
+
+/// The ceiling on what a run may write.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct DiskReport {
+    /// The ceiling in bytes.
+    pub bytes: u64,
+    /// How it was enforced.
+    pub by: Option<Mechanism>,
+    /// What the run's writes took at the last measurement.
+    pub used_bytes: u64,
+}
+
+/// Every ceiling of a run, as the `limits` object of the bash and verify JSON.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct LimitsReport {
+    /// Memory.
+    pub memory: MemoryReport,
+    /// CPU time and bandwidth.
+    pub cpu: CpuReport,
+    /// Processes.
+    pub processes: ProcessesReport,
+    /// Writes to the workspace overlay.
+    pub disk: DiskReport,
 }
 
 impl Outcome {

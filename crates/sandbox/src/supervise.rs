@@ -17,6 +17,8 @@ pub(crate) struct Ended {
     pub(crate) report: Option<[u8; 4]>,
     pub(crate) timed_out: bool,
     pub(crate) cancelled: bool,
+    /// The watcher found the run over a ceiling and it was killed.
+    pub(crate) ceiling: Option<crate::spec::Ceiling>,
     pub(crate) duration: Duration,
 }
 
@@ -35,6 +37,8 @@ pub(crate) struct Watch<'a> {
     /// PID 1's report: the command's wait status, written once every process of the sandbox
     /// is dead. It ends the wait before PID 1's own exit has torn the namespaces down.
     pub(crate) report: Option<&'a OwnedFd>,
+    /// Ceilings watched while the run goes on (checked at least every 100 ms).
+    pub(crate) watcher: Option<&'a mut dyn FnMut() -> Option<crate::spec::Ceiling>>,
 }
 
 fn set_nonblocking(fd: &OwnedFd) {
@@ -97,6 +101,8 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
     let mut reaped_at: Option<Instant> = None;
     let mut report: Option<[u8; 4]> = None;
     let mut report_open = w.report.is_some();
+    let mut watcher = w.watcher;
+    let mut ceiling = None;
     if let Some(r) = w.report {
         set_nonblocking(r);
     }
@@ -128,7 +134,13 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
             } else if w.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 cancelled = true;
             }
-            if timed_out || cancelled {
+            if !timed_out
+                && !cancelled
+                && let Some(c) = watcher.as_mut().and_then(|wt| wt())
+            {
+                ceiling = Some(c);
+            }
+            if timed_out || cancelled || ceiling.is_some() {
                 (w.kill)(w.pid);
                 killed = true;
                 stdin = None;
@@ -169,6 +181,9 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
         };
         if w.cancel.is_some() || pidfd.is_none() {
             wait = wait.min(Duration::from_millis(50));
+        }
+        if watcher.is_some() {
+            wait = wait.min(Duration::from_millis(100));
         }
         let ms = wait.as_millis().clamp(1, i32::MAX as u128) as i32;
         // SAFETY: polling a live array of pollfd of the given length.
@@ -213,6 +228,7 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
         report,
         timed_out,
         cancelled,
+        ceiling,
         duration: start.elapsed(),
     }
 }

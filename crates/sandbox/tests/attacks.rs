@@ -511,3 +511,185 @@ fn killing_the_caller_kills_the_sandbox() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Whether this host should give runs a control group: the caller is root and the cgroup
+/// filesystem is writable (elsewhere the rlimit path is expected, and checked to say so).
+fn cgroups_expected() -> bool {
+    // SAFETY: geteuid cannot fail; access(2) on a NUL-terminated path.
+    unsafe { libc::geteuid() == 0 && libc::access(c"/sys/fs/cgroup".as_ptr(), libc::W_OK) == 0 }
+}
+
+/// The memory-bomb payload: 3 GiB, every page written.
+const MEMORY_BOMB: &str =
+    "exec /usr/bin/python3 -c 's = b\"x\" * (3 << 30); print(\"allocated\", len(s))'";
+
+#[test]
+fn vsock_and_packet_sockets_are_refused_with_eafnosupport() {
+    let fx = Fixture::new();
+    let py = [
+        "import socket",
+        "for fam, kind in ((40, 1), (40, 5), (17, 3), (44, 3), (38, 5)):",
+        "  try:",
+        "    socket.socket(fam, kind, 0); print('OPEN', fam)",
+        "  except OSError as e: print(fam, e.strerror)",
+        "socket.socket(1, 1).close(); socket.socket(16, 3, 0).close(); print('unix+route ok')",
+    ]
+    .join("\n");
+    let mut spec = fx.spec("");
+    spec.argv = vec!["/usr/bin/python3".into(), "-c".into(), py.into()];
+    let out = run(&spec);
+    let text = stdout(&out);
+    assert!(!text.contains("OPEN"), "{text}");
+    assert_eq!(
+        text.matches("Address family not supported by protocol")
+            .count(),
+        5,
+        "{text} {}",
+        out.stderr.text_lossy()
+    );
+    assert!(text.contains("unix+route ok"), "{text}");
+}
+
+#[test]
+fn a_memory_bomb_hits_the_cgroup_memory_ceiling() {
+    let fx = Fixture::new();
+    let mut spec = fx.spec(MEMORY_BOMB);
+    spec.limits.memory = Some(512 << 20);
+    spec.timeout = Duration::from_secs(60);
+    let out = run(&spec);
+    let text = stdout(&out);
+    assert!(!text.contains("allocated"), "{text}");
+    assert_ne!(out.exit_code, Some(0));
+    assert_eq!(out.limits.memory.bytes, 512 << 20);
+    if !cgroups_expected() {
+        assert_eq!(
+            out.limits.memory.by,
+            Some(airlock_sandbox::Mechanism::Rlimit)
+        );
+        eprintln!("no writable control groups here: the rlimit path was checked instead");
+        return;
+    }
+    assert_eq!(
+        out.limits.memory.by,
+        Some(airlock_sandbox::Mechanism::Cgroup),
+        "this host lets root make control groups: {:?}",
+        out.limits
+    );
+    assert_eq!(
+        out.ceiling,
+        Some(airlock_sandbox::Ceiling::Memory),
+        "{out:?}"
+    );
+    let peak = out.limits.memory.peak_bytes.expect("peak");
+    assert!(peak <= (512 << 20) + (8 << 20), "peak {peak}");
+}
+
+#[test]
+fn the_rlimit_fallback_bounds_memory_and_cpu_time_without_a_cgroup() {
+    let fx = Fixture::new();
+    // Memory: RLIMIT_DATA refuses the allocation itself.
+    let mut spec = fx.spec(MEMORY_BOMB);
+    spec.limits.memory = Some(512 << 20);
+    spec.limits.cgroup = false;
+    let out = run(&spec);
+    assert!(!stdout(&out).contains("allocated"), "{}", stdout(&out));
+    assert!(
+        out.stderr.text_lossy().contains("MemoryError"),
+        "{}",
+        out.stderr.text_lossy()
+    );
+    assert_eq!(
+        out.limits.memory.by,
+        Some(airlock_sandbox::Mechanism::Rlimit)
+    );
+    assert_eq!(out.limits.memory.peak_bytes, None);
+    // CPU time: RLIMIT_CPU stops a busy loop (SIGXCPU), reported as the CPU ceiling, well
+    // before the wall-clock timeout.
+    let mut spec = fx.spec("while :; do :; done");
+    spec.limits.cpu_seconds = Some(1);
+    spec.limits.cgroup = false;
+    spec.timeout = Duration::from_secs(20);
+    let t = Instant::now();
+    let out = run(&spec);
+    assert!(!out.timed_out, "{out:?}");
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    assert_eq!(out.ceiling, Some(airlock_sandbox::Ceiling::Cpu), "{out:?}");
+    assert_eq!(out.limits.cpu.by, Some(airlock_sandbox::Mechanism::Rlimit));
+    assert_eq!(out.limits.cpu.quota_cpus, None);
+    // Processes: no control group, so RLIMIT_NPROC (or, for the host's root, pid_max).
+    assert_ne!(
+        out.limits.processes.by,
+        Some(airlock_sandbox::Mechanism::Cgroup)
+    );
+}
+
+#[test]
+fn a_cpu_busy_loop_is_killed_at_its_cgroup_cpu_time() {
+    let fx = Fixture::new();
+    // Four busy processes: the CPU time of the whole run counts, not of one process.
+    let mut spec = fx.spec("for i in 1 2 3 4; do (while :; do :; done) & done; wait");
+    spec.limits.cpu_seconds = Some(1);
+    spec.timeout = Duration::from_secs(20);
+    let t = Instant::now();
+    let out = run(&spec);
+    assert!(!out.timed_out, "{out:?}");
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    assert_eq!(out.ceiling, Some(airlock_sandbox::Ceiling::Cpu), "{out:?}");
+    if !cgroups_expected() {
+        assert_eq!(out.limits.cpu.by, Some(airlock_sandbox::Mechanism::Rlimit));
+        return;
+    }
+    assert_eq!(out.limits.cpu.by, Some(airlock_sandbox::Mechanism::Cgroup));
+    let used = out.limits.cpu.used_ms.expect("used");
+    assert!((1000..2500).contains(&used), "used {used} ms");
+}
+
+#[test]
+fn writes_past_the_upper_ceiling_kill_the_run() {
+    let fx = Fixture::new();
+    // 1 MiB files, never one large one: the watchdog, not RLIMIT_FSIZE, must stop this.
+    let mut spec = fx.spec(
+        "i=0; while [ $i -lt 300 ]; do head -c 1048576 /dev/zero > f$i || exit 9; i=$((i+1)); done; echo wrote-all",
+    );
+    spec.limits.upper_bytes = 32 << 20;
+    spec.timeout = Duration::from_secs(60);
+    let out = run(&spec);
+    assert!(!stdout(&out).contains("wrote-all"), "{}", stdout(&out));
+    assert_eq!(out.ceiling, Some(airlock_sandbox::Ceiling::Disk), "{out:?}");
+    assert!(out.limits.disk.used_bytes > 32 << 20);
+    // The kill comes within a few walks: the upper holds far less than the 300 MiB asked.
+    let written: u64 = std::fs::read_dir(&fx.upper)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(written < 200 << 20, "{written} bytes reached the upper");
+    // One file past the ceiling fails by itself (RLIMIT_FSIZE is held to it).
+    let mut spec = fx.spec("head -c 40000000 /dev/zero > big");
+    spec.limits.upper_bytes = 32 << 20;
+    let out = run(&spec);
+    assert_eq!(out.ceiling, Some(airlock_sandbox::Ceiling::Disk), "{out:?}");
+}
+
+#[test]
+fn a_fork_bomb_of_busy_loops_gets_only_its_cpu_bandwidth() {
+    let fx = Fixture::new();
+    let mut spec = fx.spec("for i in $(seq 32); do (while :; do :; done) & done; wait");
+    spec.limits.cpu_millis = Some(250);
+    spec.timeout = Duration::from_secs(3);
+    let out = run(&spec);
+    assert!(out.timed_out);
+    if !cgroups_expected() {
+        assert_eq!(out.limits.cpu.quota_cpus, None, "{:?}", out.limits);
+        eprintln!("no writable control groups here: no CPU bandwidth ceiling to check");
+        return;
+    }
+    assert_eq!(out.limits.cpu.quota_cpus, Some(0.25), "{:?}", out.limits);
+    let used = out.limits.cpu.used_ms.expect("used") as f64;
+    let wall = out.duration.as_millis() as f64;
+    // Unbounded, 32 busy processes take every CPU they can get (≥ 1 CPU even on a loaded
+    // 2-core machine); held to a quarter CPU they get at most that, plus a period of slack.
+    assert!(
+        used <= 0.25 * wall * 1.15 + 150.0,
+        "used {used} ms in {wall} ms"
+    );
+}

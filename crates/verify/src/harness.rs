@@ -55,6 +55,12 @@ pub struct VerifyOptions {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Accept the degraded backend (no kernel isolation) when namespaces are unavailable.
     pub allow_degraded: bool,
+    /// Memory ceiling of a run in bytes (none: the sandbox's default).
+    pub memory: Option<u64>,
+    /// CPU-time ceiling of a run in seconds (none: the sandbox's default).
+    pub cpu_secs: Option<u64>,
+    /// Most a run may write to its overlay, in bytes (none: the sandbox's default).
+    pub disk: Option<u64>,
 }
 
 impl Default for VerifyOptions {
@@ -71,6 +77,9 @@ impl Default for VerifyOptions {
             env: Vec::new(),
             cancel: None,
             allow_degraded: false,
+            memory: None,
+            cpu_secs: None,
+            disk: None,
         }
     }
 }
@@ -187,6 +196,8 @@ pub fn run_verification_with(
                 baseline: baseline.is_some(),
                 base: base_report,
                 argv: argv_text(&plan),
+                ceiling: None,
+                limits: None,
             });
         }
         Attempt::Ran { plan, output } => {
@@ -243,6 +254,11 @@ pub fn run_verification_with(
         baseline: baseline.is_some(),
         base: base_report,
         argv: argv_text(&plan),
+        ceiling: output.ceiling.map(|c| c.name().to_string()),
+        limits: output
+            .limits
+            .as_ref()
+            .and_then(|l| serde_json::to_value(l).ok()),
     })
 }
 
@@ -276,6 +292,7 @@ fn facts_of(
         compile_failures: collector.compile_failures,
         new_failures: collector.new_failures,
         baseline_used,
+        ceiling: output.ceiling,
     }
 }
 
@@ -344,6 +361,9 @@ fn run_once(
         masked: opts.masked.clone(),
         ro_binds: opts.ro_binds.clone(),
         cancel: opts.cancel.clone(),
+        memory: opts.memory,
+        cpu_secs: opts.cpu_secs,
+        disk: opts.disk,
     };
     match runner.run(&req) {
         Ok(output) => Ok(Attempt::Ran { plan, output }),

@@ -221,6 +221,13 @@ pub struct VerdictReport {
     /// The exact command that ran (empty when nothing ran).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
+    /// The resource ceiling the run hit (`memory`, `cpu`, `disk`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<String>,
+    /// The ceilings in force, how each was enforced and what the run used (the sandbox's
+    /// `limits` object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<serde_json::Value>,
 }
 
 /// The unchanged base a baseline run compared against.
@@ -277,6 +284,8 @@ mod tests {
             baseline: false,
             base: None,
             argv: Vec::new(),
+            ceiling: None,
+            limits: None,
         };
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(

@@ -39,6 +39,12 @@ pub struct RunRequest {
     pub ro_binds: Vec<PathBuf>,
     /// Set to true to stop the run early.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Memory ceiling in bytes (none: the sandbox's default).
+    pub memory: Option<u64>,
+    /// CPU-time ceiling in seconds (none: the sandbox's default).
+    pub cpu_secs: Option<u64>,
+    /// Most the run may write to its overlay, in bytes (none: the sandbox's default).
+    pub disk: Option<u64>,
 }
 
 /// Where a stream's output can be read back.
@@ -113,6 +119,10 @@ pub struct RunOutput {
     pub duration: Duration,
     /// No kernel isolation was in force.
     pub degraded: bool,
+    /// The resource ceiling the run hit, if any.
+    pub ceiling: Option<airlock_sandbox::Ceiling>,
+    /// The ceilings in force and what the run used (sandbox runs only).
+    pub limits: Option<Box<airlock_sandbox::LimitsReport>>,
 }
 
 /// Runs a command over a workspace and its layers, throwing its writes away afterwards.
@@ -181,6 +191,15 @@ impl CommandRunner for SandboxRunner {
         // airlock's own state (journal, blobs, spool) is never visible to the project's tests.
         spec.masked = vec![std::path::PathBuf::from(".airlock")];
         spec.masked.extend(req.masked.iter().cloned());
+        if let Some(m) = req.memory {
+            spec.limits.memory = Some(m);
+        }
+        if let Some(c) = req.cpu_secs {
+            spec.limits.cpu_seconds = Some(c);
+        }
+        if let Some(d) = req.disk {
+            spec.limits.upper_bytes = d;
+        }
         let outcome = self.backend.run(&spec).map_err(|e| match e {
             airlock_sandbox::SandboxError::Exec { .. } => {
                 VerifyError::RunnerNotFound(e.to_string())
@@ -198,6 +217,8 @@ impl CommandRunner for SandboxRunner {
             visible_root: req.workspace.clone(),
             duration: outcome.duration,
             degraded: outcome.degraded,
+            ceiling: outcome.ceiling,
+            limits: Some(Box::new(outcome.limits)),
         })
     }
 }
@@ -299,6 +320,8 @@ impl CommandRunner for PlainRunner {
             visible_root: root,
             duration: start.elapsed(),
             degraded: true,
+            ceiling: None,
+            limits: None,
         })
     }
 }
@@ -346,6 +369,9 @@ mod tests {
             masked: Vec::new(),
             ro_binds: Vec::new(),
             cancel: None,
+            memory: None,
+            cpu_secs: None,
+            disk: None,
         }
     }
 

@@ -45,6 +45,8 @@ pub struct RunFacts {
     pub new_failures: u64,
     /// A baseline was compared.
     pub baseline_used: bool,
+    /// The resource ceiling the run hit, if any.
+    pub ceiling: Option<airlock_sandbox::Ceiling>,
 }
 
 /// The verdict and, when it is not self-explanatory, one sentence saying why.
@@ -58,6 +60,20 @@ pub fn decide(f: &RunFacts) -> (Verdict, Option<String>) {
             Some(format!(
                 "no result within {} s; the whole process tree was killed",
                 f.timeout_secs
+            )),
+        );
+    }
+    if let Some(c) = f.ceiling {
+        let flag = match c {
+            airlock_sandbox::Ceiling::Memory => "--memory BYTES",
+            airlock_sandbox::Ceiling::Cpu => "--cpu-secs N",
+            airlock_sandbox::Ceiling::Disk => "--disk BYTES",
+        };
+        return (
+            Verdict::Error,
+            Some(format!(
+                "the run hit its {} ceiling (the operator can raise it with `airlock verify {flag}`)",
+                c.name()
             )),
         );
     }

@@ -619,7 +619,9 @@ fn a_fork_bomb_is_bounded_and_leaves_no_survivor() {
     // The classic shell bomb: the guard refuses the command line; as a script it runs until
     // the timeout, and nothing survives. The script then `exec`s its sleep: once the bomb has
     // used up the process limit a forked `sleep` could fail, and dash would end the script
-    // (status 2) before the timeout this checks.
+    // (status 2) before the timeout this checks. The bomb runs in a subshell: dash forks a
+    // background pipeline's members from the shell itself, and under the run's CPU bandwidth
+    // the script's own second fork can come after the bomb has taken every process slot.
     let plain = fx.run(&[
         "--mode",
         "build",
@@ -635,7 +637,7 @@ fn a_fork_bomb_is_bounded_and_leaves_no_survivor() {
     let t = Instant::now();
     let o = fx.script_named(
         &format!("{tag}.sh"),
-        "b() { b | b & }; b; exec sleep 300\n",
+        "(b() { b | b & }; b); exec sleep 300\n",
         Some(3),
     );
     assert_eq!(o.status.code(), Some(124), "{} {}", out(&o), err(&o));
@@ -784,4 +786,210 @@ fn a_daemon_does_not_outlive_exec() {
     );
     let o = fx.run(&["status"]);
     assert!(!out(&o).contains("escaped.txt"), "{}", out(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resource ceilings: memory, CPU time, processes, what a run may write, socket families.
+
+/// `airlock --json --mode build exec FLAGS -- sh NAME` over a staged script: the bash tool's
+/// JSON result and the exit code.
+fn exec_json(fx: &Fx, name: &str, body: &str, flags: &[&str]) -> (serde_json::Value, Option<i32>) {
+    fx.stage(name, body);
+    let mut args = vec!["--json", "--mode", "build", "exec"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "sh", name]);
+    let o = fx.run(&args);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", out(&o), err(&o)));
+    (v, o.status.code())
+}
+
+#[test]
+fn socket_families_the_sandbox_does_not_need_are_refused() {
+    let fx = Fx::new();
+    // Every address family the kernel knows (0..46) except unix, inet, inet6 and netlink: each
+    // must fail with EAFNOSUPPORT (not kill the process). vsock is not network-namespaced.
+    fx.stage(
+        "fam.py",
+        "import socket, errno\n\
+         out = []\n\
+         for fam in range(0, 46):\n\
+         \x20   if fam in (1, 2, 10, 16):\n\
+         \x20       continue\n\
+         \x20   for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_SEQPACKET):\n\
+         \x20       try:\n\
+         \x20           s = socket.socket(fam, kind, 0); s.close(); out.append(f'OPEN {fam}/{kind}')\n\
+         \x20       except OSError as e:\n\
+         \x20           if e.errno != errno.EAFNOSUPPORT: out.append(f'ERR {fam}/{kind} {errno.errorcode.get(e.errno)}')\n\
+         for proto in (4, 9, 15):\n\
+         \x20   try:\n\
+         \x20       s = socket.socket(16, socket.SOCK_RAW, proto); s.close(); out.append(f'OPEN netlink/{proto}')\n\
+         \x20   except OSError as e:\n\
+         \x20       pass\n\
+         u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); u.close()\n\
+         a, b = socket.socketpair(); a.close(); b.close()\n\
+         r = socket.socket(16, socket.SOCK_RAW, 0); r.close()\n\
+         print('\\n'.join(out) or 'all refused')\n",
+    );
+    let o = fx.exec(&["/usr/bin/python3", "fam.py"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{text} {}", err(&o));
+    assert_eq!(text.trim(), "all refused", "{text}");
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_ceiling_and_says_so() {
+    let fx = Fx::new();
+    let (v, code) = exec_json(
+        &fx,
+        "mem.sh",
+        "exec /usr/bin/python3 -c 's = b\"x\" * (3 << 30); print(\"allocated\", len(s))'\n",
+        &["--memory", "512M", "--timeout", "60"],
+    );
+    let text = v.to_string();
+    assert_ne!(code, Some(0), "{text}");
+    assert!(!text.contains("allocated"), "3 GiB was allocated: {text}");
+    assert_eq!(v["limits"]["memory"]["bytes"], 512 << 20, "{text}");
+    match v["limits"]["memory"]["by"].as_str() {
+        Some("cgroup") => {
+            assert_eq!(v["ceiling"]["name"], "memory", "{text}");
+            assert!(v["note"].as_str().unwrap_or("").contains("--memory"), "{text}");
+            let peak = v["limits"]["memory"]["peak_bytes"].as_u64().unwrap_or(0);
+            assert!(peak <= (512 << 20) + (16 << 20), "peak {peak}: {text}");
+        }
+        Some("rlimit") => assert!(v["stderr"].as_str().unwrap_or("").contains("MemoryError"), "{text}"),
+        other => panic!("memory ceiling by {other:?}: {text}"),
+    }
+}
+
+#[test]
+fn a_cpu_busy_loop_ends_at_its_cpu_time_ceiling() {
+    let fx = Fx::new();
+    let t = Instant::now();
+    let (v, code) = exec_json(
+        &fx,
+        "spin.sh",
+        "while :; do :; done\n",
+        &["--cpu-secs", "1", "--timeout", "15"],
+    );
+    let text = v.to_string();
+    assert!(t.elapsed() < Duration::from_secs(12), "{:?}: {text}", t.elapsed());
+    assert_ne!(code, Some(0), "{text}");
+    assert_ne!(code, Some(124), "ran into the wall-clock timeout: {text}");
+    assert_eq!(v["ceiling"]["name"], "cpu", "{text}");
+    assert!(v["note"].as_str().unwrap_or("").contains("--cpu-secs"), "{text}");
+    assert_eq!(v["limits"]["cpu"]["seconds"], 1, "{text}");
+}
+
+#[test]
+fn writing_past_the_upper_ceiling_fails_and_the_disk_is_spared() {
+    let fx = Fx::new();
+    // Many files, none of them large: a per-file limit alone would not stop this.
+    let (v, code) = exec_json(
+        &fx,
+        "fill.sh",
+        "i=0; while [ $i -lt 400 ]; do head -c 1048576 /dev/zero > f$i || exit 9; i=$((i+1)); done; echo wrote-all\n",
+        &["--disk", "64M", "--timeout", "60"],
+    );
+    let text = v.to_string();
+    assert_ne!(code, Some(0), "{text}");
+    assert!(!v["stdout"].as_str().unwrap_or("").contains("wrote-all"), "{text}");
+    assert_eq!(v["ceiling"]["name"], "disk", "{text}");
+    assert!(v["note"].as_str().unwrap_or("").contains("--disk"), "{text}");
+    // Nothing of a run past the ceiling is staged (staging would copy it again).
+    assert_eq!(v["staged"], serde_json::json!([]), "{text}");
+    assert_eq!(v["exit_code"], 137, "{text}");
+    let st = fx.run(&["status"]);
+    assert_eq!(out(&st).trim(), "A fill.sh", "staged after all: {}", out(&st));
+}
+
+#[test]
+fn a_fork_bomb_of_busy_loops_is_held_to_its_cpu_share() {
+    let fx = Fx::new();
+    let tag = marker("spinbomb");
+    let (v, code) = exec_json(
+        &fx,
+        &format!("{tag}.sh"),
+        "i=0; while [ $i -lt 64 ]; do ( while :; do :; done ) & i=$((i+1)); done; wait\n",
+        &["--timeout", "4"],
+    );
+    let text = v.to_string();
+    assert_eq!(code, Some(124), "{text}");
+    let cpu = &v["limits"]["cpu"];
+    if cpu["by"] == "cgroup" {
+        // The kernel's own account of the run's CPU time: at most its bandwidth over the wall
+        // time (plus one scheduling period of slack).
+        let cpus = cpu["quota_cpus"].as_f64().expect("quota_cpus");
+        let used = cpu["used_ms"].as_f64().expect("used_ms");
+        let wall = v["duration_ms"].as_f64().expect("duration_ms");
+        assert!(cpus > 0.0 && cpus < 64.0, "{text}");
+        assert!(used <= cpus * wall * 1.15 + 300.0, "used {used} ms over {wall} ms at {cpus} CPUs: {text}");
+    } else {
+        let expected = rustix::process::geteuid().is_root()
+            && rustix::fs::access("/sys/fs/cgroup", rustix::fs::Access::WRITE_OK).is_ok();
+        assert!(!expected, "root with writable control groups, yet no CPU bandwidth: {text}");
+        assert!(cpu["quota_cpus"].is_null(), "{text}");
+        eprintln!("no writable control groups here: no CPU bandwidth ceiling to check");
+    }
+    assert!(host_processes_with(&tag).is_empty(), "{:?}", host_processes_with(&tag));
+    // The run was in its group, the warm host never: a host in a run's group would share
+    // (and outlive) its ceilings.
+    assert_eq!(v["warm_host"] == true, HOST_MODE == "always", "{text}");
+    // Hosts only: a run's PID 1 (and a spare) is a fork of its host, with the same command
+    // line, and belongs in the run's group; the host is the one whose parent is no host.
+    let hosts = host_processes_with("__airlock-sandbox-host");
+    let pid_of = |line: &String| line.split(':').next().unwrap().to_string();
+    let host_pids: Vec<String> = hosts.iter().map(pid_of).collect();
+    assert!(
+        HOST_MODE != "always" || !host_pids.is_empty(),
+        "no warm host to check"
+    );
+    for pid in &host_pids {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .map(|p| p.trim().to_string())
+            .unwrap_or_default();
+        if host_pids.contains(&ppid) {
+            continue;
+        }
+        let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        assert!(!groups.contains("airlock-"), "a warm host is in a run's group: {groups}");
+    }
+}
+
+#[test]
+fn without_a_control_group_rlimits_hold_memory_and_cpu_time_and_say_so() {
+    let fx = Fx::new();
+    fx.stage("mem.py", "s = b'x' * (3 << 30)\nprint('allocated', len(s))\n");
+    fx.stage("spin.sh", "while :; do :; done\n");
+    let run = |flags: &[&str], argv: &[&str]| {
+        let mut args = vec!["--json", "--mode", "build", "exec"];
+        args.extend_from_slice(flags);
+        args.push("--");
+        args.extend_from_slice(argv);
+        let o = fx
+            .cmd(&args)
+            .env("AIRLOCK_SANDBOX_CGROUP", "off")
+            .output()
+            .expect("airlock runs");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", out(&o), err(&o)));
+        (v, o.status.code())
+    };
+    let (v, code) = run(&["--memory", "512M"], &["/usr/bin/python3", "mem.py"]);
+    let text = v.to_string();
+    assert_ne!(code, Some(0), "{text}");
+    assert!(v["stderr"].as_str().unwrap_or("").contains("MemoryError"), "{text}");
+    assert_eq!(v["limits"]["memory"]["by"], "rlimit", "{text}");
+    assert!(v["limits"]["memory"]["peak_bytes"].is_null(), "{text}");
+    assert!(v["limits"]["cpu"]["quota_cpus"].is_null(), "{text}");
+    let t = Instant::now();
+    let (v, code) = run(&["--cpu-secs", "1", "--timeout", "15"], &["sh", "spin.sh"]);
+    let text = v.to_string();
+    assert!(t.elapsed() < Duration::from_secs(12), "{text}");
+    assert_ne!(code, Some(124), "{text}");
+    assert_eq!(v["ceiling"]["name"], "cpu", "{text}");
+    assert_eq!(v["limits"]["cpu"]["by"], "rlimit", "{text}");
 }

@@ -545,6 +545,16 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     ];
     spec.cancel = Some(ctx.cancel.flag());
     spec.warm_host = Some(dirs.dir.join("host.sock"));
+    // The operator's ceilings for this run (never the model's: they are no tool argument).
+    if let Some(m) = ctx.operator.memory_bytes {
+        spec.limits.memory = Some(m);
+    }
+    if let Some(c) = ctx.operator.cpu_secs {
+        spec.limits.cpu_seconds = Some(c);
+    }
+    if let Some(d) = ctx.operator.disk_bytes {
+        spec.limits.upper_bytes = d;
+    }
 
     airlock_sandbox::timing::mark("spec");
     let outcome = match run_sandboxed(k, &spec, forced_degraded) {
@@ -558,18 +568,28 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         );
     }
     airlock_sandbox::timing::mark("sandbox returned");
-    let staged = match harvest_into_store(k, &dirs.upper, &exposure.workspace_masked) {
-        Ok(s) => s,
-        Err(e) => {
-            return failure(
-                format!("The command ran, but its changes could not be staged: {e}"),
-                1,
-            );
+    // Past the write ceiling, nothing of the run is kept: staging it would copy up to the
+    // ceiling again into the store.
+    let over_disk = outcome.ceiling == Some(airlock_sandbox::Ceiling::Disk);
+    let staged = if over_disk {
+        Vec::new()
+    } else {
+        match harvest_into_store(k, &dirs.upper, &exposure.workspace_masked) {
+            Ok(s) => s,
+            Err(e) => {
+                return failure(
+                    format!("The command ran, but its changes could not be staged: {e}"),
+                    1,
+                );
+            }
         }
     };
     airlock_sandbox::timing::mark("harvested");
     let exit_code = if outcome.timed_out {
         124
+    } else if outcome.ceiling.is_some() && outcome.exit_code.is_none() && outcome.signal.is_none() {
+        // Killed by the supervisor at a ceiling: reported like a SIGKILL, with `ceiling`.
+        137
     } else {
         outcome
             .exit_code
@@ -597,6 +617,11 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
             "The command hit its {timeout}s limit and everything it started was killed."
         ));
     }
+    out["limits"] = serde_json::to_value(&outcome.limits).unwrap_or(Value::Null);
+    if let Some(c) = outcome.ceiling {
+        out["ceiling"] = ceiling_json(c, &outcome.limits);
+        out["note"] = json!(ceiling_note(c, &outcome.limits));
+    }
     if outcome.degraded {
         out["degraded"] = json!("degraded: no kernel isolation");
     }
@@ -609,6 +634,46 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         truncated,
         denial: None,
         exit_code,
+    }
+}
+
+/// The operator's flag that raises a ceiling.
+fn ceiling_flag(c: airlock_sandbox::Ceiling) -> &'static str {
+    match c {
+        airlock_sandbox::Ceiling::Memory => "--memory",
+        airlock_sandbox::Ceiling::Cpu => "--cpu-secs",
+        airlock_sandbox::Ceiling::Disk => "--disk",
+    }
+}
+
+/// `{"name", "limit", "flag"}`: the ceiling a run hit, its value, and the flag that raises it.
+fn ceiling_json(c: airlock_sandbox::Ceiling, l: &airlock_sandbox::LimitsReport) -> Value {
+    let limit = match c {
+        airlock_sandbox::Ceiling::Memory => json!(l.memory.bytes),
+        airlock_sandbox::Ceiling::Cpu => json!(l.cpu.seconds),
+        airlock_sandbox::Ceiling::Disk => json!(l.disk.bytes),
+    };
+    json!({ "name": c.name(), "limit": limit, "flag": ceiling_flag(c) })
+}
+
+/// One sentence for the model and the operator: which ceiling, what happened, how to raise it.
+fn ceiling_note(c: airlock_sandbox::Ceiling, l: &airlock_sandbox::LimitsReport) -> String {
+    let mib = |b: u64| format!("{} MiB", b >> 20);
+    let flag = ceiling_flag(c);
+    match c {
+        airlock_sandbox::Ceiling::Memory => format!(
+            "The command hit its memory ceiling ({}) and the kernel killed the largest process; the operator can raise it with `airlock exec {flag} BYTES`.",
+            mib(l.memory.bytes)
+        ),
+        airlock_sandbox::Ceiling::Cpu => format!(
+            "The command used up its CPU-time ceiling ({} s) and was killed; the operator can raise it with `airlock exec {flag} N`.",
+            l.cpu.seconds.unwrap_or(0)
+        ),
+        airlock_sandbox::Ceiling::Disk => format!(
+            "The command wrote more than its ceiling ({}; it had written {}) into the workspace, or wrote while the host's disk was nearly full, and was killed; nothing it wrote was staged. The operator can raise the ceiling with `airlock exec {flag} BYTES`.",
+            mib(l.disk.bytes),
+            mib(l.disk.used_bytes)
+        ),
     }
 }
 

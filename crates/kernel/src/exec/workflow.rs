@@ -168,6 +168,9 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         masked: exposure.masked,
         cancel: Some(ctx.cancel.flag()),
         allow_degraded: k.config.allow_degraded,
+        memory: ctx.operator.memory_bytes,
+        cpu_secs: ctx.operator.cpu_secs,
+        disk: ctx.operator.disk_bytes,
         ..airlock_verify::VerifyOptions::default()
     };
     let scratch = dirs

@@ -1,0 +1,195 @@
+//! The caller's watch over a running sandbox's ceilings that no kernel limit enforces by
+//! itself: what the run has written to the overlay's upper directory, and (with a control
+//! group) the CPU time of all its processes together.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::cgroup::RunCgroup;
+use crate::spec::Ceiling;
+
+/// Free bytes (for unprivileged users) and total bytes of the filesystem holding `path`.
+fn fs_space(path: &CString) -> Option<(u64, u64)> {
+    // SAFETY: statvfs fills a zeroed struct for a NUL-terminated path.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        let unit = st.f_frsize;
+        Some((st.f_bavail * unit, st.f_blocks * unit))
+    }
+}
+
+/// Bytes under `dir`: for a regular file its size or its blocks, whichever is larger (a sparse
+/// file costs the harvest its full size); for anything else its blocks. `complete` is false
+/// when a directory could not be read.
+fn usage(dir: &Path) -> (u64, bool) {
+    let mut total = 0u64;
+    let mut complete = true;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            complete = false;
+            continue;
+        };
+        for e in rd.flatten() {
+            let Ok(md) = e.metadata() else { continue };
+            let blocks = md.blocks() * 512;
+            if md.is_dir() {
+                stack.push(e.path());
+                total += blocks;
+            } else if md.is_file() {
+                total += md.len().max(blocks);
+            } else {
+                total += blocks;
+            }
+        }
+    }
+    (total, complete)
+}
+
+/// Watches the upper directory against its ceiling, and the host filesystem against running
+/// full. Walking the directory costs O(its entries), so walks are spaced to stay under about
+/// 5% of the time; between walks, the filesystem's free space (one `statvfs`) says whether
+/// anything was written at all, and triggers a walk as soon as the drop could reach the
+/// ceiling.
+pub(crate) struct DiskWatch {
+    upper: PathBuf,
+    upper_c: Option<CString>,
+    limit: u64,
+    used: u64,
+    last_walk: Option<Instant>,
+    interval: Duration,
+    walk_cost: Duration,
+    free_at_start: Option<u64>,
+    free_at_walk: Option<u64>,
+    /// Free space the host keeps whatever the ceiling says.
+    reserve: u64,
+}
+
+impl DiskWatch {
+    pub(crate) fn new(upper: &Path, limit: u64) -> DiskWatch {
+        let upper_c = CString::new(upper.as_os_str().as_bytes()).ok();
+        let space = upper_c.as_ref().and_then(fs_space);
+        let reserve = space.map_or(64 << 20, |(_, total)| (total / 50).clamp(64 << 20, 1 << 30));
+        DiskWatch {
+            upper: upper.to_path_buf(),
+            upper_c,
+            limit,
+            used: 0,
+            last_walk: None,
+            interval: Duration::from_millis(100),
+            walk_cost: Duration::ZERO,
+            free_at_start: space.map(|s| s.0),
+            free_at_walk: space.map(|s| s.0),
+            reserve,
+        }
+    }
+
+    /// What the run's writes took at the last walk.
+    pub(crate) fn used(&self) -> u64 {
+        self.used
+    }
+
+    fn walk(&mut self, now: Instant, free: Option<u64>) {
+        let t = Instant::now();
+        let (bytes, complete) = usage(&self.upper);
+        // A directory the walk could not read hides what is below it: count everything the
+        // filesystem lost since the start instead (never less than the truth).
+        self.used = if complete {
+            bytes
+        } else {
+            let dropped = match (self.free_at_start, free) {
+                (Some(a), Some(b)) => a.saturating_sub(b),
+                _ => u64::MAX,
+            };
+            bytes.max(dropped)
+        };
+        self.walk_cost = t.elapsed();
+        self.interval =
+            (self.walk_cost * 20).clamp(Duration::from_millis(100), Duration::from_secs(2));
+        self.last_walk = Some(now);
+        self.free_at_walk = free;
+    }
+
+    /// True once the run is over its ceiling (or is writing while the host runs out of space).
+    pub(crate) fn over(&mut self) -> bool {
+        let now = Instant::now();
+        let free = self.upper_c.as_ref().and_then(fs_space).map(|s| s.0);
+        let dropped = match (self.free_at_walk, free) {
+            (Some(a), Some(b)) => a.saturating_sub(b),
+            _ => 0,
+        };
+        if let Some(f) = free
+            && f < self.reserve
+            && dropped > 0
+        {
+            return true;
+        }
+        let due = self.last_walk.is_none_or(|t| now >= t + self.interval);
+        let may_be_over = self.used.saturating_add(dropped) > self.limit
+            && self
+                .last_walk
+                .is_none_or(|t| now >= t + (self.walk_cost * 5).max(Duration::from_millis(20)));
+        if due || may_be_over {
+            self.walk(now, free);
+        }
+        self.used > self.limit
+    }
+
+    /// A last measurement after the run.
+    pub(crate) fn settle(&mut self) -> bool {
+        let free = self.upper_c.as_ref().and_then(fs_space).map(|s| s.0);
+        self.walk(Instant::now(), free);
+        self.used > self.limit
+    }
+}
+
+/// Everything the supervisor checks while the run goes on.
+pub(crate) struct Watcher<'a> {
+    pub(crate) cgroup: &'a RunCgroup,
+    /// CPU-time ceiling watched on the control group.
+    pub(crate) cpu_limit: Option<Duration>,
+    pub(crate) disk: DiskWatch,
+}
+
+impl Watcher<'_> {
+    /// The ceiling the run is over, if any.
+    pub(crate) fn check(&mut self) -> Option<Ceiling> {
+        if let Some(limit) = self.cpu_limit
+            && self.cgroup.cpu_used().is_some_and(|u| u >= limit)
+        {
+            return Some(Ceiling::Cpu);
+        }
+        if self.disk.over() {
+            return Some(Ceiling::Disk);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_counts_sparse_files_at_their_size() {
+        let d = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(d.path().join("sparse")).unwrap();
+        f.set_len(10 << 20).unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::fs::write(d.path().join("sub/a"), vec![1u8; 5000]).unwrap();
+        let (n, complete) = usage(d.path());
+        assert!(complete);
+        assert!(n >= (10 << 20) + 5000, "{n}");
+        let mut w = DiskWatch::new(d.path(), 1 << 20);
+        assert!(w.over());
+        let mut w = DiskWatch::new(d.path(), 100 << 20);
+        assert!(!w.over());
+        assert!(w.used() >= 10 << 20);
+    }
+}

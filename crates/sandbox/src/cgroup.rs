@@ -1,0 +1,626 @@
+//! A control group per run: memory, process-count and CPU-bandwidth ceilings on everything the
+//! run starts, and the kernel's own account of what it used.
+//!
+//! The caller makes the groups before the run (a warm host makes them for its spare, the next
+//! run's PID 1, which joins while it waits; see [`crate::host`]): on the unified hierarchy
+//! (cgroup v2) when our parent group has the controller and lets us write, else on a v1
+//! hierarchy of that controller, else not at all (then [`crate::spec::Limits`] falls back to
+//! rlimits for that resource; see [`Mechanism`]). It opens each group's `cgroup.procs`; the
+//! run's PID 1 writes `0` to those descriptors before anything else, so it and every process it
+//! starts are inside from the start. The kernel checks that write against the credentials of
+//! whoever opened the file, so it works from inside the sandbox's user namespace, and it moves
+//! only the run, never the host. Moving a process between groups waits for an RCU grace period
+//! (~10 ms on a busy machine): a spare pays it before its request, a cold run on its way.
+//!
+//! `AIRLOCK_SANDBOX_CGROUP=off` (or [`crate::Limits::cgroup`] false) forces the rlimit path.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::spec::Limits;
+
+/// How one ceiling is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// A control group of the run (all its processes together).
+    Cgroup,
+    /// Per-process rlimits (no writable control group with the controller).
+    Rlimit,
+    /// The pid namespace's `pid_max` (the process count when the caller is the host's root,
+    /// whom the kernel exempts from RLIMIT_NPROC, and no cgroup is available).
+    PidMax,
+    /// The caller's watchdog over the overlay's upper directory.
+    Watchdog,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    V1,
+    V2,
+}
+
+/// The run's groups and where each ceiling lives.
+#[derive(Debug, Default)]
+pub(crate) struct RunCgroup {
+    /// Every directory made for this run (one per hierarchy), removed on drop.
+    dirs: Vec<PathBuf>,
+    memory: Option<(PathBuf, Flavour)>,
+    pids: Option<(PathBuf, Flavour)>,
+    /// CPU bandwidth (`cpu.max` / `cpu.cfs_quota_us`).
+    cpu: Option<(PathBuf, Flavour)>,
+    /// CPU usage accounting (`cpu.stat` on v2, `cpuacct.usage` on v1).
+    cpuacct: Option<(PathBuf, Flavour)>,
+    /// The bandwidth in force, in CPUs.
+    pub(crate) quota_cpus: Option<f64>,
+}
+
+/// The scheduling period of the CPU bandwidth ceiling.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// One cgroup mount and the caller's group in it.
+#[derive(Debug, Clone)]
+struct Hierarchy {
+    flavour: Flavour,
+    /// Controllers bound to it (v1), or the empty list (v2: read `cgroup.controllers`).
+    controllers: Vec<String>,
+    /// The caller's group, as a directory.
+    own: PathBuf,
+    /// True when the caller's group is the hierarchy's root.
+    at_root: bool,
+}
+
+fn hierarchies() -> &'static [Hierarchy] {
+    static H: OnceLock<Vec<Hierarchy>> = OnceLock::new();
+    H.get_or_init(|| discover().unwrap_or_default())
+}
+
+/// Reads `/proc/self/cgroup` and `/proc/self/mountinfo`.
+fn discover() -> io::Result<Vec<Hierarchy>> {
+    let groups = std::fs::read_to_string("/proc/self/cgroup")?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")?;
+    // (fstype, root, mount point, super options)
+    let mut cg_mounts: Vec<(String, String, String, String)> = Vec::new();
+    for line in mounts.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let l: Vec<&str> = left.split(' ').collect();
+        let r: Vec<&str> = right.split(' ').collect();
+        if l.len() < 5 || r.len() < 3 || !r[0].starts_with("cgroup") {
+            continue;
+        }
+        cg_mounts.push((
+            r[0].to_string(),
+            l[3].to_string(),
+            l[4].to_string(),
+            r[2].to_string(),
+        ));
+    }
+    let mut out = Vec::new();
+    for line in groups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_id), Some(ctrl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let (flavour, controllers): (Flavour, Vec<String>) = if ctrl.is_empty() {
+            (Flavour::V2, Vec::new())
+        } else {
+            (
+                Flavour::V1,
+                ctrl.split(',')
+                    .filter(|c| !c.starts_with("name="))
+                    .map(str::to_string)
+                    .collect(),
+            )
+        };
+        if flavour == Flavour::V1 && controllers.is_empty() {
+            continue;
+        }
+        let mount = cg_mounts.iter().find(|(fs, _, _, opts)| match flavour {
+            Flavour::V2 => fs == "cgroup2",
+            Flavour::V1 => {
+                fs == "cgroup" && {
+                    let o: Vec<&str> = opts.split(',').collect();
+                    controllers.iter().all(|c| o.contains(&c.as_str()))
+                }
+            }
+        });
+        let Some((_, root, point, _)) = mount else {
+            continue;
+        };
+        // The mount shows the hierarchy from `root` down; our path is from the hierarchy's root.
+        let Some(rel) = Path::new(path).strip_prefix(root).ok() else {
+            continue;
+        };
+        let own = Path::new(point).join(rel);
+        out.push(Hierarchy {
+            flavour,
+            controllers,
+            at_root: rel.as_os_str().is_empty(),
+            own,
+        });
+    }
+    Ok(out)
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
+    std::fs::write(dir.join(file), value)
+}
+
+fn read(dir: &Path, file: &str) -> Option<String> {
+    std::fs::read_to_string(dir.join(file)).ok()
+}
+
+/// `key N` from a flat-keyed file (`memory.events`, `pids.events`, `cpu.stat`, …).
+fn keyed(dir: &Path, file: &str, key: &str) -> Option<u64> {
+    read(dir, file)?.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+fn number(dir: &Path, file: &str) -> Option<u64> {
+    read(dir, file)?.trim().parse().ok()
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Removes groups an earlier process of ours left behind (it died before it could), named
+/// `airlock-PID-N` with PID no longer alive. Best effort.
+fn sweep(parent: &Path) {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("airlock-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// Makes `parent/airlock-PID-N`.
+fn make_child(parent: &Path) -> Option<PathBuf> {
+    static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    if let Ok(mut swept) = SWEPT.lock()
+        && !swept.iter().any(|p| p == parent)
+    {
+        swept.push(parent.to_path_buf());
+        sweep(parent);
+    }
+    let name = format!(
+        "airlock-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    );
+    let dir = parent.join(name);
+    std::fs::create_dir(&dir).ok()?;
+    Some(dir)
+}
+
+/// Whether runs should use control groups at all.
+pub(crate) fn wanted(limits: &Limits) -> bool {
+    limits.cgroup
+        && !std::env::var_os("AIRLOCK_SANDBOX_CGROUP").is_some_and(|v| v == "off" || v == "0")
+}
+
+/// The CPU bandwidth of a run: the limit's, else one CPU less than the caller may use (at
+/// least one), so a run can never take the whole machine.
+pub(crate) fn default_cpus() -> f64 {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    n.saturating_sub(1).max(1) as f64
+}
+
+impl RunCgroup {
+    /// The run's groups with `limits` written, as far as the host allows; never fails (what it
+    /// cannot make is left to rlimits).
+    pub(crate) fn create(limits: &Limits) -> RunCgroup {
+        let mut cg = RunCgroup::default();
+        if !wanted(limits) {
+            return cg;
+        }
+        let quota = limits
+            .cpu_millis
+            .map_or_else(default_cpus, |m| m as f64 / 1000.0);
+        // v2 first: one group for every controller it has.
+        if let Some(h) = hierarchies().iter().find(|h| h.flavour == Flavour::V2) {
+            cg.try_v2(h, limits, quota);
+        }
+        for h in hierarchies().iter().filter(|h| h.flavour == Flavour::V1) {
+            let has = |c: &str| h.controllers.iter().any(|x| x == c);
+            let needed = (has("memory") && cg.memory.is_none() && limits.memory.is_some())
+                || (has("pids") && cg.pids.is_none())
+                || (has("cpu") && cg.cpu.is_none())
+                || (has("cpuacct") && cg.cpuacct.is_none());
+            if !needed {
+                continue;
+            }
+            let Some(dir) = make_child(&h.own) else {
+                continue;
+            };
+            cg.dirs.push(dir.clone());
+            if has("memory")
+                && cg.memory.is_none()
+                && let Some(bytes) = limits.memory
+                && write(&dir, "memory.limit_in_bytes", &bytes.to_string()).is_ok()
+            {
+                // Only with swap accounting; there is no swap to use otherwise.
+                let _ = write(&dir, "memory.memsw.limit_in_bytes", &bytes.to_string());
+                cg.memory = Some((dir.clone(), Flavour::V1));
+            }
+            if has("pids")
+                && cg.pids.is_none()
+                && write(&dir, "pids.max", &limits.nproc.to_string()).is_ok()
+            {
+                cg.pids = Some((dir.clone(), Flavour::V1));
+            }
+            if has("cpu") && cg.cpu.is_none() {
+                let q = ((quota * CPU_PERIOD_US as f64) as u64).max(1000);
+                if write(&dir, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string()).is_ok()
+                    && write(&dir, "cpu.cfs_quota_us", &q.to_string()).is_ok()
+                {
+                    cg.cpu = Some((dir.clone(), Flavour::V1));
+                    cg.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
+                }
+            }
+            if has("cpuacct") && cg.cpuacct.is_none() && dir.join("cpuacct.usage").exists() {
+                cg.cpuacct = Some((dir.clone(), Flavour::V1));
+            }
+        }
+        cg
+    }
+
+    fn try_v2(&mut self, h: &Hierarchy, limits: &Limits, quota: f64) {
+        // A group with processes cannot hand controllers to children (except the root), so the
+        // run's group is a sibling of ours, under our parent.
+        let parent = if h.at_root {
+            h.own.clone()
+        } else {
+            match h.own.parent() {
+                Some(p) => p.to_path_buf(),
+                None => return,
+            }
+        };
+        let enabled = |p: &Path| read(p, "cgroup.subtree_control").unwrap_or_default();
+        for c in ["memory", "pids", "cpu"] {
+            if !enabled(&parent).split_whitespace().any(|x| x == c) {
+                let _ = write(&parent, "cgroup.subtree_control", &format!("+{c}"));
+            }
+        }
+        let on = enabled(&parent);
+        let has = |c: &str| on.split_whitespace().any(|x| x == c);
+        let Some(dir) = make_child(&parent) else {
+            return;
+        };
+        self.dirs.push(dir.clone());
+        // cpu.stat's usage_usec is there whether or not the cpu controller is.
+        self.cpuacct = Some((dir.clone(), Flavour::V2));
+        if has("memory")
+            && let Some(bytes) = limits.memory
+            && write(&dir, "memory.max", &bytes.to_string()).is_ok()
+        {
+            let _ = write(&dir, "memory.swap.max", "0");
+            self.memory = Some((dir.clone(), Flavour::V2));
+        }
+        if has("pids") && write(&dir, "pids.max", &limits.nproc.to_string()).is_ok() {
+            self.pids = Some((dir.clone(), Flavour::V2));
+        }
+        let q = ((quota * CPU_PERIOD_US as f64) as u64).max(1000);
+        if has("cpu") && write(&dir, "cpu.max", &format!("{q} {CPU_PERIOD_US}")).is_ok() {
+            self.cpu = Some((dir.clone(), Flavour::V2));
+            self.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
+        }
+    }
+
+    /// Rewrites the ceilings of groups made earlier (a warm host's spare joins its groups
+    /// before its run's limits are known). False when one could not be written.
+    pub(crate) fn apply(&mut self, limits: &Limits) -> bool {
+        let mut ok = true;
+        if let Some((d, f)) = &self.memory {
+            let v = match (limits.memory, f) {
+                (Some(b), _) => b.to_string(),
+                (None, Flavour::V2) => "max".into(),
+                (None, Flavour::V1) => "-1".into(),
+            };
+            let file = match f {
+                Flavour::V2 => "memory.max",
+                Flavour::V1 => "memory.limit_in_bytes",
+            };
+            ok &= write(d, file, &v).is_ok();
+            if *f == Flavour::V1 {
+                let _ = write(d, "memory.memsw.limit_in_bytes", &v);
+            }
+        }
+        if let Some((d, _)) = &self.pids {
+            ok &= write(d, "pids.max", &limits.nproc.to_string()).is_ok();
+        }
+        if let Some((d, f)) = &self.cpu {
+            let quota = limits
+                .cpu_millis
+                .map_or_else(default_cpus, |m| m as f64 / 1000.0);
+            let q = ((quota * CPU_PERIOD_US as f64) as u64).max(1000);
+            ok &= match f {
+                Flavour::V2 => write(d, "cpu.max", &format!("{q} {CPU_PERIOD_US}")).is_ok(),
+                Flavour::V1 => write(d, "cpu.cfs_quota_us", &q.to_string()).is_ok(),
+            };
+            self.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
+        }
+        ok
+    }
+
+    /// Which ceilings the groups enforce, as [`crate::namespace`]'s request mask.
+    pub(crate) fn mask(&self) -> u64 {
+        let mut m = 0;
+        if self.memory.is_some() {
+            m |= crate::namespace::CG_MEMORY;
+        }
+        if self.cpuacct.is_some() {
+            m |= crate::namespace::CG_CPU_TIME;
+        }
+        m
+    }
+
+    /// True when no group was made.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+    }
+
+    /// The groups as text (one `ROLE FLAVOUR PATH` line each), for the client of a warm host.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = String::new();
+        let fl = |f: &Flavour| if *f == Flavour::V2 { "2" } else { "1" };
+        for d in &self.dirs {
+            out.push_str(&format!("dir 0 {}\n", d.display()));
+        }
+        for (role, slot) in [
+            ("memory", &self.memory),
+            ("pids", &self.pids),
+            ("cpu", &self.cpu),
+            ("cpuacct", &self.cpuacct),
+        ] {
+            if let Some((d, f)) = slot {
+                out.push_str(&format!("{role} {} {}\n", fl(f), d.display()));
+            }
+        }
+        if let Some(q) = self.quota_cpus {
+            out.push_str(&format!("quota {q} -\n"));
+        }
+        out.into_bytes()
+    }
+
+    /// [`RunCgroup::encode`] read back; only directories named like ours are accepted.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<RunCgroup> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut cg = RunCgroup::default();
+        for line in text.lines() {
+            let mut it = line.splitn(3, ' ');
+            let (role, fl, path) = (it.next()?, it.next()?, it.next()?);
+            if role == "quota" {
+                cg.quota_cpus = fl.parse().ok();
+                continue;
+            }
+            let path = PathBuf::from(path);
+            let ours = path.is_absolute()
+                && path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("airlock-"));
+            if !ours {
+                return None;
+            }
+            let f = if fl == "2" { Flavour::V2 } else { Flavour::V1 };
+            match role {
+                "dir" => cg.dirs.push(path),
+                "memory" => cg.memory = Some((path, f)),
+                "pids" => cg.pids = Some((path, f)),
+                "cpu" => cg.cpu = Some((path, f)),
+                "cpuacct" => cg.cpuacct = Some((path, f)),
+                _ => return None,
+            }
+        }
+        Some(cg)
+    }
+
+    /// Hands the groups over (to a warm host's client): this value no longer removes them.
+    pub(crate) fn disown(&mut self) {
+        self.dirs.clear();
+    }
+
+    /// `cgroup.procs` of every group, opened for the run's PID 1 to join (fresh descriptors
+    /// for each launch).
+    pub(crate) fn join_fds(&self) -> Vec<OwnedFd> {
+        self.dirs
+            .iter()
+            .filter_map(|d| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.join("cgroup.procs"))
+                    .ok()
+                    .map(OwnedFd::from)
+            })
+            .collect()
+    }
+
+    /// Where the memory ceiling is enforced.
+    pub(crate) fn memory_by(&self) -> Mechanism {
+        if self.memory.is_some() {
+            Mechanism::Cgroup
+        } else {
+            Mechanism::Rlimit
+        }
+    }
+
+    /// Where the process count is bounded.
+    pub(crate) fn pids_by(&self) -> Mechanism {
+        if self.pids.is_some() {
+            Mechanism::Cgroup
+        } else if rustix::process::geteuid().is_root() {
+            Mechanism::PidMax
+        } else {
+            Mechanism::Rlimit
+        }
+    }
+
+    /// Where the CPU-time ceiling is enforced (the caller's watchdog over the group's usage, or
+    /// RLIMIT_CPU per process).
+    pub(crate) fn cpu_time_by(&self) -> Mechanism {
+        if self.cpuacct.is_some() {
+            Mechanism::Cgroup
+        } else {
+            Mechanism::Rlimit
+        }
+    }
+
+    /// True when the CPU bandwidth ceiling is in force.
+    pub(crate) fn has_cpu_bandwidth(&self) -> bool {
+        self.cpu.is_some()
+    }
+
+    /// The kernel killed a process of the run for want of memory.
+    pub(crate) fn memory_hit(&self) -> bool {
+        match &self.memory {
+            Some((d, Flavour::V2)) => {
+                keyed(d, "memory.events", "oom_kill").unwrap_or(0) > 0
+                    || keyed(d, "memory.events", "oom_group_kill").unwrap_or(0) > 0
+            }
+            Some((d, Flavour::V1)) => keyed(d, "memory.oom_control", "oom_kill").unwrap_or(0) > 0,
+            None => false,
+        }
+    }
+
+    /// The most memory the run held at once.
+    pub(crate) fn memory_peak(&self) -> Option<u64> {
+        match &self.memory {
+            Some((d, Flavour::V2)) => number(d, "memory.peak"),
+            Some((d, Flavour::V1)) => number(d, "memory.max_usage_in_bytes"),
+            None => None,
+        }
+    }
+
+    /// A fork or clone of the run was refused at the process ceiling.
+    pub(crate) fn pids_hit(&self) -> bool {
+        match &self.pids {
+            Some((d, _)) => keyed(d, "pids.events", "max").unwrap_or(0) > 0,
+            None => false,
+        }
+    }
+
+    /// CPU time used by every process of the run so far.
+    pub(crate) fn cpu_used(&self) -> Option<Duration> {
+        match &self.cpuacct {
+            Some((d, Flavour::V2)) => keyed(d, "cpu.stat", "usage_usec").map(Duration::from_micros),
+            Some((d, Flavour::V1)) => number(d, "cpuacct.usage").map(Duration::from_nanos),
+            None => None,
+        }
+    }
+
+    /// Kills every process left in the groups.
+    pub(crate) fn kill(&self) {
+        kill_dirs(&self.dirs);
+    }
+
+    fn try_remove(dirs: &mut Vec<PathBuf>) {
+        dirs.retain(|d| match std::fs::remove_dir(d) {
+            Ok(()) => false,
+            Err(e) => e.kind() != io::ErrorKind::NotFound,
+        });
+    }
+}
+
+fn kill_dirs(dirs: &[PathBuf]) {
+    for d in dirs {
+        if write(d, "cgroup.kill", "1").is_ok() {
+            continue;
+        }
+        for pid in read(d, "cgroup.procs")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<i32>().ok())
+        {
+            // SAFETY: kill(2) on a pid listed in the run's own group.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for RunCgroup {
+    /// Removes the groups. A PID 1 that reported may still be exiting: what cannot be removed
+    /// yet is killed and removed by a short-lived thread (or by the next process's sweep).
+    fn drop(&mut self) {
+        let mut dirs = std::mem::take(&mut self.dirs);
+        if dirs.is_empty() {
+            return;
+        }
+        kill_dirs(&dirs);
+        // PID 1 is usually gone within a few milliseconds of its report; nobody waits longer
+        // than 2 ms for it here (a short-lived caller leaves the rest to the next sweep).
+        for _ in 0..4 {
+            Self::try_remove(&mut dirs);
+            if dirs.is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let _ = std::thread::Builder::new()
+            .name("airlock-cgroup-rm".into())
+            .spawn(move || {
+                let mut dirs = dirs;
+                for _ in 0..200 {
+                    Self::try_remove(&mut dirs);
+                    if dirs.is_empty() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_travel_to_the_client_and_nothing_else_is_accepted() {
+        let mut cg = RunCgroup {
+            dirs: vec!["/c/a/airlock-1-0".into(), "/c/m/airlock-1-1".into()],
+            memory: Some(("/c/m/airlock-1-1".into(), Flavour::V1)),
+            pids: None,
+            cpu: Some(("/c/a/airlock-1-0".into(), Flavour::V2)),
+            cpuacct: Some(("/c/a/airlock-1-0".into(), Flavour::V2)),
+            quota_cpus: Some(1.5),
+        };
+        let back = RunCgroup::decode(&cg.encode()).unwrap();
+        assert_eq!(back.dirs, cg.dirs);
+        assert_eq!(back.memory, cg.memory);
+        assert_eq!(back.cpu, cg.cpu);
+        assert_eq!(back.quota_cpus, Some(1.5));
+        assert_eq!(back.mask(), cg.mask());
+        let mut back = back;
+        back.disown();
+        cg.disown();
+        assert!(RunCgroup::decode(b"dir 0 /etc\n").is_none());
+        assert!(RunCgroup::decode(b"memory 1 relative/airlock-1\n").is_none());
+    }
+
+    #[test]
+    fn discovery_reads_this_process_groups() {
+        // Every process is in some group of every mounted hierarchy; the paths exist.
+        for h in hierarchies() {
+            assert!(h.own.is_dir(), "{h:?}");
+        }
+    }
+}
