@@ -4,7 +4,7 @@
 //! A session owns a changeset (path → write | delete | symlink | dir, each with the fingerprint
 //! of the base it was staged against), persisted under `.airlock/` so a crash loses no agent
 //! work. Read tools see workspace + changeset merged. `apply` takes only a
-//! [`VerifiedChangeset`] — a snapshot whose content hash carries a passing verdict — and writes
+//! [`VerifiedChangeset`] — a snapshot whose changeset hash carries a passing verdict — and writes
 //! it all-or-nothing under a durable journal; `recover` resolves interrupted applies and `undo`
 //! reverts the last one.
 
@@ -27,6 +27,6 @@ pub mod undo;
 
 pub use blobs::{BlobPin, BlobStore};
 pub use model::{
-    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
-    VerdictSource, VerifiedChangeset, fingerprint_path,
+    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry,
+    Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
 };
