@@ -7,6 +7,10 @@
 //! [`VerifiedChangeset`] — a snapshot whose changeset hash carries a passing verdict — and writes
 //! it all-or-nothing under a durable journal; `recover` resolves interrupted applies and `undo`
 //! reverts the last one.
+//!
+//! The stage decides nothing about commands or paths beyond its own: paths, hashes and verdicts
+//! are the shared types of `airlock-types`, and which host-exec paths apply refuses is asked of
+//! the caller's [`apply::HostExecGate`] (the kernel passes the policy's).
 
 pub mod blobs;
 pub mod gc;
