@@ -238,6 +238,11 @@ pub enum NotVerified {
     /// Nothing is staged.
     #[error("nothing is staged")]
     Empty,
+    /// The snapshot's entries do not hash to the hash it carries (and the verdict names).
+    #[error(
+        "the staged entries do not match the changeset that was verified; nothing was applied — verify again"
+    )]
+    Altered,
     /// The verdict passed, but its command was the agent's choice: advice, not a gate.
     #[error(
         "the last verification passed with a test command the agent chose, so its verdict is advisory and cannot unlock apply; run `airlock verify` (the project's detected runner or the command in your config, or `airlock verify -- CMD`), or allow that exact command with an operator rule `verify(CMD)`"
@@ -295,8 +300,9 @@ pub struct VerifiedChangeset {
 
 impl VerifiedChangeset {
     /// Attest `snapshot` with `verdict`: succeeds only if the typed verdict is
-    /// [`Verdict::Passed`], its source [may unlock apply](VerdictSource::unlocks_apply), and it
-    /// names exactly the snapshot's changeset hash. The only constructor.
+    /// [`Verdict::Passed`], its source [may unlock apply](VerdictSource::unlocks_apply), it
+    /// names exactly the snapshot's changeset hash, and the snapshot's entries hash to exactly
+    /// that (recomputed here, linear in the entries). The only constructor.
     pub fn attest(
         snapshot: ChangesetSnapshot,
         verdict: Option<&VerdictRecord>,
@@ -319,6 +325,11 @@ impl VerifiedChangeset {
                 verified: verdict.changeset.to_hex(),
                 current: snapshot.hash.to_hex(),
             });
+        }
+        // The hash is a public field: bind the proof to the entries it will apply, not to the
+        // hash they claim.
+        if ChangesetSnapshot::compute_hash(&snapshot.entries) != snapshot.hash {
+            return Err(NotVerified::Altered);
         }
         Ok(VerifiedChangeset {
             snapshot,
@@ -471,6 +482,39 @@ mod tests {
             VerifiedChangeset::attest(empty, Some(&record)).unwrap_err(),
             NotVerified::Empty
         );
+    }
+
+    /// A snapshot's fields are public, so its hash could be copied onto other entries: the
+    /// proof is built only when the entries themselves hash to the verdict's changeset hash.
+    #[test]
+    fn entries_that_do_not_hash_to_the_verdicts_hash_never_attest() {
+        let snap = ChangesetSnapshot::new("s", vec![entry("a", b"1")]);
+        let pass = VerdictRecord {
+            changeset: snap.hash,
+            verdict: Verdict::Passed,
+            source: VerdictSource::OperatorCli,
+            detail: serde_json::Value::Null,
+        };
+        let mut swapped = snap.clone();
+        swapped.entries = vec![entry("a", b"evil")];
+        let mut grown = snap.clone();
+        grown.entries.push(entry("b", b"2"));
+        let forged = ChangesetSnapshot {
+            session: "s".into(),
+            entries: vec![entry(".github/workflows/x.yml", b"run: evil")],
+            hash: snap.hash,
+        };
+        for bad in [swapped, grown, forged] {
+            assert!(
+                matches!(
+                    VerifiedChangeset::attest(bad.clone(), Some(&pass)),
+                    Err(NotVerified::Altered)
+                ),
+                "{:?}",
+                bad.entries
+            );
+        }
+        assert!(VerifiedChangeset::attest(snap, Some(&pass)).is_ok());
     }
 
     #[test]
