@@ -191,8 +191,8 @@ struct GitGate {
 const GIT_FLAG: &str = "a git control entry, which the host acts on by itself";
 
 impl GitGate {
-    fn arc(granted: &[&str]) -> std::sync::Arc<GitGate> {
-        std::sync::Arc::new(GitGate {
+    fn arc(granted: &[&str]) -> Arc<GitGate> {
+        Arc::new(GitGate {
             granted: granted.iter().map(|p| RelPath::new(p).unwrap()).collect(),
         })
     }
