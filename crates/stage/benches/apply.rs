@@ -6,11 +6,11 @@
 //! itself uses above 16 files). 1 and 100 files run under criterion; 10,000 files are timed
 //! by hand (`AIRLOCK_BENCH_10K_SAMPLES`, default 2) because a single naive run takes ~30 s.
 
-use airlock_policy::RelPath;
 use airlock_stage::apply::{ApplyContext, apply_verified};
 use airlock_stage::journal::Journal;
 use airlock_stage::model::{Change, ChangesetSnapshot, StagedEntry};
-use airlock_stage::{BlobStore, VerdictRecord, VerifiedChangeset, fingerprint_path};
+use airlock_stage::{BlobStore, Verdict, VerdictRecord, VerifiedChangeset, fingerprint_path};
+use airlock_types::RelPath;
 use criterion::{BatchSize, Criterion};
 use std::collections::BTreeSet;
 use std::fs;
@@ -62,7 +62,7 @@ fn setup(n: usize, blobs_dir: &Path) -> Case {
     let snap = ChangesetSnapshot::new("bench", entries);
     let verdict = VerdictRecord {
         changeset: snap.hash,
-        verdict: "passed".into(),
+        verdict: Verdict::Passed,
         source: airlock_stage::VerdictSource::Detected,
         detail: serde_json::Value::Null,
     };

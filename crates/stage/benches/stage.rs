@@ -1,10 +1,10 @@
 //! Staging throughput: 1,000 files in one batch (a sandbox harvest), the same one call at a
 //! time, a snapshot with its hash, the merged walk, and materialising the overlay layer.
 
-use airlock_policy::RelPath;
 use airlock_stage::layer::materialize_layer;
 use airlock_stage::store::{StageOp, Store};
 use airlock_stage::view::walk_merged;
+use airlock_types::RelPath;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 

@@ -3,7 +3,7 @@
 //! the post-image.
 //!
 //! Order: refusals (flagged entries, `.airlock/**`, host-exec paths the operator did not
-//! grant) → conflict check (every path must still match
+//! grant, as judged by the caller's [`HostExecGate`]) → conflict check (every path must still match
 //! the base it was staged against; nothing is written otherwise) → journal intent → the protocol
 //! in [`engine`](self). Every filesystem operation goes through directory handles opened with
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so no symlink is ever followed.
@@ -18,8 +18,7 @@ pub(crate) use confined::{Parent, unlink_existing};
 use crate::blobs::BlobStore;
 use crate::journal::{FileEffect, Journal, JournalError, NewRecord, RecordId};
 use crate::model::{Change, Fingerprint, VerifiedChangeset};
-use airlock_policy::RelPath;
-use airlock_policy::host_exec::{self, HostExecGrant};
+use airlock_types::RelPath;
 use engine::Source;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -63,8 +62,37 @@ pub trait FaultHook: Send + Sync {
     fn before(&self, step: &Step<'_>) -> io::Result<()>;
 }
 
+/// The host-exec judgement apply asks of its caller, as a second line behind the caller's own
+/// refusal: which paths the host acts on by itself (git control entries, hooks, ...) and which
+/// of them the operator named with `--allow-host-exec`. The stage knows no such paths itself;
+/// the kernel builds the gate from the policy's classification and the operator's grant.
+pub trait HostExecGate: Send + Sync {
+    /// For a host-exec path the operator did not grant: what it is, as a noun phrase with its
+    /// reason (`a git control entry (git runs ...)`). `None` for any other path.
+    fn ungranted(&self, path: &RelPath) -> Option<String>;
+    /// True only when the operator granted `path` and `flag` is exactly the host-exec flag the
+    /// harvest gives such a path: the one flag a grant lifts (never, say, a symlink leaving the
+    /// workspace).
+    fn lifts_flag(&self, path: &RelPath, flag: &str) -> bool;
+}
+
+/// The gate of a context nobody configured: it knows no host-exec path and lifts no flag, so
+/// every flagged entry (the harvest flags changes to host-exec paths) stays refused. The kernel
+/// replaces it with the policy's gate for every apply.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHostExecGrant;
+
+impl HostExecGate for NoHostExecGrant {
+    fn ungranted(&self, _: &RelPath) -> Option<String> {
+        None
+    }
+    fn lifts_flag(&self, _: &RelPath, _: &str) -> bool {
+        false
+    }
+}
+
 /// Who is applying: recorded in the journal.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ApplyContext {
     /// Session name.
     pub session: String,
@@ -72,9 +100,9 @@ pub struct ApplyContext {
     pub turn: u64,
     /// Fault injection (tests only; `None` in normal use).
     pub faults: Option<Arc<dyn FaultHook>>,
-    /// Host-exec paths the operator lets this apply write (`--allow-host-exec`); every other
-    /// change to a [`airlock_policy::host_exec`] path is refused. Empty by default.
-    pub host_exec: HostExecGrant,
+    /// Which host-exec paths are refused and which flags the operator's `--allow-host-exec`
+    /// lifts. [`NoHostExecGrant`] by default.
+    pub host_exec: Arc<dyn HostExecGate>,
 }
 
 impl ApplyContext {
@@ -84,8 +112,14 @@ impl ApplyContext {
             session: session.into(),
             turn,
             faults: None,
-            host_exec: HostExecGrant::default(),
+            host_exec: Arc::new(NoHostExecGrant),
         }
+    }
+}
+
+impl Default for ApplyContext {
+    fn default() -> ApplyContext {
+        ApplyContext::new(String::new(), 0)
     }
 }
 
@@ -95,8 +129,7 @@ impl fmt::Debug for ApplyContext {
             .field("session", &self.session)
             .field("turn", &self.turn)
             .field("faults", &self.faults.is_some())
-            .field("host_exec", &self.host_exec)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -219,9 +252,8 @@ pub fn apply_verified(
                 why: "paths under `.airlock/` belong to airlock".into(),
             });
         }
-        let granted = ctx.host_exec.allows(&e.path);
         if let Some(why) = &e.flagged
-            && !(granted && host_exec::is_host_exec_flag(&e.path, why))
+            && !ctx.host_exec.lifts_flag(&e.path, why)
         {
             return Err(ApplyError::Refused {
                 path: e.path.clone(),
@@ -230,15 +262,11 @@ pub fn apply_verified(
         }
         // A directory entry over an existing directory (an overlay copy-up) changes nothing.
         let no_op = matches!(e.change, Change::Dir { .. }) && e.base == Fingerprint::Dir;
-        if !granted
-            && !no_op
-            && let Some(h) = host_exec::classify(&e.path)
-        {
+        if !no_op && let Some(what) = ctx.host_exec.ungranted(&e.path) {
             return Err(ApplyError::Refused {
                 path: e.path.clone(),
                 why: format!(
-                    "it is {} ({}), and the operator did not allow it with --allow-host-exec",
-                    h.what, h.why
+                    "it is {what}, and the operator did not allow it with --allow-host-exec"
                 ),
             });
         }

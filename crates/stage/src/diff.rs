@@ -6,7 +6,7 @@
 
 use crate::model::{Change, ChangesetSnapshot, Fingerprint, StagedEntry};
 use crate::store::{StageError, Store};
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use similar::TextDiff;
 use std::fmt::Write as _;
 

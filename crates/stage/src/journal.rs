@@ -8,7 +8,7 @@
 //! others may read it but never re-label records they do not own.
 
 use crate::model::Fingerprint;
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use serde::Serialize;
 use std::ffi::OsStr;

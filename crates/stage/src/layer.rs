@@ -167,7 +167,7 @@ fn mark_opaque(dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::store::Store;
-    use airlock_policy::RelPath;
+    use airlock_types::RelPath;
     use std::os::unix::fs::FileTypeExt;
 
     fn rp(s: &str) -> RelPath {

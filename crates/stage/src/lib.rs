@@ -4,9 +4,13 @@
 //! A session owns a changeset (path → write | delete | symlink | dir, each with the fingerprint
 //! of the base it was staged against), persisted under `.airlock/` so a crash loses no agent
 //! work. Read tools see workspace + changeset merged. `apply` takes only a
-//! [`VerifiedChangeset`] — a snapshot whose content hash carries a passing verdict — and writes
+//! [`VerifiedChangeset`] — a snapshot whose changeset hash carries a passing verdict — and writes
 //! it all-or-nothing under a durable journal; `recover` resolves interrupted applies and `undo`
 //! reverts the last one.
+//!
+//! The stage decides nothing about commands or paths beyond its own: paths, hashes and verdicts
+//! are the shared types of `airlock-types`, and which host-exec paths apply refuses is asked of
+//! the caller's [`apply::HostExecGate`] (the kernel passes the policy's).
 
 pub mod blobs;
 pub mod gc;
@@ -27,6 +31,6 @@ pub mod undo;
 
 pub use blobs::{BlobPin, BlobStore};
 pub use model::{
-    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry, VerdictRecord,
-    VerdictSource, VerifiedChangeset, fingerprint_path,
+    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry,
+    Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
 };

@@ -1,63 +1,16 @@
 //! The changeset model shared by staging, the sandbox harvest, verification and apply.
 //!
-//! Invariant: a [`VerifiedChangeset`] exists only for a snapshot whose content hash equals the
-//! hash named by a passing [`VerdictRecord`]; `apply` accepts nothing else.
+//! Invariant: a [`VerifiedChangeset`] exists only for a snapshot whose changeset hash equals the
+//! hash named by a [`VerdictRecord`] whose typed [`Verdict`] is `Passed` and whose
+//! [`VerdictSource`] may unlock apply; `apply` accepts nothing else.
 
-use airlock_policy::RelPath;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::fmt;
+use airlock_types::RelPath;
+pub use airlock_types::{ChangesetHash, ContentHash, Verdict, VerdictSource};
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-/// A BLAKE3 content hash.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ContentHash(pub [u8; 32]);
-
-impl ContentHash {
-    /// Hash of `bytes`.
-    pub fn of(bytes: &[u8]) -> ContentHash {
-        ContentHash(*blake3::hash(bytes).as_bytes())
-    }
-    /// Hash of everything `r` yields.
-    pub fn of_reader(mut r: impl io::Read) -> io::Result<ContentHash> {
-        let mut h = blake3::Hasher::new();
-        io::copy(&mut r, &mut h)?;
-        Ok(ContentHash(*h.finalize().as_bytes()))
-    }
-    /// Lowercase hex.
-    pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
-    }
-    /// Parse lowercase or uppercase hex.
-    pub fn from_hex(s: &str) -> Option<ContentHash> {
-        let v = hex::decode(s).ok()?;
-        Some(ContentHash(v.try_into().ok()?))
-    }
-}
-
-impl fmt::Debug for ContentHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ContentHash({})", &self.to_hex()[..12])
-    }
-}
-impl fmt::Display for ContentHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_hex())
-    }
-}
-impl Serialize for ContentHash {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_hex())
-    }
-}
-impl<'de> Deserialize<'de> for ContentHash {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        ContentHash::from_hex(&s).ok_or_else(|| serde::de::Error::custom("bad content hash"))
-    }
-}
 
 /// What a path looked like on disk: the base a change was staged against, or the state found
 /// at apply time. Compared for conflict detection. Symlinks are never followed.
@@ -168,7 +121,7 @@ pub struct ChangesetSnapshot {
     /// Entries sorted by path bytes.
     pub entries: Vec<StagedEntry>,
     /// Hash over the sorted entries (paths, changes, bases, flags).
-    pub hash: ContentHash,
+    pub hash: ChangesetHash,
 }
 
 impl ChangesetSnapshot {
@@ -185,7 +138,7 @@ impl ChangesetSnapshot {
 
     /// The canonical hash of a sorted entry list. Paths are hashed as raw bytes with length
     /// prefixes so no two different changesets share an encoding.
-    pub fn compute_hash(entries: &[StagedEntry]) -> ContentHash {
+    pub fn compute_hash(entries: &[StagedEntry]) -> ChangesetHash {
         let mut h = SnapshotHasher::new();
         let mut rest = Vec::new();
         for e in entries {
@@ -204,7 +157,7 @@ impl ChangesetSnapshot {
     pub(crate) fn from_sorted(
         session: impl Into<String>,
         entries: Vec<StagedEntry>,
-        hash: ContentHash,
+        hash: ChangesetHash,
     ) -> ChangesetSnapshot {
         debug_assert!(
             entries
@@ -243,80 +196,24 @@ impl SnapshotHasher {
         self.0.update(rest);
     }
 
-    pub(crate) fn finish(&self) -> ContentHash {
-        ContentHash(*self.0.finalize().as_bytes())
+    pub(crate) fn finish(&self) -> ChangesetHash {
+        ChangesetHash(*self.0.finalize().as_bytes())
     }
 }
 
-/// A stored verification verdict, bound to the changeset hash it was computed for.
+/// A stored verification verdict, bound to the changeset hash it was computed for. The gate
+/// reads only the typed fields; `detail` is shown, never consulted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerdictRecord {
     /// The changeset hash the verdict is for.
-    pub changeset: ContentHash,
-    /// `passed`, `failed`, `no_tests`, `timeout` or `error`.
-    pub verdict: String,
+    pub changeset: ChangesetHash,
+    /// The verdict; only [`Verdict::Passed`] can unlock apply.
+    pub verdict: Verdict,
     /// Where the test command came from; only the operator's (or the project's detected
     /// runner) can unlock apply.
     pub source: VerdictSource,
-    /// The full verdict JSON (CLI.md), for display.
+    /// The full verdict JSON (CLI.md), for display only.
     pub detail: serde_json::Value,
-}
-
-/// Where the command behind a verdict came from. The model never chooses a command whose
-/// verdict unlocks apply: only the project's own declaration (detection), the operator's
-/// configuration, the operator's command line, or an operator rule naming that command can.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictSource {
-    /// The runner airlock detected from the project's files.
-    Detected,
-    /// The test command in the operator's configuration.
-    OperatorConfig,
-    /// `airlock verify -- CMD` on the operator's command line.
-    OperatorCli,
-    /// A command the agent passed that an operator rule allows (or the operator approved).
-    OperatorRule,
-    /// A command the agent chose: the verdict is advice only.
-    Agent,
-    /// Recorded without provenance (by an earlier airlock): trusted for nothing.
-    Unrecorded,
-}
-
-impl VerdictSource {
-    /// True when a passing verdict from this source may unlock apply.
-    pub fn unlocks_apply(self) -> bool {
-        matches!(
-            self,
-            VerdictSource::Detected
-                | VerdictSource::OperatorConfig
-                | VerdictSource::OperatorCli
-                | VerdictSource::OperatorRule
-        )
-    }
-
-    /// The snake_case name used in the verdict JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictSource::Detected => "detected",
-            VerdictSource::OperatorConfig => "operator_config",
-            VerdictSource::OperatorCli => "operator_cli",
-            VerdictSource::OperatorRule => "operator_rule",
-            VerdictSource::Agent => "agent",
-            VerdictSource::Unrecorded => "unrecorded",
-        }
-    }
-
-    /// Parse [`VerdictSource::as_str`]; anything else is [`VerdictSource::Unrecorded`].
-    pub fn parse(s: &str) -> VerdictSource {
-        match s {
-            "detected" => VerdictSource::Detected,
-            "operator_config" => VerdictSource::OperatorConfig,
-            "operator_cli" => VerdictSource::OperatorCli,
-            "operator_rule" => VerdictSource::OperatorRule,
-            "agent" => VerdictSource::Agent,
-            _ => VerdictSource::Unrecorded,
-        }
-    }
 }
 
 /// Why a snapshot could not be attested as verified.
@@ -327,7 +224,7 @@ pub enum NotVerified {
     NoVerdict,
     /// The verdict is not `passed`.
     #[error("the last verification did not pass (verdict: {0}); fix the failures and verify again")]
-    NotPassed(String),
+    NotPassed(Verdict),
     /// The changeset changed after it was verified.
     #[error(
         "the changeset changed since it was verified (verified {verified}, now {current}); verify again"
@@ -341,6 +238,11 @@ pub enum NotVerified {
     /// Nothing is staged.
     #[error("nothing is staged")]
     Empty,
+    /// The snapshot's entries do not hash to the hash it carries (and the verdict names).
+    #[error(
+        "the staged entries do not match the changeset that was verified; nothing was applied — verify again"
+    )]
+    Altered,
     /// The verdict passed, but its command was the agent's choice: advice, not a gate.
     #[error(
         "the last verification passed with a test command the agent chose, so its verdict is advisory and cannot unlock apply; run `airlock verify` (the project's detected runner or the command in your config, or `airlock verify -- CMD`), or allow that exact command with an operator rule `verify(CMD)`"
@@ -353,8 +255,43 @@ pub enum NotVerified {
     Unrecorded,
 }
 
-/// A changeset snapshot proven to carry a passing verdict for exactly its content hash.
+/// A changeset snapshot proven to carry a passing verdict for exactly its changeset hash.
 /// The only way to build one is [`VerifiedChangeset::attest`]; `apply` takes nothing else.
+///
+/// Its fields are private, so it cannot be written out by hand:
+///
+/// ```compile_fail,E0451
+/// use airlock_stage::{ChangesetSnapshot, VerdictRecord, VerifiedChangeset};
+/// fn forge(snapshot: ChangesetSnapshot, verdict: VerdictRecord) -> VerifiedChangeset {
+///     VerifiedChangeset { snapshot, verdict }
+/// }
+/// ```
+///
+/// and [`VerifiedChangeset::attest`] is the way in:
+///
+/// ```
+/// use airlock_stage::{ChangesetSnapshot, NotVerified, Verdict, VerdictRecord, VerdictSource};
+/// use airlock_stage::{Change, ContentHash, Fingerprint, StagedEntry, VerifiedChangeset};
+/// use airlock_types::RelPath;
+/// let entry = StagedEntry {
+///     path: RelPath::new("a.txt").unwrap(),
+///     change: Change::Write { content: ContentHash::of(b"x"), size: 1, mode: 0o644 },
+///     base: Fingerprint::Absent,
+///     session_local: false,
+///     flagged: None,
+/// };
+/// let snapshot = ChangesetSnapshot::new("s", vec![entry]);
+/// let mut record = VerdictRecord {
+///     changeset: snapshot.hash,
+///     verdict: Verdict::Failed,
+///     source: VerdictSource::Detected,
+///     detail: serde_json::Value::Null,
+/// };
+/// let refused = VerifiedChangeset::attest(snapshot.clone(), Some(&record)).unwrap_err();
+/// assert_eq!(refused, NotVerified::NotPassed(Verdict::Failed));
+/// record.verdict = Verdict::Passed;
+/// assert!(VerifiedChangeset::attest(snapshot, Some(&record)).is_ok());
+/// ```
 #[derive(Debug, Clone)]
 pub struct VerifiedChangeset {
     snapshot: ChangesetSnapshot,
@@ -362,8 +299,10 @@ pub struct VerifiedChangeset {
 }
 
 impl VerifiedChangeset {
-    /// Attest `snapshot` with `verdict`: succeeds only if the verdict passed and names the
-    /// snapshot's current hash.
+    /// Attest `snapshot` with `verdict`: succeeds only if the typed verdict is
+    /// [`Verdict::Passed`], its source [may unlock apply](VerdictSource::unlocks_apply), it
+    /// names exactly the snapshot's changeset hash, and the snapshot's entries hash to exactly
+    /// that (recomputed here, linear in the entries). The only constructor.
     pub fn attest(
         snapshot: ChangesetSnapshot,
         verdict: Option<&VerdictRecord>,
@@ -372,19 +311,25 @@ impl VerifiedChangeset {
             return Err(NotVerified::Empty);
         }
         let verdict = verdict.ok_or(NotVerified::NoVerdict)?;
-        if verdict.verdict != "passed" {
-            return Err(NotVerified::NotPassed(verdict.verdict.clone()));
+        if !verdict.verdict.is_pass() {
+            return Err(NotVerified::NotPassed(verdict.verdict));
         }
-        match verdict.source {
-            VerdictSource::Agent => return Err(NotVerified::Advisory),
-            VerdictSource::Unrecorded => return Err(NotVerified::Unrecorded),
-            _ => {}
+        if !verdict.source.unlocks_apply() {
+            return Err(match verdict.source {
+                VerdictSource::Agent => NotVerified::Advisory,
+                _ => NotVerified::Unrecorded,
+            });
         }
         if verdict.changeset != snapshot.hash {
             return Err(NotVerified::Stale {
                 verified: verdict.changeset.to_hex(),
                 current: snapshot.hash.to_hex(),
             });
+        }
+        // The hash is a public field: bind the proof to the entries it will apply, not to the
+        // hash they claim.
+        if ChangesetSnapshot::compute_hash(&snapshot.entries) != snapshot.hash {
+            return Err(NotVerified::Altered);
         }
         Ok(VerifiedChangeset {
             snapshot,
@@ -440,7 +385,7 @@ mod tests {
         let snap = ChangesetSnapshot::new("s", vec![entry("a", b"1")]);
         let pass = VerdictRecord {
             changeset: snap.hash,
-            verdict: "passed".into(),
+            verdict: Verdict::Passed,
             source: VerdictSource::Detected,
             detail: serde_json::Value::Null,
         };
@@ -460,7 +405,7 @@ mod tests {
             NotVerified::NoVerdict
         );
         let fail = VerdictRecord {
-            verdict: "failed".into(),
+            verdict: Verdict::Failed,
             ..pass.clone()
         };
         assert!(matches!(
@@ -472,6 +417,104 @@ mod tests {
             VerifiedChangeset::attest(other, Some(&pass)),
             Err(NotVerified::Stale { .. })
         ));
+    }
+
+    /// Every combination of verdict, source and hash: exactly the passing verdict of a source
+    /// that may unlock apply, for exactly this snapshot's hash, yields a `VerifiedChangeset`.
+    #[test]
+    fn only_a_passing_authoritative_verdict_for_this_hash_attests() {
+        let snap = ChangesetSnapshot::new("s", vec![entry("a", b"1")]);
+        let other = ChangesetSnapshot::new("s", vec![entry("a", b"2")]).hash;
+        let mut attested = 0;
+        for verdict in Verdict::ALL {
+            for source in VerdictSource::ALL {
+                for changeset in [snap.hash, other] {
+                    let record = VerdictRecord {
+                        changeset,
+                        verdict,
+                        source,
+                        detail: serde_json::json!({"verdict": "passed"}),
+                    };
+                    let got = VerifiedChangeset::attest(snap.clone(), Some(&record));
+                    let expect = verdict == Verdict::Passed
+                        && source.unlocks_apply()
+                        && changeset == snap.hash;
+                    assert_eq!(got.is_ok(), expect, "{verdict} {source} {changeset:?}");
+                    match got {
+                        Ok(v) => {
+                            attested += 1;
+                            assert_eq!(v.snapshot().hash, snap.hash);
+                            assert_eq!(v.verdict(), &record);
+                        }
+                        Err(NotVerified::NotPassed(v)) => assert_eq!(v, verdict),
+                        Err(NotVerified::Advisory) => assert_eq!(source, VerdictSource::Agent),
+                        Err(NotVerified::Unrecorded) => {
+                            assert_eq!(source, VerdictSource::Unrecorded)
+                        }
+                        Err(NotVerified::Stale { verified, current }) => {
+                            assert_eq!((verified, current), (other.to_hex(), snap.hash.to_hex()))
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+        }
+        assert_eq!(attested, 4, "four sources unlock apply");
+        // The display-only detail is never consulted: it may say anything.
+        let record = VerdictRecord {
+            changeset: snap.hash,
+            verdict: Verdict::NoTests,
+            source: VerdictSource::OperatorCli,
+            detail: serde_json::json!({"verdict": "passed", "source": "operator_cli"}),
+        };
+        assert_eq!(
+            VerifiedChangeset::attest(snap.clone(), Some(&record)).unwrap_err(),
+            NotVerified::NotPassed(Verdict::NoTests)
+        );
+        // An empty snapshot never attests, whatever the verdict.
+        let empty = ChangesetSnapshot::new("s", vec![]);
+        let record = VerdictRecord {
+            changeset: empty.hash,
+            verdict: Verdict::Passed,
+            ..record
+        };
+        assert_eq!(
+            VerifiedChangeset::attest(empty, Some(&record)).unwrap_err(),
+            NotVerified::Empty
+        );
+    }
+
+    /// A snapshot's fields are public, so its hash could be copied onto other entries: the
+    /// proof is built only when the entries themselves hash to the verdict's changeset hash.
+    #[test]
+    fn entries_that_do_not_hash_to_the_verdicts_hash_never_attest() {
+        let snap = ChangesetSnapshot::new("s", vec![entry("a", b"1")]);
+        let pass = VerdictRecord {
+            changeset: snap.hash,
+            verdict: Verdict::Passed,
+            source: VerdictSource::OperatorCli,
+            detail: serde_json::Value::Null,
+        };
+        let mut swapped = snap.clone();
+        swapped.entries = vec![entry("a", b"evil")];
+        let mut grown = snap.clone();
+        grown.entries.push(entry("b", b"2"));
+        let forged = ChangesetSnapshot {
+            session: "s".into(),
+            entries: vec![entry(".github/workflows/x.yml", b"run: evil")],
+            hash: snap.hash,
+        };
+        for bad in [swapped, grown, forged] {
+            assert!(
+                matches!(
+                    VerifiedChangeset::attest(bad.clone(), Some(&pass)),
+                    Err(NotVerified::Altered)
+                ),
+                "{:?}",
+                bad.entries
+            );
+        }
+        assert!(VerifiedChangeset::attest(snap, Some(&pass)).is_ok());
     }
 
     #[test]

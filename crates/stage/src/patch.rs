@@ -7,7 +7,7 @@
 
 use crate::store::{StageError, StageOp, Store};
 use crate::view;
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use diffy::patch_set::{FileMode, FileOperation, ParseOptions, PatchKind, PatchSet};
 use std::collections::HashMap;
 

@@ -8,7 +8,7 @@ use crate::apply::engine::{self, Found};
 use crate::apply::{Confined, FaultHook, remove_backups};
 use crate::journal::{Journal, JournalError, JournalRecord, RecordId, RecordState};
 use crate::model::Fingerprint;
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use rustix::fd::AsFd;
 use serde::Serialize;
 use std::io;
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// How a record was resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum Resolution {
     /// Every path was returned to its pre-image.
     RolledBack,
     /// Every path already held its post-image; only the bookkeeping was finished.
@@ -56,7 +56,7 @@ pub struct RecoveryOutcome {
     /// The record's tool (`apply`, `undo`, `bash`, …).
     pub tool: String,
     /// What recovery did.
-    pub outcome: Outcome,
+    pub outcome: Resolution,
     /// One sentence for a person.
     pub note: String,
     /// Per-path findings (for `needs_attention`, the paths that decided it).
@@ -110,7 +110,7 @@ pub fn recover_with(
                 RecoveryOutcome {
                     record: rec.id,
                     tool: rec.tool.clone(),
-                    outcome: Outcome::NeedsAttention,
+                    outcome: Resolution::NeedsAttention,
                     note: format!(
                         "the process stopped while `{}` was running; whether it took effect is unknown, and airlock does not run it again — check by hand",
                         rec.tool
@@ -120,15 +120,15 @@ pub fn recover_with(
                 }
             };
             let state = match outcome.outcome {
-                Outcome::RolledBack => RecordState::RolledBack,
-                Outcome::Completed => RecordState::Completed,
+                Resolution::RolledBack => RecordState::RolledBack,
+                Resolution::Completed => RecordState::Completed,
                 _ => RecordState::NeedsAttention,
             };
             journal.resolve(rec.id, state, &outcome.note)?;
             match outcome.outcome {
-                Outcome::RolledBack => remove_backups(&conf, &rec),
+                Resolution::RolledBack => remove_backups(&conf, &rec),
                 // Its turn was lost with the process; the note already says it is kept.
-                Outcome::Completed => journal.mark_durable(rec.id)?,
+                Resolution::Completed => journal.mark_durable(rec.id)?,
                 _ => {}
             }
             out.push(outcome);
@@ -137,7 +137,7 @@ pub fn recover_with(
             out.push(RecoveryOutcome {
                 record: rec.id,
                 tool: rec.tool.clone(),
-                outcome: Outcome::Kept,
+                outcome: Resolution::Kept,
                 note: format!(
                     "`{}` had completed before its turn was interrupted; it is kept as it is and not redone",
                     rec.tool
@@ -210,7 +210,7 @@ fn resolve_files(
             Err(e) => format!(" (a temp file could not be removed: {e})"),
         };
         return outcome(
-            Outcome::NeedsAttention,
+            Resolution::NeedsAttention,
             format!(
                 "{} of {} paths hold neither the state before nor the state after the {}; nothing was changed — compare them with the backups in {}",
                 odd.len(),
@@ -227,7 +227,7 @@ fn resolve_files(
             Ok(r) => removed = r,
             Err(e) => {
                 return outcome(
-                    Outcome::NeedsAttention,
+                    Resolution::NeedsAttention,
                     format!(
                         "every path already holds its new state, but a temp file could not be removed: {e}"
                     ),
@@ -237,7 +237,7 @@ fn resolve_files(
             }
         }
         return outcome(
-            Outcome::Completed,
+            Resolution::Completed,
             format!(
                 "the {} had written every path before it was interrupted; it was finished, not redone",
                 rec.tool
@@ -252,7 +252,7 @@ fn resolve_files(
     }
     match engine::rollback(conf, rec.id, &rec.files, faults) {
         Ok(()) => outcome(
-            Outcome::RolledBack,
+            Resolution::RolledBack,
             format!(
                 "the {} was interrupted part-way; all {} paths were restored to their state before it",
                 rec.tool,
@@ -269,7 +269,7 @@ fn resolve_files(
                 .filter(|f| f.found != "pre")
                 .collect();
             outcome(
-                Outcome::NeedsAttention,
+                Resolution::NeedsAttention,
                 format!(
                     "restoring `{}` failed ({}); the paths listed still differ from their state before the {}",
                     step.path, step.source, rec.tool
@@ -286,7 +286,7 @@ fn resolve_files(
 /// exactly `.airlock-tmp-<record>-<n>` or `.airlock-rst-<record>-<n>`, except those of a record
 /// still unresolved (`pending` or `unknown`: its protocol may still need them). Covers temps
 /// whose record recovery already resolved, or whose journal was lost. One outcome
-/// ([`Outcome::Cleaned`]) per record, listing what was removed. It walks the whole workspace,
+/// ([`Resolution::Cleaned`]) per record, listing what was removed. It walks the whole workspace,
 /// so it is for an explicit `recover`, not for every start.
 pub fn sweep_temps(
     workspace: &Path,
@@ -377,7 +377,7 @@ pub fn sweep_temps(
             }
             RecoveryOutcome {
                 record: id,
-                outcome: Outcome::Cleaned,
+                outcome: Resolution::Cleaned,
                 note,
                 tool,
                 details: Vec::new(),

@@ -14,10 +14,10 @@
 
 use crate::blobs::BlobStore;
 use crate::model::{
-    Change, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, SnapshotHasher, StagedEntry,
-    VerdictRecord, VerdictSource, VerifiedChangeset,
+    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified,
+    SnapshotHasher, StagedEntry, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset,
 };
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -490,7 +490,7 @@ impl Store {
         let conn = self.lock();
         conn.execute(
             "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance) VALUES (1, ?1, ?2, ?3, ?4)",
-            params![v.changeset.to_hex(), v.verdict, detail, v.source.as_str()],
+            params![v.changeset.to_hex(), v.verdict.name(), detail, v.source.as_str()],
         )
         .map_err(|e| self.db(e))?;
         Ok(())
@@ -522,9 +522,10 @@ impl Store {
             detail,
         };
         Ok(Some(VerdictRecord {
-            changeset: ContentHash::from_hex(&hash)
+            changeset: ChangesetHash::from_hex(&hash)
                 .ok_or_else(|| bad(format!("bad hash `{hash}`")))?,
-            verdict,
+            verdict: Verdict::parse(&verdict)
+                .ok_or_else(|| bad(format!("unknown verdict `{verdict}`")))?,
             source: provenance
                 .as_deref()
                 .map(VerdictSource::parse)
@@ -543,7 +544,7 @@ impl Store {
 
     /// After a successful apply of the snapshot with `snapshot_hash`: drop the applied
     /// (non-session-local) entries and the verdict. Refuses when the changeset changed since.
-    pub fn clear_applied(&self, snapshot_hash: &ContentHash) -> Result<(), StageError> {
+    pub fn clear_applied(&self, snapshot_hash: &ChangesetHash) -> Result<(), StageError> {
         let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -771,7 +772,7 @@ impl<'a> Ctx<'a> {
         local: i64,
         flagged: Option<String>,
     ) -> Result<StagedEntry, StageError> {
-        let display = airlock_policy::path::escape_bytes(&path);
+        let display = airlock_types::path::escape_bytes(&path);
         let bad = |detail: String| StageError::BadEntry {
             path: display.clone(),
             detail,
@@ -831,7 +832,9 @@ impl<'a> Ctx<'a> {
     /// JSON text of each row, which is exactly what [`ChangesetSnapshot::compute_hash`] would
     /// serialize (the rows are written by `put` with the same serializer), so a snapshot costs
     /// one decode per entry and no re-encoding.
-    pub(crate) fn all_entries_hashed(&self) -> Result<(Vec<StagedEntry>, ContentHash), StageError> {
+    pub(crate) fn all_entries_hashed(
+        &self,
+    ) -> Result<(Vec<StagedEntry>, ChangesetHash), StageError> {
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -1441,7 +1444,7 @@ mod tests {
         ] {
             s.record_verdict(&VerdictRecord {
                 changeset: hash,
-                verdict: "passed".into(),
+                verdict: Verdict::Passed,
                 source,
                 detail: serde_json::json!({}),
             })
@@ -1480,6 +1483,44 @@ mod tests {
         );
     }
 
+    /// The verdict column holds the verdict's name, as it always has, and reads back as the
+    /// same typed verdict; text that names no verdict is a damaged store and unlocks nothing.
+    #[test]
+    fn verdict_column_keeps_its_text_and_reads_back_typed() {
+        let (_d, s) = setup();
+        s.stage_write(&rp("n.txt"), b"new", None).unwrap();
+        let hash = s.snapshot().unwrap().hash;
+        let column = |s: &Store| -> String {
+            s.lock()
+                .query_row("SELECT verdict FROM verdict WHERE id = 1", [], |r| r.get(0))
+                .unwrap()
+        };
+        for verdict in Verdict::ALL {
+            let record = VerdictRecord {
+                changeset: hash,
+                verdict,
+                source: VerdictSource::OperatorCli,
+                detail: serde_json::json!({"verdict": verdict.name()}),
+            };
+            s.record_verdict(&record).unwrap();
+            assert_eq!(column(&s), verdict.name());
+            assert_eq!(s.last_verdict().unwrap(), Some(record));
+            assert_eq!(
+                s.verified().is_ok(),
+                verdict == Verdict::Passed,
+                "{verdict}"
+            );
+        }
+        for text in ["PASSED", "Passed", "ok", ""] {
+            s.lock()
+                .execute("UPDATE verdict SET verdict = ?1 WHERE id = 1", [text])
+                .unwrap();
+            let err = s.last_verdict().unwrap_err();
+            assert!(err.to_string().contains("unknown verdict"), "{err}");
+            assert!(s.verified().is_err(), "{text:?} unlocked apply");
+        }
+    }
+
     #[test]
     fn verdict_binds_to_hash() {
         let (_d, s) = setup();
@@ -1491,7 +1532,7 @@ mod tests {
         let snap = s.snapshot().unwrap();
         s.record_verdict(&VerdictRecord {
             changeset: snap.hash,
-            verdict: "passed".into(),
+            verdict: Verdict::Passed,
             source: VerdictSource::Detected,
             detail: serde_json::json!({"tests": 3}),
         })

@@ -6,7 +6,7 @@ use crate::apply::engine::Source;
 use crate::apply::{ApplyContext, ApplyError, Confined, Conflict, is_link_refusal, run_protocol};
 use crate::journal::{FileEffect, Journal, JournalError, NewRecord, RecordId};
 use crate::model::Fingerprint;
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::io;

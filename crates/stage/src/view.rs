@@ -7,7 +7,7 @@
 
 use crate::model::Change;
 use crate::store::{Ctx, FileSrc, Node, StageError, Store, ancestors};
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -52,7 +52,7 @@ pub struct MergedEntry {
 }
 
 fn ser_os<S: serde::Serializer>(v: &OsString, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&airlock_policy::path::escape_bytes(v.as_bytes()))
+    s.serialize_str(&airlock_types::path::escape_bytes(v.as_bytes()))
 }
 
 /// A path resolved through the merged view: `None` is the workspace root.
@@ -66,7 +66,7 @@ struct Resolved {
 fn escape(path: &RelPath, target: &[u8]) -> StageError {
     StageError::SymlinkEscape {
         path: path.display(),
-        target: airlock_policy::path::escape_bytes(target),
+        target: airlock_types::path::escape_bytes(target),
     }
 }
 

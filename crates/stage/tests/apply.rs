@@ -3,10 +3,12 @@
 
 mod apply_support;
 
-use airlock_policy::RelPath;
-use airlock_stage::apply::{ApplyContext, ApplyError, FaultHook, Phase, Step, apply_verified};
+use airlock_stage::apply::{
+    ApplyContext, ApplyError, FaultHook, HostExecGate, Phase, Step, apply_verified,
+};
 use airlock_stage::journal::{Journal, RecordState};
 use airlock_stage::model::{Change, Fingerprint};
+use airlock_types::RelPath;
 use apply_support::{Fixture, mixed, verified};
 use std::fs;
 use std::io;
@@ -179,9 +181,40 @@ fn setuid_and_setgid_bits_are_stripped_from_files_and_directories() {
     assert_eq!(mode("grp"), 0o2775, "the user's own directory is untouched");
 }
 
+/// A gate standing in for the caller's judgement: paths with a `.git` component are host-exec
+/// paths; `granted` lists the operator's paths. (The kernel's gate, built from the policy's
+/// classification, is tested with this same changeset in the kernel.)
+struct GitGate {
+    granted: Vec<RelPath>,
+}
+
+const GIT_FLAG: &str = "a git control entry, which the host acts on by itself";
+
+impl GitGate {
+    fn arc(granted: &[&str]) -> Arc<GitGate> {
+        Arc::new(GitGate {
+            granted: granted.iter().map(|p| RelPath::new(p).unwrap()).collect(),
+        })
+    }
+    fn is_git(path: &RelPath) -> bool {
+        path.components().any(|c| c == ".git")
+    }
+    fn granted(&self, path: &RelPath) -> bool {
+        self.granted.iter().any(|g| path.starts_with(g))
+    }
+}
+
+impl HostExecGate for GitGate {
+    fn ungranted(&self, path: &RelPath) -> Option<String> {
+        (Self::is_git(path) && !self.granted(path)).then(|| "a git control entry (git)".into())
+    }
+    fn lifts_flag(&self, path: &RelPath, flag: &str) -> bool {
+        Self::is_git(path) && self.granted(path) && flag == GIT_FLAG
+    }
+}
+
 #[test]
-fn host_exec_entries_are_refused_unless_the_operator_granted_them() {
-    use airlock_policy::host_exec::{HostExecGrant, flag};
+fn host_exec_entries_are_refused_unless_the_callers_gate_grants_them() {
     let fx = Fixture::new();
     fs::create_dir_all(fx.abs(".git/objects/ab")).unwrap();
     fx.write(".git/objects/ab/cd", b"object", 0o444);
@@ -189,24 +222,40 @@ fn host_exec_entries_are_refused_unless_the_operator_granted_them() {
     let (j, _) = Journal::open(&fx.ws).unwrap();
     let gitfile = || fx.stage_write("sub/.git", b"gitdir: ../evil", 0o644);
     let wipe = || fx.stage(".git/objects/ab/cd", Change::Delete);
+    let ungranted = ApplyContext {
+        host_exec: GitGate::arc(&[]),
+        ..ctx()
+    };
     for entries in [
         vec![gitfile()],
         vec![wipe()],
         vec![fx.stage_write("ok", b"x", 0o644), gitfile()],
     ] {
         let before = fx.tree();
-        let err = apply_verified(&fx.ws, &verified(entries), &fx.blobs, &j, &ctx()).unwrap_err();
+        let err =
+            apply_verified(&fx.ws, &verified(entries), &fx.blobs, &j, &ungranted).unwrap_err();
         assert!(matches!(err, ApplyError::Refused { .. }), "{err}");
+        assert!(err.to_string().contains("--allow-host-exec"), "{err}");
         assert_eq!(fx.tree(), before, "nothing written");
     }
     // The copy-up of an existing control directory changes nothing and is not refused.
     let v = verified(vec![fx.stage(".git", Change::Dir { mode: 0o755 })]);
-    apply_verified(&fx.ws, &v, &fx.blobs, &j, &ctx()).unwrap();
-    // Granted: applied, flagged by the harvest or not.
+    apply_verified(&fx.ws, &v, &fx.blobs, &j, &ungranted).unwrap();
+    // A context nobody configured lifts no flag.
     let mut flagged_wipe = wipe();
-    flagged_wipe.flagged = flag(&flagged_wipe.path);
+    flagged_wipe.flagged = Some(GIT_FLAG.into());
+    let err = apply_verified(
+        &fx.ws,
+        &verified(vec![flagged_wipe.clone()]),
+        &fx.blobs,
+        &j,
+        &ctx(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("flagged"), "{err}");
+    // Granted: applied, flagged by the harvest or not.
     let granted = ApplyContext {
-        host_exec: HostExecGrant::new(&["sub/.git", ".git/objects"]),
+        host_exec: GitGate::arc(&["sub/.git", ".git/objects"]),
         ..ctx()
     };
     let v = verified(vec![gitfile(), flagged_wipe]);
@@ -222,7 +271,7 @@ fn host_exec_entries_are_refused_unless_the_operator_granted_them() {
     );
     escape.flagged = Some("symbolic link points outside the workspace".into());
     let granted = ApplyContext {
-        host_exec: HostExecGrant::new(&[".git"]),
+        host_exec: GitGate::arc(&[".git"]),
         ..ctx()
     };
     let err = apply_verified(&fx.ws, &verified(vec![escape]), &fx.blobs, &j, &granted).unwrap_err();

@@ -1,8 +1,8 @@
 //! The overlay layer, proven by mounting it for real: lower = layer : workspace.
 
-use airlock_policy::RelPath;
 use airlock_stage::layer::materialize_layer;
 use airlock_stage::store::Store;
+use airlock_types::RelPath;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;

@@ -2,10 +2,10 @@
 //! done for real: the merged view, and the overlay layer mounted over the workspace, must both
 //! show exactly the shadow's files.
 
-use airlock_policy::RelPath;
 use airlock_stage::layer::materialize_layer_over;
 use airlock_stage::store::Store;
 use airlock_stage::view::{read_merged, walk_merged};
+use airlock_types::RelPath;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,10 +1,10 @@
 //! apply_patch against real `git diff` output and hand-written unified diffs.
 
-use airlock_policy::RelPath;
 use airlock_stage::model::Change;
 use airlock_stage::patch::{PatchError, parse_patch, stage_patch};
 use airlock_stage::store::Store;
 use airlock_stage::view::read_merged;
+use airlock_types::RelPath;
 use std::path::Path;
 use std::process::Command;
 

@@ -1,8 +1,8 @@
 //! The changeset store against real temp dirs and real SQLite.
 
-use airlock_policy::RelPath;
-use airlock_stage::model::{Change, ContentHash, Fingerprint, VerdictRecord};
+use airlock_stage::model::{Change, ContentHash, Fingerprint, Verdict, VerdictRecord};
 use airlock_stage::store::{StageError, StageOp, Store};
+use airlock_types::RelPath;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -418,7 +418,7 @@ fn verdicts_discard_and_clear_applied() {
     let snap = s.snapshot().unwrap();
     let v = VerdictRecord {
         changeset: snap.hash,
-        verdict: "passed".into(),
+        verdict: Verdict::Passed,
         source: airlock_stage::VerdictSource::Detected,
         detail: serde_json::json!({"verdict": "passed", "tests": {"passed": 2}}),
     };
@@ -428,7 +428,9 @@ fn verdicts_discard_and_clear_applied() {
     assert_eq!(verified.snapshot().hash, snap.hash);
 
     // A stale hash is refused and keeps everything.
-    let err = s.clear_applied(&ContentHash::of(b"other")).unwrap_err();
+    let err = s
+        .clear_applied(&airlock_stage::ChangesetHash(ContentHash::of(b"other").0))
+        .unwrap_err();
     assert!(matches!(err, StageError::ChangedSinceApply { .. }), "{err}");
     assert_eq!(s.snapshot().unwrap().entries.len(), 2);
 

@@ -1,10 +1,10 @@
 //! The merged view: workspace + changeset, as read tools see it.
 
-use airlock_policy::RelPath;
 use airlock_stage::store::{StageError, Store};
 use airlock_stage::view::{
     NodeKind, is_ignored, list_merged, read_merged, stat_merged, walk_merged,
 };
+use airlock_types::RelPath;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 

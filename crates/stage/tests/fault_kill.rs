@@ -444,7 +444,7 @@ fn temps_of_an_apply_whose_journal_was_lost_are_swept() {
     );
     let out = airlock_stage::recover::sweep_temps(&fx.ws, &j).unwrap();
     assert_eq!(out.len(), 1, "{out:?}");
-    assert_eq!(out[0].outcome, airlock_stage::recover::Outcome::Cleaned);
+    assert_eq!(out[0].outcome, airlock_stage::recover::Resolution::Cleaned);
     assert_eq!(out[0].tool, "unknown");
     assert_eq!(out[0].removed.len(), temps.len());
     assert!(temps_in(&fx.ws).is_empty());

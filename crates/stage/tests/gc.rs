@@ -3,11 +3,11 @@
 //! its commit is never robbed, and an unreadable database stops the collection before it
 //! removes anything.
 
-use airlock_policy::RelPath;
 use airlock_stage::gc::collect;
 use airlock_stage::journal::{FileEffect, Journal, NewRecord};
 use airlock_stage::store::{StageOp, Store};
 use airlock_stage::{Change, ContentHash, Fingerprint};
+use airlock_types::RelPath;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -5,7 +5,7 @@ mod apply_support;
 
 use airlock_stage::apply::{ApplyContext, apply_verified};
 use airlock_stage::journal::{Journal, NewRecord, RecordState};
-use airlock_stage::recover::{Outcome, recover, recover_with};
+use airlock_stage::recover::{Resolution, recover, recover_with};
 use airlock_stage::undo::undo_last;
 use apply_support::{Fixture, StepFault, mixed};
 use std::collections::BTreeMap;
@@ -56,12 +56,12 @@ fn a_crash_at_any_step_of_apply_recovers_to_exactly_pre_or_post() {
         let tree = fx.tree();
         let rec = &j.records().unwrap()[0];
         match out[0].outcome {
-            Outcome::RolledBack => {
+            Resolution::RolledBack => {
                 assert_eq!(tree, pre, "step {at}");
                 assert_eq!(rec.state, RecordState::RolledBack);
                 rolled_back += 1;
             }
-            Outcome::Completed => {
+            Resolution::Completed => {
                 assert_eq!(tree, post, "step {at}");
                 assert_eq!(rec.state, RecordState::Completed);
                 completed += 1;
@@ -121,7 +121,7 @@ fn a_crash_during_recovery_is_recovered_by_the_next_run() {
             assert!(rec_at > 3);
             break;
         }
-        assert_eq!(out[0].outcome, Outcome::RolledBack);
+        assert_eq!(out[0].outcome, Resolution::RolledBack);
     }
 }
 
@@ -152,7 +152,7 @@ fn a_path_changed_after_the_crash_needs_attention_and_nothing_is_touched() {
     assert!(!temps.is_empty(), "the crash left temps");
     let (j, _) = Journal::open(&fx.ws).unwrap();
     let out = recover(&fx.ws, &j).unwrap();
-    assert_eq!(out[0].outcome, Outcome::NeedsAttention);
+    assert_eq!(out[0].outcome, Resolution::NeedsAttention);
     assert_eq!(out[0].details.len(), 1);
     assert_eq!(out[0].details[0].path.display(), "src/main.rs");
     assert_eq!(out[0].details[0].found, "other");
@@ -188,10 +188,10 @@ fn external_effects_are_never_rerun_and_lost_turn_work_is_kept() {
     let (j, _) = Journal::open(&fx.ws).unwrap();
     let out = recover(&fx.ws, &j).unwrap();
     assert_eq!(out.len(), 2, "{out:?}");
-    assert_eq!(out[0].outcome, Outcome::Kept);
+    assert_eq!(out[0].outcome, Resolution::Kept);
     assert_eq!(out[0].tool, "apply");
     assert!(out[0].note.contains("not redone"), "{}", out[0].note);
-    assert_eq!(out[1].outcome, Outcome::NeedsAttention);
+    assert_eq!(out[1].outcome, Resolution::NeedsAttention);
     assert!(out[1].note.contains("git_push"));
     assert_eq!(fx.tree(), post);
     assert!(recover(&fx.ws, &j).unwrap().is_empty());

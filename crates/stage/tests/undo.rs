@@ -5,7 +5,7 @@ mod apply_support;
 
 use airlock_stage::apply::{ApplyContext, apply_verified};
 use airlock_stage::journal::{Journal, RecordState};
-use airlock_stage::recover::{Outcome, recover};
+use airlock_stage::recover::{Resolution, recover};
 use airlock_stage::undo::{UndoError, undo_last};
 use apply_support::{Fixture, StepFault, mixed, verified};
 use std::fs;
@@ -142,14 +142,14 @@ fn a_crash_during_undo_recovers_to_before_or_after_the_undo() {
         let out = recover(&fx.ws, &j).unwrap();
         let undo = out.iter().find(|o| o.tool == "undo").unwrap();
         match undo.outcome {
-            Outcome::RolledBack => {
+            Resolution::RolledBack => {
                 seen_rollback = true;
                 assert_eq!(fx.tree(), post, "step {at}");
                 // The apply is still there to undo.
                 undo_last(&fx.ws, &j, &ctx()).unwrap();
                 assert_eq!(fx.tree(), pre);
             }
-            Outcome::Completed => assert_eq!(fx.tree(), pre, "step {at}"),
+            Resolution::Completed => assert_eq!(fx.tree(), pre, "step {at}"),
             other => panic!("step {at}: {other:?}"),
         }
     }

@@ -65,41 +65,9 @@ impl std::fmt::Display for RunnerKind {
     }
 }
 
-/// The outcome of a verification.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The command exited 0, at least one test ran and none failed (failures that already
-    /// existed on the base, when a baseline was asked for, do not count).
-    Passed,
-    /// A test failed, or the code did not compile / parse.
-    Failed,
-    /// The run executed no test. Never a pass.
-    NoTests,
-    /// The run did not finish within its timeout; the whole process tree was killed.
-    Timeout,
-    /// The runner could not run or crashed (missing runner, signal, OOM, no report, cancelled).
-    Error,
-}
-
-impl Verdict {
-    /// The verdict's JSON name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Passed => "passed",
-            Verdict::Failed => "failed",
-            Verdict::NoTests => "no_tests",
-            Verdict::Timeout => "timeout",
-            Verdict::Error => "error",
-        }
-    }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The outcome of a verification: the shared [`airlock_types::Verdict`], re-exported so the
+/// report, the rules and the stage's record all name one type.
+pub use airlock_types::Verdict;
 
 /// Test counts as the runner reported them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -254,7 +222,7 @@ fn is_zero(n: &u64) -> bool {
 impl VerdictReport {
     /// True only for [`Verdict::Passed`].
     pub fn passed(&self) -> bool {
-        self.verdict == Verdict::Passed
+        self.verdict.is_pass()
     }
 }
 

@@ -8,7 +8,7 @@ use crate::chain::Prepared;
 use crate::kernel::Kernel;
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
-use airlock_stage::apply::{ApplyContext, ApplyError, apply_verified};
+use airlock_stage::apply::{ApplyContext, ApplyError, HostExecGate, apply_verified};
 use airlock_stage::journal::Journal;
 use airlock_stage::undo::{UndoError, undo_last};
 use airlock_stage::{VerdictRecord, VerdictSource, diff as sdiff};
@@ -192,7 +192,8 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         Ok(r) => r,
         Err(e) => return failure(format!("Verification could not run: {e}"), 1),
     };
-    let verdict = report.verdict.to_string();
+    // The gate reads the typed verdict; the JSON below is only what the caller is shown.
+    let verdict = report.verdict;
     let mut detail = serde_json::to_value(&report).unwrap_or(Value::Null);
     // The verdict says which command ran and where it came from.
     if let Some(obj) = detail.as_object_mut() {
@@ -215,14 +216,14 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
     }
     let record = VerdictRecord {
         changeset: snapshot.hash,
-        verdict: verdict.clone(),
+        verdict,
         source,
         detail: detail.clone(),
     };
     if let Err(e) = k.store.record_verdict(&record) {
         return failure(format!("The verdict could not be stored: {e}"), 1);
     }
-    let passed = verdict == "passed";
+    let passed = verdict.is_pass();
     crate::CallOutcome {
         ok: passed,
         output: detail,
@@ -371,7 +372,7 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
         Err(o) => return o,
     };
     let ctx = ApplyContext {
-        host_exec: grant,
+        host_exec: std::sync::Arc::new(PolicyHostExec(grant)),
         ..ApplyContext::new(k.session(), turn_id())
     };
     // The blobs of the snapshot are read during the apply: no collection meanwhile.
@@ -408,6 +409,23 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
             failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED)
         }
         Err(e) => failure(format!("Nothing was applied: {e}"), 1),
+    }
+}
+
+/// The stage's second look at host-exec paths during apply: the policy's classification by name
+/// and the operator's `--allow-host-exec` grant.
+struct PolicyHostExec(HostExecGrant);
+
+impl HostExecGate for PolicyHostExec {
+    fn ungranted(&self, path: &airlock_policy::RelPath) -> Option<String> {
+        if self.0.allows(path) {
+            return None;
+        }
+        host_exec::classify(path).map(|h| format!("{} ({})", h.what, h.why))
+    }
+
+    fn lifts_flag(&self, path: &airlock_policy::RelPath, flag: &str) -> bool {
+        self.0.allows(path) && host_exec::is_host_exec_flag(path, flag)
     }
 }
 
@@ -585,5 +603,136 @@ pub(crate) fn ask_user(p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate::CallOu
     match ctx.approver.approve(&req) {
         Approval::Once | Approval::Session => success(json!("The operator answered: yes."), false),
         Approval::Deny(why) => success(json!(format!("The operator answered: no ({why}).")), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_policy::RelPath;
+    use airlock_stage::{
+        BlobStore, Change, ChangesetSnapshot, StagedEntry, Verdict, VerifiedChangeset,
+        fingerprint_path,
+    };
+    use std::sync::Arc;
+
+    struct Ws {
+        _dir: tempfile::TempDir,
+        root: std::path::PathBuf,
+        blobs: BlobStore,
+    }
+
+    impl Ws {
+        fn new() -> Ws {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().join("ws");
+            std::fs::create_dir_all(root.join(".git/objects/ab")).unwrap();
+            std::fs::write(root.join(".git/objects/ab/cd"), b"object").unwrap();
+            std::fs::create_dir_all(root.join("sub")).unwrap();
+            let blobs = BlobStore::open(root.join(".airlock/blobs")).unwrap();
+            Ws {
+                _dir: dir,
+                root,
+                blobs,
+            }
+        }
+        fn stage(&self, rel: &str, change: Change) -> StagedEntry {
+            StagedEntry {
+                path: RelPath::new(rel).unwrap(),
+                change,
+                base: fingerprint_path(&self.root.join(rel)).unwrap(),
+                session_local: false,
+                flagged: None,
+            }
+        }
+        fn write(&self, rel: &str, bytes: &[u8]) -> StagedEntry {
+            let content = self.blobs.put(bytes).unwrap();
+            let size = bytes.len() as u64;
+            self.stage(
+                rel,
+                Change::Write {
+                    content,
+                    size,
+                    mode: 0o644,
+                },
+            )
+        }
+    }
+
+    fn verified(entries: Vec<StagedEntry>) -> VerifiedChangeset {
+        let snapshot = ChangesetSnapshot::new("s", entries);
+        let record = airlock_stage::VerdictRecord {
+            changeset: snapshot.hash,
+            verdict: Verdict::Passed,
+            source: VerdictSource::Detected,
+            detail: Value::Null,
+        };
+        VerifiedChangeset::attest(snapshot, Some(&record)).unwrap()
+    }
+
+    fn ctx(grant: &[&str]) -> ApplyContext {
+        ApplyContext {
+            host_exec: Arc::new(PolicyHostExec(HostExecGrant::new(grant))),
+            ..ApplyContext::new("s", 1)
+        }
+    }
+
+    /// The stage's own refusal of host-exec paths, with the policy's gate the kernel gives it:
+    /// refused unless the operator granted them, and a grant lifts only the host-exec flag.
+    #[test]
+    fn the_stage_refuses_host_exec_entries_the_operator_did_not_grant() {
+        let ws = Ws::new();
+        let (j, _) = Journal::open(&ws.root).unwrap();
+        let gitfile = || ws.write("sub/.git", b"gitdir: ../evil");
+        let wipe = || ws.stage(".git/objects/ab/cd", Change::Delete);
+        for entries in [
+            vec![gitfile()],
+            vec![wipe()],
+            vec![ws.write("ok", b"x"), gitfile()],
+        ] {
+            let err =
+                apply_verified(&ws.root, &verified(entries), &ws.blobs, &j, &ctx(&[])).unwrap_err();
+            assert!(
+                matches!(&err, ApplyError::Refused { why, .. } if why.contains("--allow-host-exec")),
+                "{err}"
+            );
+            assert!(!ws.root.join("ok").exists() && !ws.root.join("sub/.git").exists());
+            assert!(ws.root.join(".git/objects/ab/cd").exists());
+        }
+        // The copy-up of an existing control directory changes nothing and is not refused.
+        let v = verified(vec![ws.stage(".git", Change::Dir { mode: 0o755 })]);
+        apply_verified(&ws.root, &v, &ws.blobs, &j, &ctx(&[])).unwrap();
+        // Granted: applied, flagged by the harvest or not.
+        let mut flagged_wipe = wipe();
+        flagged_wipe.flagged = host_exec::flag(&flagged_wipe.path);
+        assert!(flagged_wipe.flagged.is_some());
+        let v = verified(vec![gitfile(), flagged_wipe]);
+        apply_verified(
+            &ws.root,
+            &v,
+            &ws.blobs,
+            &j,
+            &ctx(&["sub/.git", ".git/objects"]),
+        )
+        .unwrap();
+        assert!(ws.root.join("sub/.git").is_file());
+        assert!(!ws.root.join(".git/objects/ab/cd").exists());
+        // A grant lifts only the host-exec flag, never another reason.
+        let mut escape = ws.stage(
+            ".git/hooks",
+            Change::Symlink {
+                target: b"/etc".to_vec(),
+            },
+        );
+        escape.flagged = Some("symbolic link points outside the workspace".into());
+        let err = apply_verified(
+            &ws.root,
+            &verified(vec![escape]),
+            &ws.blobs,
+            &j,
+            &ctx(&[".git"]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("outside the workspace"), "{err}");
     }
 }

@@ -4,7 +4,7 @@
 //! earlier or swapped in since — is ever followed out of (or within) the workspace.
 
 use crate::model::{ContentHash, Fingerprint};
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;

@@ -14,7 +14,7 @@ use super::confined::{
 use super::{FaultHook, Phase, Step};
 use crate::journal::{FileEffect, RecordId};
 use crate::model::Fingerprint;
-use airlock_policy::RelPath;
+use airlock_types::RelPath;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::AtFlags;
 use rustix::io::Errno;

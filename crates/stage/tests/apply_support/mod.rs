@@ -2,9 +2,11 @@
 //! a real blob store, and helpers to stage changes against what is on disk.
 #![allow(dead_code)]
 
-use airlock_policy::RelPath;
 use airlock_stage::model::{Change, ChangesetSnapshot, Fingerprint, StagedEntry};
-use airlock_stage::{BlobStore, ContentHash, VerdictRecord, VerifiedChangeset, fingerprint_path};
+use airlock_stage::{
+    BlobStore, ContentHash, Verdict, VerdictRecord, VerifiedChangeset, fingerprint_path,
+};
+use airlock_types::RelPath;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -115,7 +117,7 @@ pub fn verified(entries: Vec<StagedEntry>) -> VerifiedChangeset {
     let snap = ChangesetSnapshot::new("s", entries);
     let verdict = VerdictRecord {
         changeset: snap.hash,
-        verdict: "passed".into(),
+        verdict: Verdict::Passed,
         source: airlock_stage::VerdictSource::Detected,
         detail: serde_json::Value::Null,
     };
