@@ -21,22 +21,12 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::spec::Limits;
+use crate::spec::{Limits, Mechanism};
 
-/// How one ceiling is enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mechanism {
-    /// A control group of the run (all its processes together).
-    Cgroup,
-    /// Per-process rlimits (no writable control group with the controller).
-    Rlimit,
-    /// The pid namespace's `pid_max` (the process count when the caller is the host's root,
-    /// whom the kernel exempts from RLIMIT_NPROC, and no cgroup is available).
-    PidMax,
-    /// The caller's watchdog over the overlay's upper directory.
-    Watchdog,
-}
+/// [`crate::launch::RunRequest::cgroup_mask`]: the memory ceiling is the control group's.
+pub(crate) const CG_MEMORY: u64 = 1;
+/// [`crate::launch::RunRequest::cgroup_mask`]: the CPU time is watched on the control group.
+pub(crate) const CG_CPU_TIME: u64 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flavour {
@@ -365,10 +355,10 @@ impl RunCgroup {
     pub(crate) fn mask(&self) -> u64 {
         let mut m = 0;
         if self.memory.is_some() {
-            m |= crate::namespace::CG_MEMORY;
+            m |= CG_MEMORY;
         }
         if self.cpuacct.is_some() {
-            m |= crate::namespace::CG_CPU_TIME;
+            m |= CG_CPU_TIME;
         }
         m
     }

@@ -19,7 +19,7 @@ use std::time::Instant;
 use crate::Backend;
 use crate::capture::Collector;
 use crate::error::SandboxError;
-use crate::namespace::validate;
+use crate::launch::validate;
 use crate::spec::{Outcome, SandboxSpec};
 use crate::supervise::{self, Watch};
 
@@ -405,7 +405,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         duration: ended.duration,
         degraded: true,
         warm: false,
-        ceiling: crate::namespace::rlimit_ceiling(exit_code, signal, &spec.limits),
-        limits: crate::namespace::rlimit_report(&spec.limits, None),
+        ceiling: crate::outcome::rlimit_ceiling(exit_code, signal, &spec.limits),
+        limits: crate::outcome::rlimit_report(&spec.limits, None),
     })
 }

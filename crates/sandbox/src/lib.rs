@@ -106,18 +106,28 @@ mod capture;
 mod ceiling;
 mod cgroup;
 mod child;
+mod cold;
 mod confine;
 mod degraded;
 pub mod env;
 mod error;
 mod harvest;
-pub mod host;
+mod launch;
 mod namespace;
+mod outcome;
 mod plan;
 mod probe;
 mod spec;
 mod supervise;
 pub mod timing;
+mod warm;
+
+/// Warm sandbox hosts, as the program enables and runs them (see [`warm`](self#warm-hosts)):
+/// [`enable`](host::enable) in the caller, [`main_hook`](host::main_hook) first thing in
+/// `main`.
+pub mod host {
+    pub use crate::warm::{HOST_ARG, enable, main_hook};
+}
 
 pub use capture::Captured;
 pub use degraded::DegradedBackend;

@@ -20,7 +20,7 @@ fn user_namespaces() -> Result<(), String> {
     // SAFETY: a fork-like clone whose child immediately _exits; the parent reaps it.
     unsafe {
         let flags = libc::CLONE_NEWUSER | libc::SIGCHLD;
-        let pid = crate::namespace::fork_clone(flags);
+        let pid = crate::launch::fork_clone(flags);
         if pid == 0 {
             libc::_exit(0);
         }

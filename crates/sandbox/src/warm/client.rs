@@ -1,0 +1,163 @@
+//! The client side of a warm host: hand a run to the session's host and supervise it as a cold
+//! run is supervised, or start a host for next time.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::wire::{DEFAULT_IDLE_SECS, HOST_ARG, encode, lock_file, recv_with_fds, send_with_fds};
+use crate::error::SandboxError;
+use crate::launch::{self, RunRequest};
+use crate::spec::{Outcome, SandboxSpec};
+
+static EXE: OnceLock<PathBuf> = OnceLock::new();
+
+/// Lets runs of this process use warm hosts, started by re-running `exe` with [`HOST_ARG`]
+/// (the program must call [`main_hook`] first thing in `main`).
+pub fn enable(exe: PathBuf) {
+    let _ = EXE.set(exe);
+}
+
+fn executable() -> Option<&'static PathBuf> {
+    if std::env::var_os("AIRLOCK_SANDBOX_HOST").is_some_and(|v| v == "off" || v == "0") {
+        return None;
+    }
+    EXE.get()
+}
+
+/// `AIRLOCK_SANDBOX_HOST=always`: with no host listening, start one and wait for it rather than
+/// run cold (every run then goes through a host; the test suites use it).
+fn always() -> bool {
+    std::env::var_os("AIRLOCK_SANDBOX_HOST").is_some_and(|v| v == "always")
+}
+
+/// Connects to the host on `socket`; under [`always`], starts one first if none listens.
+fn connect(spec: &SandboxSpec, socket: &Path) -> Option<UnixStream> {
+    if let Ok(c) = UnixStream::connect(socket) {
+        return Some(c);
+    }
+    if !always() {
+        return None;
+    }
+    start_for(spec);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+        if let Ok(c) = UnixStream::connect(socket) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// Runs `req` through the warm host named by `spec.warm_host`, if hosts are enabled and one is
+/// listening. `Ok(None)`: no usable host (the caller runs cold).
+pub(crate) fn try_run(
+    spec: &SandboxSpec,
+    req: &RunRequest,
+    cg: &crate::cgroup::RunCgroup,
+) -> Result<Option<Outcome>, SandboxError> {
+    let (Some(socket), Some(_)) = (spec.warm_host.as_deref(), executable()) else {
+        return Ok(None);
+    };
+    let Some(conn) = connect(spec, socket) else {
+        return Ok(None);
+    };
+    let (mut child_io, parent) = launch::io_pipes()?;
+    child_io.cgroups = cg.join_fds();
+    let start = Instant::now();
+    // The run's control groups travel with its pipes: the host's PID 1 joins them, the host
+    // itself never does.
+    let mut fds = vec![
+        child_io.stdin.as_raw_fd(),
+        child_io.stdout.as_raw_fd(),
+        child_io.stderr.as_raw_fd(),
+        child_io.err_w.as_raw_fd(),
+        child_io.status_w.as_raw_fd(),
+    ];
+    fds.extend(child_io.cgroups.iter().map(|f| f.as_raw_fd()));
+    if send_with_fds(&conn, &encode(req), &fds).is_err() {
+        return Ok(None);
+    }
+    drop(child_io);
+    let Ok((reply, mut got)) = recv_with_fds(&conn, 1, 1 << 16) else {
+        return Ok(None);
+    };
+    if reply.first() != Some(&0) || got.len() != 1 {
+        // The host refused (another build, or it could not launch): run cold.
+        return Ok(None);
+    }
+    // The run is in groups the host made for it ahead of time (ours stay unjoined, and go).
+    let adopted = match reply.get(1..) {
+        Some(rest) if !rest.is_empty() => crate::cgroup::RunCgroup::decode(rest),
+        _ => None,
+    };
+    let adopted_req;
+    let (req, cg) = match &adopted {
+        Some(a) => {
+            let mut r = req.clone();
+            r.cgroup_mask = a.mask();
+            adopted_req = r;
+            (&adopted_req, a)
+        }
+        None => (req, cg),
+    };
+    let pidfd = got.remove(0);
+    let raw = pidfd.as_raw_fd();
+    let kill = move |_pid: libc::pid_t| {
+        // SAFETY: pidfd_send_signal on a pidfd we hold; it names exactly the run's PID 1.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                raw,
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0u32,
+            )
+        };
+    };
+    crate::timing::mark("sandbox: launched by the warm host");
+    let outcome = crate::outcome::finish(spec, req, parent, 0, start, &kill, Some(pidfd), cg);
+    // Closing the connection tells the host this run is over for us (or that we gave up).
+    drop(conn);
+    outcome.map(Some)
+}
+
+/// After a cold run with `warm_host` set: starts a host on that socket unless one holds it.
+pub(crate) fn start_for(spec: &SandboxSpec) {
+    let (Some(socket), Some(exe)) = (spec.warm_host.as_deref(), executable()) else {
+        return;
+    };
+    // A live (or starting) host holds the lock.
+    match lock_file(socket) {
+        Ok(Some(_lock)) => {}
+        _ => return,
+    }
+    let idle = std::env::var("AIRLOCK_SANDBOX_HOST_IDLE")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_IDLE_SECS);
+    use std::os::unix::process::CommandExt;
+    let child = std::process::Command::new(exe)
+        .arg(HOST_ARG)
+        .arg(socket)
+        .arg(if spec.network { "1" } else { "0" })
+        .arg(idle.to_string())
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .current_dir("/")
+        .process_group(0)
+        .spawn();
+    if let Ok(mut child) = child {
+        // Reaped by a thread when it exits; a short-lived caller simply leaves it running.
+        let _ = std::thread::Builder::new()
+            .name("airlock-host-reaper".into())
+            .spawn(move || {
+                let _ = child.wait();
+            });
+    }
+}
