@@ -149,6 +149,13 @@ fn fail(ctx: &ChildCtx<'_>, kind: u32, index: u32, err: i32) -> ! {
     report_and_exit(ctx.err_w, kind, index, err)
 }
 
+/// Ends this process at once, without unwinding or running exit handlers (a clone child must
+/// not flush or free what it shares with its parent's copy). Async-signal-safe.
+pub(crate) fn exit(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no user-space state.
+    unsafe { libc::_exit(code) }
+}
+
 /// Writes the failure record (kind, index, errno) to `err_w` and exits. Async-signal-safe.
 pub(crate) fn report_and_exit(err_w: RawFd, kind: u32, index: u32, err: i32) -> ! {
     let mut rec = [0u8; 12];

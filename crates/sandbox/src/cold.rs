@@ -19,26 +19,17 @@ pub(crate) fn run_cold(
     let start = Instant::now();
     let launched = launch(req, newroot.path(), false, child_io)?;
     let pid = launched.pid;
-    let kill = |p: libc::pid_t| {
-        // SAFETY: signalling our own unreaped child; its pid cannot have been reused.
-        unsafe { libc::kill(p, libc::SIGKILL) };
-    };
+    let kill = |p: libc::pid_t| crate::launch::kill(p);
     let result = finish(spec, req, parent, pid, start, &kill, None, cg);
     drop(launched.alive_w);
     // PID 1 reported once its sandbox was empty and may still be tearing the namespaces down:
     // reap it without waiting for that.
-    let mut st = 0;
-    // SAFETY: waitpid on our own child, without blocking.
-    if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG | libc::__WALL) } == 0 {
+    if !crate::launch::try_reap(pid) {
         let reaper = std::thread::Builder::new()
             .name("airlock-reaper".into())
-            .spawn(move || {
-                // SAFETY: blocking waitpid on our own child, which is exiting.
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
-            });
+            .spawn(move || crate::launch::reap(pid));
         if reaper.is_err() {
-            // SAFETY: as above, on this thread.
-            unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
+            crate::launch::reap(pid);
         }
     }
     result

@@ -5,7 +5,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -160,13 +160,12 @@ pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
 }
 
 pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills the two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(SandboxError::sys("pipe2"));
-    }
-    // SAFETY: fresh descriptors from the kernel, owned from here on.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| {
+        SandboxError::Sys {
+            action: "pipe2",
+            source: e.into(),
+        }
+    })?;
     Ok((above_stdio(r)?, above_stdio(w)?))
 }
 
@@ -175,25 +174,99 @@ fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, SandboxError> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
-    // SAFETY: duplicating an fd we own to a new CLOEXEC descriptor >= 3.
-    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(SandboxError::sys("fcntl(F_DUPFD_CLOEXEC)"));
-    }
-    // SAFETY: fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    rustix::io::fcntl_dupfd_cloexec(&fd, 3).map_err(|e| SandboxError::Sys {
+        action: "fcntl(F_DUPFD_CLOEXEC)",
+        source: e.into(),
+    })
 }
 
+/// The caller's own hard limit of `resource` (unlimited when unknown).
 fn hard_limit(resource: Resource) -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use rustix::process::Resource as R;
+    let r = match resource {
+        libc::RLIMIT_CORE => R::Core,
+        libc::RLIMIT_NOFILE => R::Nofile,
+        libc::RLIMIT_FSIZE => R::Fsize,
+        libc::RLIMIT_NPROC => R::Nproc,
+        libc::RLIMIT_AS => R::As,
+        libc::RLIMIT_DATA => R::Data,
+        libc::RLIMIT_CPU => R::Cpu,
+        _ => return u64::MAX,
     };
-    // SAFETY: getrlimit fills a live struct.
-    if unsafe { libc::getrlimit(resource, &mut lim) } != 0 {
-        return u64::MAX;
+    rustix::process::getrlimit(r).maximum.unwrap_or(u64::MAX)
+}
+
+/// Fails unless this process has exactly one thread. Code that allocates (or takes any lock)
+/// after a fork-like clone is sound only then: another thread may hold the allocator's lock at
+/// the moment of the clone, and the child would wait for it forever.
+pub(crate) fn ensure_single_threaded() -> io::Result<()> {
+    let threads = std::fs::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "this process has {threads} threads; a warm sandbox host must have one, because its \
+             spares allocate after they are cloned"
+        )));
     }
-    lim.rlim_max
+    Ok(())
+}
+
+/// `unshare(flags)` of this process, checked to be single-threaded first (a user namespace
+/// needs it, and the namespaces must be the whole process's).
+pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
+    ensure_single_threaded()?;
+    let flags = rustix::thread::UnshareFlags::from_bits_retain(flags.cast_unsigned());
+    // SAFETY: the process has one thread (checked above), so no other thread can observe the
+    // change; the flags never include CLONE_FILES.
+    unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(io::Error::from)
+}
+
+fn rustix_pid(pid: libc::pid_t) -> Option<rustix::process::Pid> {
+    rustix::process::Pid::from_raw(pid)
+}
+
+/// Options of every wait on a child we cloned: whatever its exit signal (`__WALL`).
+fn wait_all() -> rustix::process::WaitOptions {
+    rustix::process::WaitOptions::from_bits_retain(libc::__WALL.cast_unsigned())
+}
+
+/// A pidfd of our own unreaped child `pid`.
+pub(crate) fn pidfd(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    let pid = rustix_pid(pid).ok_or(io::ErrorKind::InvalidInput)?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
+}
+
+/// SIGKILL to our own unreaped child `pid` (its pid cannot have been reused).
+pub(crate) fn kill(pid: libc::pid_t) {
+    if let Some(p) = rustix_pid(pid) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+}
+
+/// Waits for our own child `pid` to end and reaps it.
+pub(crate) fn reap(pid: libc::pid_t) {
+    if let Some(p) = rustix_pid(pid) {
+        let _ = rustix::process::waitpid(Some(p), wait_all());
+    }
+}
+
+/// Reaps our own child `pid` if it has ended; true when it is gone (reaped now, or not ours).
+pub(crate) fn try_reap(pid: libc::pid_t) -> bool {
+    let Some(p) = rustix_pid(pid) else {
+        return true;
+    };
+    !matches!(
+        rustix::process::waitpid(Some(p), wait_all() | rustix::process::WaitOptions::NOHANG),
+        Ok(None)
+    )
+}
+
+/// Kills and reaps our own child `pid`.
+pub(crate) fn kill_and_reap(pid: libc::pid_t) {
+    kill(pid);
+    reap(pid);
 }
 
 /// An empty host directory to mount the new root on (only inside the sandbox's mount
@@ -234,6 +307,120 @@ pub(crate) struct RunRequest {
 pub(crate) const MAX_CGROUPS: usize = 4;
 
 impl RunRequest {
+    /// Checks what [`validate`] guarantees, on the request itself: a fresh request passes it
+    /// before it runs, and a warm host or spare passes every request it decodes, so a request
+    /// that no spec could have produced (forged, or corrupted on the way) is refused.
+    ///
+    /// The workspace, layers, upper and work directories exist, are canonical and apart from
+    /// one another; `cwd` is normalized and inside the workspace; `home` and every bind are
+    /// normalized absolute paths; masks lie inside the workspace or `home`; the environment
+    /// has no loader or secret-looking variable and no malformed name; nothing holds a NUL.
+    pub(crate) fn check(&self) -> Result<(), SandboxError> {
+        let v = &self.v;
+        let canonical_dir = |what: &str, p: &Path| -> Result<(), SandboxError> {
+            let canon = p.canonicalize().ok();
+            if canon.as_deref() != Some(p) || !p.is_dir() {
+                return Err(SandboxError::InvalidSpec(format!(
+                    "the {what} {} is not a canonical directory",
+                    p.display()
+                )));
+            }
+            Ok(())
+        };
+        canonical_dir("workspace", &v.workspace)?;
+        canonical_dir("upper directory", &v.upper)?;
+        canonical_dir("work directory", &v.work)?;
+        for l in &v.layers {
+            canonical_dir("staged layer", l)?;
+        }
+        self.check_shape()
+    }
+
+    /// The part of [`RunRequest::check`] that reads no file system: what a spare re-checks
+    /// once it has pivoted into its new root, where the caller's paths do not resolve.
+    pub(crate) fn check_shape(&self) -> Result<(), SandboxError> {
+        let bad = |what: String| Err(SandboxError::InvalidSpec(what));
+        let v = &self.v;
+        if self.argv.is_empty() {
+            return bad("argv is empty".into());
+        }
+        let normal = |p: &Path| p.is_absolute() && plan::normalize(p).as_deref() == Some(p);
+        for p in [&v.workspace, &v.upper, &v.work]
+            .into_iter()
+            .chain(&v.layers)
+        {
+            if !normal(p) {
+                return bad(format!("{} is not a plain absolute path", p.display()));
+            }
+        }
+        let mut named: Vec<(&str, &Path)> = vec![
+            ("workspace", &v.workspace),
+            ("upper directory", &v.upper),
+            ("work directory", &v.work),
+        ];
+        named.extend(v.layers.iter().map(|l| ("staged layer", l.as_path())));
+        check_not_nested(&named)?;
+        if !normal(&v.cwd) || !v.cwd.starts_with(&v.workspace) {
+            return bad(format!(
+                "cwd {} is outside the workspace {}",
+                v.cwd.display(),
+                v.workspace.display()
+            ));
+        }
+        if let Some(h) = &v.home
+            && !normal(h)
+        {
+            return bad(format!("home {} is not absolute", h.display()));
+        }
+        for m in &v.masked {
+            let in_ws = m.starts_with(&v.workspace) && *m != v.workspace;
+            let in_home = v.home.as_ref().is_some_and(|h| m.starts_with(h) && m != h);
+            if !normal(m) || !(in_ws || in_home) {
+                return bad(format!(
+                    "masked path {} is neither inside the workspace nor under $HOME",
+                    m.display()
+                ));
+            }
+        }
+        for b in self.home_binds.iter().chain(&self.ro_binds) {
+            let abs = match &v.home {
+                Some(h) if b.is_relative() => h.join(b),
+                _ => b.clone(),
+            };
+            if !normal(&abs) {
+                return bad(format!("bind {} is not a plain absolute path", b.display()));
+            }
+        }
+        for (k, _) in &v.env {
+            if k.is_empty() || k.as_bytes().contains(&b'=') || env::is_forbidden(k) {
+                return bad(format!(
+                    "the variable {} may not be passed into the sandbox",
+                    k.to_string_lossy()
+                ));
+            }
+        }
+        let strings = v
+            .env
+            .iter()
+            .flat_map(|(k, x)| [k.as_os_str(), x.as_os_str()]);
+        let paths = [&v.workspace, &v.upper, &v.work, &v.cwd]
+            .into_iter()
+            .chain(&v.layers)
+            .chain(&v.home)
+            .chain(&v.masked)
+            .chain(&self.home_binds)
+            .chain(&self.ro_binds)
+            .map(|p| p.as_os_str());
+        if strings
+            .chain(paths)
+            .chain(self.argv.iter().map(|a| a.as_os_str()))
+            .any(|s| s.as_bytes().contains(&0))
+        {
+            return bad("a path, argument or variable holds a NUL byte".into());
+        }
+        Ok(())
+    }
+
     /// Same mounts up to the workspace overlay (what a spare prepares ahead of a request).
     pub(crate) fn same_shape(&self, other: &RunRequest) -> bool {
         let (a, b) = (&self.v, &other.v);
@@ -309,6 +496,25 @@ pub(crate) struct ChildIo {
     pub(crate) status_w: OwnedFd,
     /// `cgroup.procs` of the run's control groups: PID 1 joins them first thing.
     pub(crate) cgroups: Vec<OwnedFd>,
+}
+
+impl ChildIo {
+    /// The descriptors in the order they travel to a warm host: stdin, stdout, stderr, the
+    /// failure and status pipes, then the control groups' `cgroup.procs`.
+    pub(crate) fn fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        [
+            &self.stdin,
+            &self.stdout,
+            &self.stderr,
+            &self.err_w,
+            &self.status_w,
+        ]
+        .into_iter()
+        .chain(&self.cgroups)
+        .map(|f| f.as_fd())
+        .collect()
+    }
 }
 
 /// The caller's ends.
@@ -541,8 +747,10 @@ pub(crate) fn with_child_ctx<T>(
     let rlimits = rlimits_for(req);
     let cgroup_procs: Vec<RawFd> = io.cgroups.iter().map(|f| f.as_raw_fd()).collect();
 
-    // SAFETY: geteuid/getegid cannot fail.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (uid, gid) = (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
     let uid_map = cstring(format!("0 {uid} 1").as_bytes())?;
     let gid_map = cstring(format!("0 {gid} 1").as_bytes())?;
     let newroot_c = cstring(newroot.as_os_str().as_bytes())?;

@@ -64,6 +64,7 @@ fn run_with(spec: &SandboxSpec, with_cgroup: bool) -> Result<Outcome, SandboxErr
     };
     crate::timing::mark("sandbox: control group");
     let mut req = RunRequest::new(spec, v);
+    req.check()?;
     // A warm host uses groups only when this run wants them (the operator's switch is read
     // here, not in the host).
     req.limits.cgroup = with_cgroup && crate::cgroup::wanted(&spec.limits);

@@ -3,7 +3,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Instant;
 
@@ -20,12 +20,10 @@ fn read_record(fd: &OwnedFd, len: usize) -> Vec<u8> {
     let mut buf = vec![0u8; len];
     let mut got = 0;
     while got < len {
-        // SAFETY: reading into the remaining part of a live buffer.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf[got..].as_mut_ptr().cast(), len - got) };
-        if n <= 0 {
-            break;
+        match rustix::io::read(fd, &mut buf[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
         }
-        got += n as usize;
     }
     buf.truncate(got);
     buf

@@ -99,7 +99,7 @@ impl SandboxSpec {
 }
 
 /// Resource limits applied to the command (rlimits are per process; `nproc` is per sandbox).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// RLIMIT_NOFILE.
     pub nofile: u64,

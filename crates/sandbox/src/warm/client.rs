@@ -1,13 +1,14 @@
 //! The client side of a warm host: hand a run to the session's host and supervise it as a cold
 //! run is supervised, or start a host for next time.
 
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::wire::{DEFAULT_IDLE_SECS, HOST_ARG, encode, lock_file, recv_with_fds, send_with_fds};
+use super::wire::{
+    DEFAULT_IDLE_SECS, HOST_ARG, Reply, encode, lock_file, recv_with_fds, send_with_fds,
+};
 use crate::error::SandboxError;
 use crate::launch::{self, RunRequest};
 use crate::spec::{Outcome, SandboxSpec};
@@ -70,30 +71,19 @@ pub(crate) fn try_run(
     let start = Instant::now();
     // The run's control groups travel with its pipes: the host's PID 1 joins them, the host
     // itself never does.
-    let mut fds = vec![
-        child_io.stdin.as_raw_fd(),
-        child_io.stdout.as_raw_fd(),
-        child_io.stderr.as_raw_fd(),
-        child_io.err_w.as_raw_fd(),
-        child_io.status_w.as_raw_fd(),
-    ];
-    fds.extend(child_io.cgroups.iter().map(|f| f.as_raw_fd()));
-    if send_with_fds(&conn, &encode(req), &fds).is_err() {
+    if send_with_fds(&conn, &encode(req), &child_io.fds()).is_err() {
         return Ok(None);
     }
     drop(child_io);
     let Ok((reply, mut got)) = recv_with_fds(&conn, 1, 1 << 16) else {
         return Ok(None);
     };
-    if reply.first() != Some(&0) || got.len() != 1 {
+    let (Some(Reply::Started { cgroup }), 1) = (Reply::decode(&reply), got.len()) else {
         // The host refused (another build, or it could not launch): run cold.
         return Ok(None);
-    }
-    // The run is in groups the host made for it ahead of time (ours stay unjoined, and go).
-    let adopted = match reply.get(1..) {
-        Some(rest) if !rest.is_empty() => crate::cgroup::RunCgroup::decode(rest),
-        _ => None,
     };
+    // The run is in groups the host made for it ahead of time (ours stay unjoined, and go).
+    let adopted = cgroup.and_then(|text| crate::cgroup::RunCgroup::decode(text.as_bytes()));
     let adopted_req;
     let (req, cg) = match &adopted {
         Some(a) => {
@@ -105,18 +95,13 @@ pub(crate) fn try_run(
         None => (req, cg),
     };
     let pidfd = got.remove(0);
-    let raw = pidfd.as_raw_fd();
+    // A second descriptor of the same pidfd, for the kill switch: it names exactly the run's
+    // PID 1, whatever happens to its pid.
+    let Ok(signal_fd) = pidfd.try_clone() else {
+        return Ok(None);
+    };
     let kill = move |_pid: libc::pid_t| {
-        // SAFETY: pidfd_send_signal on a pidfd we hold; it names exactly the run's PID 1.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                raw,
-                libc::SIGKILL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0u32,
-            )
-        };
+        let _ = rustix::process::pidfd_send_signal(&signal_fd, rustix::process::Signal::KILL);
     };
     crate::timing::mark("sandbox: launched by the warm host");
     let outcome = crate::outcome::finish(spec, req, parent, 0, start, &kill, Some(pidfd), cg);

@@ -2,17 +2,18 @@
 //! on its socket and hands each to a spare ([`super::spare`]) or clones a PID 1 for it.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rustix::event::{PollFd, PollFlags};
+
 use super::spare::{Spare, child_io};
 use super::wire::{
-    DEFAULT_IDLE_SECS, DecodeError, HOST_ARG, decode, encode, lock_file, recv_with_fds,
-    send_with_fds,
+    Check, DEFAULT_IDLE_SECS, DecodeError, HOST_ARG, MAX_REQUEST, Reply, decode, encode, lock_file,
+    recv_with_fds, send_with_fds,
 };
 use crate::launch::{self, RunRequest};
 
@@ -35,28 +36,17 @@ pub fn main_hook() -> Option<i32> {
     })
 }
 
-fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
-    if ret != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
-    }
-    Ok(())
-}
-
 fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     let Some(lock) = lock_file(socket)? else {
         return Ok(()); // another host holds this socket
     };
-    // SAFETY: geteuid/getegid cannot fail; setsid detaches from the caller's session.
-    let (uid, gid) = unsafe {
-        libc::setsid();
-        (libc::geteuid(), libc::getegid())
-    };
-    // SAFETY: unshare on this single-threaded process (no other thread has been started).
-    check(
-        unsafe { libc::unshare(libc::CLONE_NEWUSER) },
-        "unshare(user)",
-    )?;
+    // Detached from the caller's session (a host started by hand may lead one already).
+    let _ = rustix::process::setsid();
+    let (uid, gid) = (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
+    launch::unshare(libc::CLONE_NEWUSER).map_err(|e| with_context(e, "unshare(user)"))?;
     std::fs::write("/proc/self/setgroups", b"deny")?;
     std::fs::write("/proc/self/uid_map", format!("0 {uid} 1").as_bytes())?;
     std::fs::write("/proc/self/gid_map", format!("0 {gid} 1").as_bytes())?;
@@ -66,8 +56,7 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     if !network {
         flags |= libc::CLONE_NEWNET;
     }
-    // SAFETY: as above.
-    check(unsafe { libc::unshare(flags) }, "unshare")?;
+    launch::unshare(flags).map_err(|e| with_context(e, "unshare"))?;
     let newroot = launch::new_root_dir().map_err(io::Error::other)?;
     for step in crate::plan::build_base(newroot.path()).map_err(io::Error::other)? {
         if !crate::child::run_op(&step.op) {
@@ -87,24 +76,18 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     let mut spare = Spare::fork(newroot.path(), network, None, true).ok();
     // The last request: the next spare prepares its mounts for the same shape.
     let mut last: Option<RunRequest> = None;
+    let timeout = rustix::event::Timespec {
+        tv_sec: i64::try_from(idle.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: 0,
+    };
 
     loop {
-        let mut pfd = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = idle.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: polling one live pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n == 0 {
-            break; // idle
-        }
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            break;
+        let mut pfd = [PollFd::new(&listener, PollFlags::IN)];
+        match rustix::event::poll(&mut pfd, Some(&timeout)) {
+            Ok(0) => break, // idle
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
         }
         let Ok((conn, _)) = listener.accept() else {
             continue;
@@ -132,10 +115,7 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     drop(spare);
     // The new root is a mount point only in this process's namespace: detach it so the
     // directory can be removed.
-    if let Ok(c) = std::ffi::CString::new(newroot.path().as_os_str().as_bytes()) {
-        // SAFETY: umount2 on a NUL-terminated path.
-        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-    }
+    let _ = rustix::mount::unmount(newroot.path(), rustix::mount::UnmountFlags::DETACH);
     drop(newroot);
     drop(lock);
     Ok(())
@@ -143,28 +123,20 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
 
 /// The peer runs as this host's uid (mapped to root in the host's user namespace).
 fn peer_is_us(conn: &UnixStream) -> bool {
-    // SAFETY: getsockopt(SO_PEERCRED) into a correctly sized ucred.
-    unsafe {
-        let mut cred: libc::ucred = std::mem::zeroed();
-        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-        libc::getsockopt(
-            conn.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        ) == 0
-            && cred.uid == 0
-    }
+    rustix::net::sockopt::socket_peercred(conn).is_ok_and(|cred| cred.uid.is_root())
+}
+
+/// `e` with `what` in front of its message.
+fn with_context(e: io::Error, what: &str) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
 /// The host should exit (a client of another build, or the other network).
 struct Stop;
 
 fn reply_error(conn: &UnixStream, msg: &str) {
-    let mut data = vec![1u8];
-    data.extend_from_slice(msg.as_bytes());
-    let _ = send_with_fds(conn, &data, &[]);
+    let reply = Reply::Refused { reason: msg.into() };
+    let _ = send_with_fds(conn, &reply.encode(), &[]);
 }
 
 /// Serves one connection; returns the request it ran, if any.
@@ -174,21 +146,21 @@ fn handle(
     newroot: &Path,
     spare: &mut Option<Spare>,
 ) -> Result<Option<RunRequest>, Stop> {
-    let Ok((data, fds)) = recv_with_fds(conn, 5 + launch::MAX_CGROUPS, 16 << 20) else {
+    let Ok((data, fds)) = recv_with_fds(conn, 5 + launch::MAX_CGROUPS, MAX_REQUEST) else {
         return Ok(None);
     };
     if fds.len() < 5 || fds.len() > 5 + launch::MAX_CGROUPS {
         reply_error(conn, "expected 5 descriptors and the run's control groups");
         return Ok(None);
     }
-    let req = match decode(&data, network) {
+    let req = match decode(&data, network, Check::Full) {
         Ok(r) => r,
         Err(DecodeError::Stale) => {
             reply_error(conn, "stale host");
             return Err(Stop);
         }
         Err(DecodeError::Bad(e)) => {
-            reply_error(conn, &e.to_string());
+            reply_error(conn, &e);
             return Ok(None);
         }
     };
@@ -207,7 +179,7 @@ fn handle(
     let (pid, alive_w) = match fitting {
         Some(mut s) => {
             let cg = s.cg.take();
-            let mut raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+            let mut raw: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
             let payload = match &cg {
                 Some(cg) => {
                     raw.truncate(5);
@@ -243,27 +215,25 @@ fn handle(
             }
         }
     };
-    // SAFETY: pidfd_open on our own unreaped child.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) } as RawFd;
+    let pidfd = launch::pidfd(pid);
     // The reply names the groups the run is in, if the host made them: the client reads its
     // accounting there and removes them.
-    let mut reply = vec![0u8];
-    if let Some(cg) = handed.as_mut() {
-        reply.extend_from_slice(&cg.encode());
-    }
-    if pidfd < 0 || send_with_fds(conn, &reply, &[pidfd]).is_err() {
-        // SAFETY: killing and reaping our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL);
+    let reply = Reply::Started {
+        cgroup: handed
+            .as_ref()
+            .and_then(|cg| String::from_utf8(cg.encode()).ok()),
+    };
+    let sent = pidfd
+        .as_ref()
+        .is_ok_and(|fd| send_with_fds(conn, &reply.encode(), &[fd.as_fd()]).is_ok());
+    match pidfd {
+        Ok(pidfd) if sent => {
+            if let Some(mut cg) = handed.take() {
+                cg.disown();
+            }
+            wait_run(conn, pid, &pidfd);
         }
-    } else {
-        // SAFETY: the fd was just created and sent; close our copy.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-        if let Some(mut cg) = handed.take() {
-            cg.disown();
-        }
-        wait_run(conn, pid, &pidfd);
+        _ => launch::kill_and_reap(pid),
     }
     drop(alive_w);
     // The overlay is gone with the run: leave its work directory clean for the next one, while
@@ -276,31 +246,21 @@ fn handle(
 fn wait_run(conn: &UnixStream, pid: libc::pid_t, pidfd: &OwnedFd) {
     loop {
         let mut fds = [
-            libc::pollfd {
-                fd: pidfd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: conn.as_raw_fd(),
-                events: libc::POLLIN | libc::POLLRDHUP,
-                revents: 0,
-            },
+            PollFd::new(pidfd, PollFlags::IN),
+            PollFd::new(conn, PollFlags::IN | PollFlags::RDHUP),
         ];
-        // SAFETY: polling a live array of two pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
+        match rustix::event::poll(&mut fds, None) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
+            Ok(_) => {}
         }
-        if fds[0].revents != 0 || n < 0 {
+        if !fds[0].revents().is_empty() {
             break;
         }
-        if fds[1].revents != 0 {
-            // SAFETY: signalling our own unreaped child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+        if !fds[1].revents().is_empty() {
+            launch::kill(pid);
             break;
         }
     }
-    // SAFETY: reaping our own child.
-    unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
+    launch::reap(pid);
 }

@@ -2,13 +2,13 @@
 //! and, given the previous request, prepared up to the workspace overlay.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use super::wire::{decode, recv_with_fds, send_with_fds};
+use super::wire::{Check, MAX_REQUEST, decode, recv_with_fds, send_with_fds};
 use crate::error::SandboxError;
 use crate::launch::{self, ChildIo, RunRequest};
 
@@ -56,6 +56,8 @@ impl Spare {
         predicted: Option<RunRequest>,
         with_cgroup: bool,
     ) -> io::Result<Spare> {
+        // A spare allocates after it is cloned: sound only in a process of one thread.
+        launch::ensure_single_threaded()?;
         // A prediction whose directories are gone is no prediction.
         let predicted = predicted.filter(|p| shared_parent(p).is_some());
         let (predicted, identities) = match predicted.map(|p| (source_identities(&p), p)) {
@@ -72,8 +74,8 @@ impl Spare {
         };
         let cg_fds = cg.as_ref().map(|c| c.join_fds()).unwrap_or_default();
         let flags = launch::run_namespaces(network) | libc::SIGCHLD;
-        // SAFETY: a fork-like clone of this single-threaded host; the child runs spare_main,
-        // which never returns.
+        // SAFETY: a fork-like clone of this host, which has one thread (checked above), so the
+        // child may allocate; it runs spare_main, which never returns.
         let pid = unsafe { launch::fork_clone(flags) };
         if pid == 0 {
             drop(ctl);
@@ -90,7 +92,7 @@ impl Spare {
             return Err(io::Error::last_os_error());
         }
         Ok(Spare {
-            pid: pid as libc::pid_t,
+            pid: libc::pid_t::try_from(pid).map_err(io::Error::other)?,
             ctl,
             alive_w: Some(alive_w),
             predicted,
@@ -102,9 +104,7 @@ impl Spare {
     /// Can take `req`: still waiting (not dead after a failed preparation), and prepared for
     /// its shape or not prepared at all.
     pub(crate) fn fits(&mut self, req: &RunRequest) -> bool {
-        let mut st = 0;
-        // SAFETY: waitpid on our own child, without blocking.
-        if unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG | libc::__WALL) } != 0 {
+        if launch::try_reap(self.pid) {
             self.pid = 0; // gone (reaped now, or not ours)
             return false;
         }
@@ -119,7 +119,7 @@ impl Spare {
     pub(crate) fn take_run(
         mut self,
         data: &[u8],
-        fds: &[RawFd],
+        fds: &[BorrowedFd<'_>],
     ) -> io::Result<(libc::pid_t, OwnedFd)> {
         send_with_fds(&self.ctl, data, fds)?;
         let pid = std::mem::replace(&mut self.pid, 0);
@@ -134,11 +134,8 @@ impl Spare {
 impl Drop for Spare {
     fn drop(&mut self) {
         if self.pid > 0 {
-            // SAFETY: killing and reaping our own child (a spare never handed a run).
-            unsafe {
-                libc::kill(self.pid, libc::SIGKILL);
-                libc::waitpid(self.pid, std::ptr::null_mut(), libc::__WALL);
-            }
+            // Our own child, never handed a run.
+            launch::kill_and_reap(self.pid);
         }
     }
 }
@@ -175,23 +172,10 @@ pub(crate) fn prepare_ahead(p: &RunRequest, newroot: &Path) -> Option<launch::Pr
         count += 1;
         let dst = holder.join(&name);
         let _ = std::fs::create_dir(&dst);
-        let (s, d) = (
-            std::ffi::CString::new(src.as_os_str().as_bytes()).ok()?,
-            std::ffi::CString::new(dst.as_os_str().as_bytes()).ok()?,
-        );
-        // SAFETY: a bind mount between NUL-terminated paths, in this spare's own namespace.
-        let r = unsafe {
-            libc::mount(
-                s.as_ptr(),
-                d.as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND,
-                std::ptr::null(),
-            )
-        };
-        if r != 0 {
+        if rustix::mount::mount_bind(src, &dst).is_err() {
             return None;
         }
+        let d = std::ffi::CString::new(dst.as_os_str().as_bytes()).ok()?;
         // The real workspace and the staged layers are lower layers: read-only here too.
         if read_only {
             let ro = crate::plan::Op::SetAttr {
@@ -241,43 +225,40 @@ pub(crate) fn spare_main(
     predicted: Option<&RunRequest>,
     cg_fds: Vec<OwnedFd>,
 ) -> ! {
-    // SAFETY: prctl, write and _exit; a spare dies with its host.
-    unsafe {
-        // (A host that died before this point closed its end of `ctl`: the wait below ends.)
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            libc::_exit(0);
-        }
-        // Into the next run's groups now, while nobody waits. A spare that cannot join is no
-        // spare: the host notices the exit and launches the run itself.
-        for fd in &cg_fds {
-            if libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
-                libc::_exit(0);
-            }
+    // A spare dies with its host. (A host that died before this point closed its end of
+    // `ctl`: the wait below ends.)
+    if rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        .is_err()
+    {
+        crate::child::exit(0);
+    }
+    // Into the next run's groups now, while nobody waits. A spare that cannot join is no
+    // spare: the host notices the exit and launches the run itself.
+    for fd in &cg_fds {
+        if rustix::io::write(fd, b"0").ok() != Some(1) {
+            crate::child::exit(0);
         }
     }
     drop(cg_fds);
     // This PID 1's own uts and net namespaces, made ready before anyone waits for them.
     if crate::child::ready_namespaces(!network).is_err() {
-        // SAFETY: exiting a process that has nothing to clean up (the host launches the run).
-        unsafe { libc::_exit(0) }
+        crate::child::exit(0); // the host launches the run itself
     }
     let prepared = match predicted {
         Some(p) => match prepare_ahead(p, newroot) {
             Some(prep) => Some(prep),
             // Half-prepared mounts cannot be trusted: the host notices the exit and launches
             // the run itself.
-            // SAFETY: exiting a process that has nothing to clean up.
-            None => unsafe { libc::_exit(0) },
+            None => crate::child::exit(0),
         },
         None => None,
     };
-    let Ok((data, fds)) = recv_with_fds(ctl, 5 + launch::MAX_CGROUPS, 16 << 20) else {
-        // SAFETY: exiting a process that has nothing to clean up.
-        unsafe { libc::_exit(0) }
+    let Ok((data, fds)) = recv_with_fds(ctl, 5 + launch::MAX_CGROUPS, MAX_REQUEST) else {
+        crate::child::exit(0);
     };
-    let (Ok(req), Some(io)) = (decode(&data, network).map_err(|_| ()), child_io(fds)) else {
-        // SAFETY: as above (the host decoded the same bytes before forwarding them).
-        unsafe { libc::_exit(0) }
+    // Checked again here, as far as a spare can (its host checked the paths in full).
+    let (Ok(req), Some(io)) = (decode(&data, network, Check::Shape), child_io(fds)) else {
+        crate::child::exit(0);
     };
     let err_w = io.err_w.as_raw_fd();
     let result: Result<(), SandboxError> = launch::with_child_ctx(
@@ -331,4 +312,28 @@ pub(crate) fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
         status_w,
         cgroups,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spare allocates after its clone: a process with a second thread (which could hold the
+    /// allocator's lock at that moment) never clones one, and says why.
+    #[test]
+    fn a_spare_is_never_cloned_from_a_process_with_threads() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        let root = tempfile::tempdir().unwrap();
+        let err = match Spare::fork(root.path(), false, None, false) {
+            Ok(_) => panic!("a spare was cloned from a process with threads"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("threads"), "{err}");
+        assert!(launch::ensure_single_threaded().is_err());
+        drop(tx);
+        other.join().unwrap();
+    }
 }

@@ -1,278 +1,263 @@
-//! What a warm host and its clients say to each other: the request (encoded with the build's
-//! identity), descriptors passed with `SCM_RIGHTS`, and the socket's lock file.
+//! What a warm host and its clients say to each other over the host's socket.
+//!
+//! A message is an 8-byte little-endian length, sent with its descriptors (`SCM_RIGHTS`), then
+//! that many bytes of JSON: a [`Request`] from the client (the build's identity, the network
+//! setting and the run), a [`Reply`] from the host. A decoded request goes through
+//! [`RunRequest::check`], the validation every fresh request passes, before anything uses it.
 
 use std::ffi::OsString;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use serde::{Deserialize, Serialize};
+
 use crate::launch::{RunRequest, Validated};
 
-/// The argument that makes an [`enable`]d executable run as a host (see [`main_hook`]).
+/// The argument that makes an [`enable`](super::enable)d executable run as a host (see
+/// [`main_hook`](super::main_hook)).
 pub const HOST_ARG: &str = "__airlock-sandbox-host";
 
-/// Idle seconds before a host exits, unless `AIRLOCK_SANDBOX_HOST_IDLE` says otherwise.
+/// Idle seconds before a host exits, unless the settings say otherwise.
 pub(crate) const DEFAULT_IDLE_SECS: u64 = 60;
 
-pub(crate) const MAGIC: &[u8; 4] = b"ALH1";
+/// Names this protocol; a message without it comes from another version of airlock.
+const PROTOCOL: &str = "airlock-host/2";
+
+/// Largest request a host or spare reads.
+pub(crate) const MAX_REQUEST: usize = 16 << 20;
 
 /// Who built this binary, as far as a host and its clients must agree.
-pub(crate) fn identity() -> &'static [u8] {
-    static ID: OnceLock<Vec<u8>> = OnceLock::new();
+pub(crate) fn identity() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(identity_uncached)
 }
 
-pub(crate) fn identity_uncached() -> Vec<u8> {
+fn identity_uncached() -> String {
     let md = std::env::current_exe().and_then(std::fs::metadata);
     let (dev, ino, mtime) = md
         .map(|m| (m.dev(), m.ino(), m.mtime_nsec() + m.mtime() * 1_000_000_000))
         .unwrap_or_default();
-    format!("{}:{dev}:{ino}:{mtime}", env!("CARGO_PKG_VERSION")).into_bytes()
+    format!("{}:{dev}:{ino}:{mtime}", env!("CARGO_PKG_VERSION"))
 }
 
-#[derive(Default)]
-pub(crate) struct Enc(Vec<u8>);
+/// Bytes of an `OsStr` on the wire: a JSON string when they are UTF-8, else an array of bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Bytes(Vec<u8>);
 
-impl Enc {
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(&self.0) {
+            Ok(text) => s.serialize_str(text),
+            Err(_) => s.collect_seq(&self.0),
+        }
     }
-    fn bytes(&mut self, b: &[u8]) {
-        self.u64(b.len() as u64);
-        self.0.extend_from_slice(b);
-    }
-    fn path(&mut self, p: &Path) {
-        self.bytes(p.as_os_str().as_bytes());
-    }
-    fn paths(&mut self, ps: &[PathBuf]) {
-        self.u64(ps.len() as u64);
-        ps.iter().for_each(|p| self.path(p));
-    }
-    fn opt(&mut self, v: Option<u64>) {
-        match v {
-            Some(v) => {
-                self.u64(1);
-                self.u64(v);
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of bytes")
             }
-            None => self.u64(0),
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Bytes, E> {
+                Ok(Bytes(v.as_bytes().to_vec()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Bytes, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = a.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(Bytes(out))
+            }
         }
+        d.deserialize_any(Visit)
     }
 }
 
-pub(crate) struct Dec<'a>(&'a [u8]);
-
-impl Dec<'_> {
-    fn u64(&mut self) -> io::Result<u64> {
-        if self.0.len() < 8 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "short request"));
-        }
-        let (head, rest) = self.0.split_at(8);
-        self.0 = rest;
-        Ok(u64::from_le_bytes(head.try_into().unwrap_or([0; 8])))
-    }
-    fn bytes(&mut self) -> io::Result<Vec<u8>> {
-        let n = self.u64()? as usize;
-        if self.0.len() < n {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "short request"));
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head.to_vec())
-    }
-    fn os(&mut self) -> io::Result<OsString> {
-        Ok(OsString::from_vec(self.bytes()?))
-    }
-    fn path(&mut self) -> io::Result<PathBuf> {
-        Ok(PathBuf::from(self.os()?))
-    }
-    fn count(&mut self) -> io::Result<usize> {
-        let n = self.u64()? as usize;
-        if n > self.0.len() {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad count"));
-        }
-        Ok(n)
-    }
-    fn paths(&mut self) -> io::Result<Vec<PathBuf>> {
-        (0..self.count()?).map(|_| self.path()).collect()
-    }
-    fn opt(&mut self) -> io::Result<Option<u64>> {
-        Ok(match self.u64()? {
-            0 => None,
-            _ => Some(self.u64()?),
-        })
-    }
+fn os(b: Bytes) -> OsString {
+    OsString::from_vec(b.0)
 }
 
+fn path(b: Bytes) -> PathBuf {
+    PathBuf::from(os(b))
+}
+
+fn paths(bs: Vec<Bytes>) -> Vec<PathBuf> {
+    bs.into_iter().map(path).collect()
+}
+
+fn bytes(p: &(impl AsRef<std::ffi::OsStr> + ?Sized)) -> Bytes {
+    Bytes(p.as_ref().as_bytes().to_vec())
+}
+
+fn all_bytes<P: AsRef<std::ffi::OsStr>>(ps: &[P]) -> Vec<Bytes> {
+    ps.iter().map(bytes).collect()
+}
+
+/// Who is asking: a host serves only clients of its own build and network setting.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    protocol: String,
+    identity: String,
+    network: bool,
+}
+
+/// A run as it travels from a client (or the host) to a host (or a spare).
+#[derive(Serialize, Deserialize)]
+struct Request {
+    #[serde(flatten)]
+    header: Header,
+    workspace: Bytes,
+    layers: Vec<Bytes>,
+    upper: Bytes,
+    work: Bytes,
+    cwd: Bytes,
+    home: Option<Bytes>,
+    env: Vec<(Bytes, Bytes)>,
+    masked: Vec<Bytes>,
+    argv: Vec<Bytes>,
+    home_binds: Vec<Bytes>,
+    ro_binds: Vec<Bytes>,
+    allow_loopback: bool,
+    limits: crate::Limits,
+    cgroup_mask: u64,
+}
+
+/// The request's bytes, stamped with this build's identity.
 pub(crate) fn encode(req: &RunRequest) -> Vec<u8> {
-    let mut e = Enc::default();
-    e.0.extend_from_slice(MAGIC);
-    e.bytes(identity());
-    e.u64(req.network as u64);
     let v = &req.v;
-    e.path(&v.workspace);
-    e.paths(&v.layers);
-    e.path(&v.upper);
-    e.path(&v.work);
-    e.path(&v.cwd);
-    e.opt(v.home.as_ref().map(|_| 1));
-    if let Some(h) = &v.home {
-        e.path(h);
-    }
-    e.u64(v.env.len() as u64);
-    for (k, val) in &v.env {
-        e.bytes(k.as_bytes());
-        e.bytes(val.as_bytes());
-    }
-    e.paths(&v.masked);
-    e.u64(req.argv.len() as u64);
-    req.argv.iter().for_each(|a| e.bytes(a.as_bytes()));
-    e.paths(&req.home_binds);
-    e.paths(&req.ro_binds);
-    e.u64(req.allow_loopback as u64);
-    let l = &req.limits;
-    for x in [l.nofile, l.fsize, l.nproc, l.tmp_size, l.spool_bytes] {
-        e.u64(x);
-    }
-    e.opt(l.address_space);
-    e.opt(l.cpu_seconds);
-    e.opt(l.memory);
-    e.opt(l.cpu_millis);
-    e.u64(l.upper_bytes);
-    e.u64(l.cgroup as u64);
-    e.u64(req.cgroup_mask);
-    e.0
+    let wire = Request {
+        header: Header {
+            protocol: PROTOCOL.into(),
+            identity: identity().into(),
+            network: req.network,
+        },
+        workspace: bytes(&v.workspace),
+        layers: all_bytes(&v.layers),
+        upper: bytes(&v.upper),
+        work: bytes(&v.work),
+        cwd: bytes(&v.cwd),
+        home: v.home.as_ref().map(bytes),
+        env: v.env.iter().map(|(k, x)| (bytes(k), bytes(x))).collect(),
+        masked: all_bytes(&v.masked),
+        argv: all_bytes(&req.argv),
+        home_binds: all_bytes(&req.home_binds),
+        ro_binds: all_bytes(&req.ro_binds),
+        allow_loopback: req.allow_loopback,
+        limits: req.limits.clone(),
+        cgroup_mask: req.cgroup_mask,
+    };
+    // Serialising plain data to memory cannot fail.
+    serde_json::to_vec(&wire).unwrap_or_default()
 }
 
-/// Decodes a request; `Err(Stale)` when the client is another build or wants the other network.
+/// Why a request was not decoded.
+#[derive(Debug)]
 pub(crate) enum DecodeError {
+    /// Another build of airlock, or the other network setting: this host cannot serve it.
     Stale,
-    Bad(io::Error),
+    /// Malformed, or a run no fresh spec could have produced.
+    Bad(String),
 }
 
-impl From<io::Error> for DecodeError {
-    fn from(e: io::Error) -> Self {
-        DecodeError::Bad(e)
-    }
+/// How much of [`RunRequest::check`] a decoded request goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// All of it, as a fresh request (the host, which sees the caller's file system).
+    Full,
+    /// [`RunRequest::check_shape`] only: a spare that has pivoted into its new root, where the
+    /// caller's paths do not resolve, re-checks what its host already checked in full.
+    Shape,
 }
 
-pub(crate) fn decode(buf: &[u8], network: bool) -> Result<RunRequest, DecodeError> {
-    let Some(rest) = buf.strip_prefix(MAGIC) else {
-        return Err(DecodeError::Stale);
-    };
-    let mut d = Dec(rest);
-    if d.bytes()? != identity() || (d.u64()? == 1) != network {
+/// Decodes a request and validates it as a fresh one is validated ([`RunRequest::check`]).
+pub(crate) fn decode(buf: &[u8], network: bool, check: Check) -> Result<RunRequest, DecodeError> {
+    let header: Header = serde_json::from_slice(buf).map_err(|_| DecodeError::Stale)?;
+    if header.protocol != PROTOCOL || header.identity != identity() || header.network != network {
         return Err(DecodeError::Stale);
     }
-    let workspace = d.path()?;
-    let layers = d.paths()?;
-    let upper = d.path()?;
-    let work = d.path()?;
-    let cwd = d.path()?;
-    let home = match d.opt()? {
-        Some(_) => Some(d.path()?),
-        None => None,
-    };
-    let mut env = Vec::new();
-    for _ in 0..d.count()? {
-        env.push((d.os()?, d.os()?));
-    }
-    let masked = d.paths()?;
-    let argv = (0..d.count()?)
-        .map(|_| d.os())
-        .collect::<io::Result<Vec<_>>>()?;
-    if argv.is_empty() {
-        return Err(DecodeError::Bad(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "empty argv",
-        )));
-    }
-    let home_binds = d.paths()?;
-    let ro_binds = d.paths()?;
-    let allow_loopback = d.u64()? == 1;
-    let (nofile, fsize, nproc, tmp_size, spool_bytes) =
-        (d.u64()?, d.u64()?, d.u64()?, d.u64()?, d.u64()?);
-    let address_space = d.opt()?;
-    let cpu_seconds = d.opt()?;
-    let memory = d.opt()?;
-    let cpu_millis = d.opt()?;
-    let upper_bytes = d.u64()?;
-    let cgroup = d.u64()? == 1;
-    let cgroup_mask = d.u64()?;
-    Ok(RunRequest {
+    let w: Request = serde_json::from_slice(buf).map_err(|e| DecodeError::Bad(e.to_string()))?;
+    let req = RunRequest {
         v: Validated {
-            workspace,
-            layers,
-            upper,
-            work,
-            cwd,
-            home,
-            env,
-            masked,
+            workspace: path(w.workspace),
+            layers: paths(w.layers),
+            upper: path(w.upper),
+            work: path(w.work),
+            cwd: path(w.cwd),
+            home: w.home.map(path),
+            env: w.env.into_iter().map(|(k, x)| (os(k), os(x))).collect(),
+            masked: paths(w.masked),
         },
-        argv,
-        home_binds,
-        ro_binds,
+        argv: w.argv.into_iter().map(os).collect(),
+        home_binds: paths(w.home_binds),
+        ro_binds: paths(w.ro_binds),
         network,
-        allow_loopback,
-        limits: crate::Limits {
-            nofile,
-            fsize,
-            nproc,
-            address_space,
-            memory,
-            cpu_seconds,
-            cpu_millis,
-            upper_bytes,
-            cgroup,
-            tmp_size,
-            spool_bytes,
-        },
-        cgroup_mask,
-    })
+        allow_loopback: w.allow_loopback,
+        limits: w.limits,
+        cgroup_mask: w.cgroup_mask,
+    };
+    match check {
+        Check::Full => req.check(),
+        Check::Shape => req.check_shape(),
+    }
+    .map_err(|e| DecodeError::Bad(e.to_string()))?;
+    Ok(req)
 }
 
-pub(crate) fn send_with_fds(sock: &UnixStream, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+/// The host's answer to a request.
+#[derive(Serialize, Deserialize)]
+pub(crate) enum Reply {
+    /// The run started; its PID 1's pidfd travels with this message. `cgroup`: the groups the
+    /// host made for it ahead of time ([`crate::cgroup::RunCgroup::encode`]), if any.
+    Started { cgroup: Option<String> },
+    /// The host could not take the run (the client runs it cold).
+    Refused { reason: String },
+}
+
+impl Reply {
+    /// The reply's bytes.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// A reply read back; `None` when malformed.
+    pub(crate) fn decode(buf: &[u8]) -> Option<Reply> {
+        serde_json::from_slice(buf).ok()
+    }
+}
+
+/// Sends one message: its length with `fds` attached, then `data`.
+pub(crate) fn send_with_fds(
+    sock: &UnixStream,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<()> {
     let header = (data.len() as u64).to_le_bytes();
-    let mut iov = libc::iovec {
-        iov_base: header.as_ptr() as *mut libc::c_void,
-        iov_len: header.len(),
-    };
-    let fd_bytes = std::mem::size_of_val(fds);
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
-    let mut cbuf = vec![0u8; space];
-    // SAFETY: msghdr is plain data; zeroed is a valid starting value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = space;
-        // SAFETY: msg_control points at a buffer of CMSG_SPACE(fd_bytes) bytes, so the first
-        // header and its data fit; the fds are copied into CMSG_DATA.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as usize;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr().cast::<u8>(),
-                libc::CMSG_DATA(cmsg),
-                fd_bytes,
-            );
-        }
+    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("too many descriptors"));
     }
-    // SAFETY: sendmsg with a fully initialised msghdr over buffers alive for the call.
-    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let n = rustix::net::sendmsg(
+        sock,
+        &[IoSlice::new(&header)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
     let mut w = sock;
-    w.write_all(&header[n as usize..])?;
+    w.write_all(header.get(n..).unwrap_or_default())?;
     w.write_all(data)
 }
 
@@ -283,61 +268,32 @@ pub(crate) fn recv_with_fds(
     max_len: usize,
 ) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut header = [0u8; 8];
-    let mut iov = libc::iovec {
-        iov_base: header.as_mut_ptr().cast(),
-        iov_len: header.len(),
-    };
-    let fd_bytes = max_fds * std::mem::size_of::<RawFd>();
-    // SAFETY: pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
-    let mut cbuf = vec![0u8; space];
-    // SAFETY: plain data.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = space;
-    // SAFETY: recvmsg into buffers alive for the call; MSG_CMSG_CLOEXEC marks received fds.
-    let n = unsafe {
-        libc::recvmsg(
-            sock.as_raw_fd(),
-            &mut msg,
-            libc::MSG_WAITALL | libc::MSG_CMSG_CLOEXEC,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(max_fds))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let msg = rustix::net::recvmsg(
+        sock,
+        &mut [IoSliceMut::new(&mut header)],
+        &mut control,
+        RecvFlags::WAITALL | RecvFlags::CMSG_CLOEXEC,
+    )?;
     let mut fds = Vec::new();
-    // SAFETY: walking the control messages the kernel wrote into `cbuf`; each SCM_RIGHTS
-    // payload is an array of fresh descriptors that we take ownership of.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data_len = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                let count = data_len / std::mem::size_of::<RawFd>();
-                let p = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-                for i in 0..count {
-                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(p.add(i))));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
         }
     }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+    if msg.flags.contains(ReturnFlags::CTRUNC) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "too many descriptors",
         ));
     }
-    let got = n as usize;
-    let mut r = sock;
-    if got == 0 {
+    if msg.bytes == 0 {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
-    r.read_exact(&mut header[got..])?;
-    let len = u64::from_le_bytes(header) as usize;
+    let mut r = sock;
+    r.read_exact(header.get_mut(msg.bytes..).unwrap_or_default())?;
+    let len = usize::try_from(u64::from_le_bytes(header)).unwrap_or(usize::MAX);
     if len > max_len {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -371,16 +327,25 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
+        // Real directories: a decoded request is validated, and these must exist.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let d = |name: &str| {
+            let p = root.join(name);
+            std::fs::create_dir_all(&p).unwrap();
+            p
+        };
+        let (ws, layer, upper, work) = (d("w/s"), d("l/1"), d("u"), d("k"));
         let req = RunRequest {
             v: Validated {
-                workspace: "/w/s".into(),
-                layers: vec!["/l/1".into()],
-                upper: "/u".into(),
-                work: "/k".into(),
-                cwd: "/w/s/sub".into(),
+                workspace: ws.clone(),
+                layers: vec![layer],
+                upper,
+                work,
+                cwd: ws.join("sub"),
                 home: Some("/home/me".into()),
                 env: vec![("PATH".into(), "/usr/bin".into())],
-                masked: vec!["/w/s/.airlock".into()],
+                masked: vec![ws.join(".airlock")],
             },
             argv: vec![
                 "/bin/bash".into(),
@@ -401,7 +366,7 @@ mod tests {
             },
             cgroup_mask: 3,
         };
-        let Ok(back) = decode(&encode(&req), false) else {
+        let Ok(back) = decode(&encode(&req), false, Check::Full) else {
             panic!("decode failed");
         };
         assert_eq!(back.v.workspace, req.v.workspace);
@@ -417,12 +382,102 @@ mod tests {
         assert_eq!(back.cgroup_mask, 3);
         // Another network, or any truncation, is refused.
         assert!(matches!(
-            decode(&encode(&req), true),
+            decode(&encode(&req), true, Check::Full),
             Err(DecodeError::Stale)
         ));
         let bytes = encode(&req);
         for cut in [3, 10, bytes.len() - 1] {
-            assert!(decode(&bytes[..cut], false).is_err());
+            assert!(decode(&bytes[..cut], false, Check::Full).is_err());
+        }
+    }
+    /// A request that a fresh spec could never have produced is refused, whoever sent it.
+    #[test]
+    fn forged_requests_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (ws, upper, work) = (root.join("ws"), root.join("upper"), root.join("work"));
+        for d in [&ws, &upper, &work] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let good = RunRequest {
+            v: Validated {
+                workspace: ws.clone(),
+                layers: vec![],
+                upper: upper.clone(),
+                work: work.clone(),
+                cwd: ws.clone(),
+                home: Some("/home/me".into()),
+                env: vec![("PATH".into(), "/usr/bin".into())],
+                masked: vec![ws.join(".airlock")],
+            },
+            argv: vec!["true".into()],
+            home_binds: vec![],
+            ro_binds: vec![],
+            network: false,
+            allow_loopback: false,
+            limits: crate::Limits::default(),
+            cgroup_mask: 0,
+        };
+        assert!(decode(&encode(&good), false, Check::Full).is_ok());
+        type Forge = Box<dyn Fn(&mut RunRequest)>;
+        let forgeries: Vec<(&str, Forge)> = vec![
+            ("empty argv", Box::new(|r| r.argv.clear())),
+            (
+                "relative workspace",
+                Box::new(|r| r.v.workspace = "ws".into()),
+            ),
+            (
+                "missing workspace",
+                Box::new(|r| r.v.workspace = "/nonexistent/ws".into()),
+            ),
+            (
+                "upper inside the workspace",
+                Box::new(|r| r.v.upper = r.v.workspace.join("u")),
+            ),
+            (
+                "work equal to upper",
+                Box::new(|r| r.v.work = r.v.upper.clone()),
+            ),
+            (
+                "cwd outside the workspace",
+                Box::new(|r| r.v.cwd = "/etc".into()),
+            ),
+            (
+                "cwd with ..",
+                Box::new(|r| r.v.cwd = r.v.workspace.join("../upper")),
+            ),
+            ("relative home", Box::new(|r| r.v.home = Some("me".into()))),
+            (
+                "mask outside",
+                Box::new(|r| r.v.masked = vec!["/etc".into()]),
+            ),
+            (
+                "loader variable",
+                Box::new(|r| r.v.env.push(("LD_PRELOAD".into(), "/x.so".into()))),
+            ),
+            (
+                "secret variable",
+                Box::new(|r| r.v.env.push(("API_TOKEN".into(), "t".into()))),
+            ),
+            (
+                "malformed variable",
+                Box::new(|r| r.v.env.push(("A=B".into(), "c".into()))),
+            ),
+        ];
+        for (what, forge) in forgeries {
+            let mut req = good.clone();
+            forge(&mut req);
+            assert!(
+                decode(&encode(&req), false, Check::Full).is_err(),
+                "accepted: {what}"
+            );
+            // A spare, which cannot resolve the caller's paths, still refuses what it can see.
+            if what != "missing workspace" {
+                assert!(
+                    decode(&encode(&req), false, Check::Shape).is_err(),
+                    "a spare accepted: {what}"
+                );
+            }
         }
     }
 }
