@@ -539,9 +539,10 @@ fn kill_dirs(dirs: &[PathBuf]) {
             .unwrap_or_default()
             .lines()
             .filter_map(|l| l.trim().parse::<i32>().ok())
+            .filter_map(rustix::process::Pid::from_raw)
         {
-            // SAFETY: kill(2) on a pid listed in the run's own group.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // A pid listed in the run's own group.
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
     }
 }

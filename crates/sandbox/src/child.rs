@@ -149,6 +149,38 @@ fn fail(ctx: &ChildCtx<'_>, kind: u32, index: u32, err: i32) -> ! {
     report_and_exit(ctx.err_w, kind, index, err)
 }
 
+/// Makes `cmd`'s process apply `limits` (resource, soft, hard) between its fork and its exec,
+/// each hard limit held to the one it inherits (the degraded backend's only confinement of
+/// memory and CPU time).
+pub(crate) fn rlimits_before_exec(
+    cmd: &mut std::process::Command,
+    limits: Vec<(Resource, u64, u64)>,
+) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only calls getrlimit and setrlimit,
+    // which are async-signal-safe; it touches no allocation or lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &(res, soft, hard) in &limits {
+                let mut cur = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::getrlimit(res, &mut cur);
+                let hard = hard.min(cur.rlim_max);
+                libc::setrlimit(
+                    res,
+                    &libc::rlimit {
+                        rlim_cur: soft.min(hard),
+                        rlim_max: hard,
+                    },
+                );
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Ends this process at once, without unwinding or running exit handlers (a clone child must
 /// not flush or free what it shares with its parent's copy). Async-signal-safe.
 pub(crate) fn exit(code: i32) -> ! {

@@ -41,16 +41,7 @@ fn policy_error(what: &'static str, e: impl std::fmt::Display) -> SandboxError {
 
 /// The kernel's Landlock ABI version (0 when Landlock is unavailable).
 pub(crate) fn landlock_abi() -> i32 {
-    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attribute and size 0 only queries.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32,
-        )
-    };
-    v.max(0) as i32
+    crate::launch::landlock_abi()
 }
 
 /// Builds the ruleset: write access is handled (so denied by default), then granted beneath

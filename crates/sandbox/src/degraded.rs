@@ -313,28 +313,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     if let Some(c) = l.cpu_seconds {
         limits.push((libc::RLIMIT_CPU, c, c + 1));
     }
-    // SAFETY: the closure runs between fork and exec and only calls setrlimit, which is
-    // async-signal-safe; it touches no allocation or lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            for &(res, soft, hard) in &limits {
-                let mut cur = libc::rlimit {
-                    rlim_cur: 0,
-                    rlim_max: 0,
-                };
-                libc::getrlimit(res, &mut cur);
-                let hard = hard.min(cur.rlim_max);
-                libc::setrlimit(
-                    res,
-                    &libc::rlimit {
-                        rlim_cur: soft.min(hard),
-                        rlim_max: hard,
-                    },
-                );
-            }
-            Ok(())
-        });
-    }
+    crate::child::rlimits_before_exec(&mut cmd, limits);
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| SandboxError::Exec {
         program: spec.argv[0].clone(),
@@ -356,8 +335,10 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         _ => None,
     };
     let kill = |p: libc::pid_t| {
-        // SAFETY: signalling the process group we created for the child.
-        unsafe { libc::kill(-p, libc::SIGKILL) };
+        // The process group we created for the child.
+        if let Some(group) = rustix::process::Pid::from_raw(p) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
     };
     let (mut out, mut err) = Collector::pair_for(spec);
     let ended = supervise::supervise(

@@ -210,6 +210,60 @@ pub(crate) fn ensure_single_threaded() -> io::Result<()> {
     Ok(())
 }
 
+/// Clones a child (with `flags`: namespaces and the exit signal) that runs `child` on `data`
+/// and may allocate: only from a process of one thread (checked here, else an error), where no
+/// other thread can hold the allocator's or any other lock at the moment of the clone. The
+/// parent gets the child's pid and `data` back; the child never returns.
+pub(crate) fn clone_allocating<T>(
+    flags: libc::c_int,
+    data: T,
+    child: fn(T) -> !,
+) -> io::Result<(libc::pid_t, T)> {
+    ensure_single_threaded()?;
+    // SAFETY: a fork-like clone of a process with one thread (checked above): the child's copy
+    // of memory holds no lock another thread took, so it may allocate; it runs `child`, which
+    // never returns into the parent's code.
+    let pid = unsafe { fork_clone(flags) };
+    if pid == 0 {
+        child(data);
+    }
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((libc::pid_t::try_from(pid).map_err(io::Error::other)?, data))
+}
+
+/// Clones a child into a new user namespace that exits at once, and reaps it: whether this
+/// process may create user namespaces.
+pub(crate) fn clone_user_namespace() -> io::Result<()> {
+    // SAFETY: a fork-like clone whose child immediately _exits (touching nothing it shares
+    // with this process); the parent reaps it.
+    let pid = unsafe { fork_clone(libc::CLONE_NEWUSER | libc::SIGCHLD) };
+    if pid == 0 {
+        child::exit(0);
+    }
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    reap(libc::pid_t::try_from(pid).map_err(io::Error::other)?);
+    Ok(())
+}
+
+/// The kernel's Landlock ABI version (0 when Landlock is unavailable). The `landlock` crate
+/// keeps the number to itself.
+pub(crate) fn landlock_abi() -> i32 {
+    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attribute and size 0 only queries.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    i32::try_from(v.max(0)).unwrap_or(0)
+}
+
 /// `unshare(flags)` of this process, checked to be single-threaded first (a user namespace
 /// needs it, and the namespaces must be the whole process's).
 pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {

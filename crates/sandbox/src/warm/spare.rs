@@ -56,8 +56,6 @@ impl Spare {
         predicted: Option<RunRequest>,
         with_cgroup: bool,
     ) -> io::Result<Spare> {
-        // A spare allocates after it is cloned: sound only in a process of one thread.
-        launch::ensure_single_threaded()?;
         // A prediction whose directories are gone is no prediction.
         let predicted = predicted.filter(|p| shared_parent(p).is_some());
         let (predicted, identities) = match predicted.map(|p| (source_identities(&p), p)) {
@@ -74,25 +72,19 @@ impl Spare {
         };
         let cg_fds = cg.as_ref().map(|c| c.join_fds()).unwrap_or_default();
         let flags = launch::run_namespaces(network) | libc::SIGCHLD;
-        // SAFETY: a fork-like clone of this host, which has one thread (checked above), so the
-        // child may allocate; it runs spare_main, which never returns.
-        let pid = unsafe { launch::fork_clone(flags) };
-        if pid == 0 {
-            drop(ctl);
-            spare_main(
-                &theirs,
-                alive_r,
-                newroot,
-                network,
-                predicted.as_ref(),
-                cg_fds,
-            );
-        }
-        if pid < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let data = (ctl, theirs, alive_r, cg_fds, predicted, newroot, network);
+        let (pid, (ctl, theirs, alive_r, cg_fds, predicted, ..)) = launch::clone_allocating(
+            flags,
+            data,
+            |(ctl, theirs, alive_r, cg_fds, p, root, net)| {
+                drop(ctl);
+                spare_main(&theirs, alive_r, root, net, p.as_ref(), cg_fds)
+            },
+        )?;
+        // The spare's ends, ours no longer.
+        drop((theirs, alive_r, cg_fds));
         Ok(Spare {
-            pid: libc::pid_t::try_from(pid).map_err(io::Error::other)?,
+            pid,
             ctl,
             alive_w: Some(alive_w),
             predicted,
