@@ -263,7 +263,7 @@ fn whiteouts(copy: &Path, base: &BTreeMap<PathBuf, Base>, upper: &Path) -> io::R
 }
 
 fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
-    let v = validate(spec)?;
+    let v = validate(spec, crate::settings::current())?;
     let scratch = tempfile::Builder::new()
         .prefix("airlock-degraded-")
         .tempdir()
@@ -319,7 +319,10 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         program: spec.argv[0].clone(),
         source,
     })?;
-    let pid = child.id() as libc::pid_t;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|e| SandboxError::Sys {
+        action: "spawning the command",
+        source: std::io::Error::other(e),
+    })?;
     let stdout: OwnedFd = child
         .stdout
         .take()

@@ -72,7 +72,10 @@ fn existing_dir(what: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
     Ok(canon)
 }
 
-pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
+pub(crate) fn validate(
+    spec: &SandboxSpec,
+    settings: &crate::settings::SandboxSettings,
+) -> Result<Validated, SandboxError> {
     if spec.argv.is_empty() {
         return Err(SandboxError::InvalidSpec("argv is empty".into()));
     }
@@ -100,10 +103,19 @@ pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
             ))
         })?;
     let cwd = workspace.join(rel);
-    let home = match &spec.home {
-        Some(h) => Some(h.clone()),
-        None => std::env::var_os("HOME").map(PathBuf::from),
-    };
+    // The caller's environment, of which the command gets the allow-listed part.
+    let inherited: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    // $HOME: the spec's, else the settings', else the one the command would inherit.
+    let home = spec
+        .home
+        .clone()
+        .or_else(|| settings.home.clone())
+        .or_else(|| {
+            inherited
+                .iter()
+                .find(|(k, _)| k == "HOME")
+                .map(|(_, v)| PathBuf::from(v))
+        });
     let home = match home {
         Some(h) => Some(plan::normalize(&h).ok_or_else(|| {
             SandboxError::InvalidSpec(format!("home {} is not absolute", h.display()))
@@ -141,12 +153,8 @@ pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let env = env::scrubbed(
-        std::env::vars_os(),
-        &spec.env,
-        home.as_deref().map(Path::as_os_str),
-    )
-    .map_err(SandboxError::InvalidSpec)?;
+    let env = env::scrubbed(inherited, &spec.env, home.as_deref().map(Path::as_os_str))
+        .map_err(SandboxError::InvalidSpec)?;
     Ok(Validated {
         workspace,
         layers,
@@ -636,7 +644,7 @@ pub(crate) unsafe fn fork_clone(flags: libc::c_int) -> libc::c_long {
     unsafe {
         libc::syscall(
             libc::SYS_clone,
-            flags as libc::c_ulong,
+            libc::c_ulong::from(flags.cast_unsigned()),
             0usize,
             0usize,
             0usize,
@@ -691,7 +699,10 @@ pub(crate) fn launch(
             if pid < 0 {
                 return Err(SandboxError::sys("clone into new namespaces"));
             }
-            Ok(pid as libc::pid_t)
+            libc::pid_t::try_from(pid).map_err(|e| SandboxError::Sys {
+                action: "clone into new namespaces",
+                source: io::Error::other(e),
+            })
         },
     )?;
     drop(io);

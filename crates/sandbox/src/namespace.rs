@@ -6,6 +6,7 @@ use crate::Backend;
 use crate::cgroup::{CG_CPU_TIME, CG_MEMORY};
 use crate::error::SandboxError;
 use crate::launch::{RunRequest, validate};
+use crate::settings::SandboxSettings;
 use crate::spec::{Outcome, SandboxSpec};
 use crate::{child, cold, warm};
 
@@ -13,13 +14,21 @@ use crate::{child, cold, warm};
 /// under Landlock and seccomp. See the crate documentation for the exact environment.
 #[derive(Debug, Default, Clone)]
 pub struct NamespaceBackend {
-    _private: (),
+    /// `None`: the process's installed settings ([`crate::settings::install`]).
+    settings: Option<SandboxSettings>,
 }
 
 impl NamespaceBackend {
     /// The backend. Construction checks nothing; [`crate::probe`] does.
     pub fn new() -> Self {
-        NamespaceBackend { _private: () }
+        NamespaceBackend { settings: None }
+    }
+
+    /// The backend with its own settings rather than the process's installed ones.
+    pub fn with_settings(settings: SandboxSettings) -> Self {
+        NamespaceBackend {
+            settings: Some(settings),
+        }
     }
 }
 
@@ -29,7 +38,12 @@ impl Backend for NamespaceBackend {
     }
 
     fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
-        run(spec)
+        run(
+            spec,
+            self.settings
+                .as_ref()
+                .unwrap_or_else(|| crate::settings::current()),
+        )
     }
 }
 
@@ -37,10 +51,11 @@ impl Backend for NamespaceBackend {
 static CGROUP_JOIN_FAILED: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+fn run(spec: &SandboxSpec, settings: &SandboxSettings) -> Result<Outcome, SandboxError> {
     use std::sync::atomic::Ordering;
-    let with_cgroup = spec.limits.cgroup && !CGROUP_JOIN_FAILED.load(Ordering::Relaxed);
-    let result = run_with(spec, with_cgroup);
+    let with_cgroup =
+        spec.limits.cgroup && settings.cgroups && !CGROUP_JOIN_FAILED.load(Ordering::Relaxed);
+    let result = run_with(spec, settings, with_cgroup);
     // A group we could make but not join (a delegation that stops short of moving processes):
     // the run failed before anything of the command ran, so run it again on rlimits.
     match result {
@@ -48,14 +63,18 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
             if with_cgroup && step == child::Stage::Cgroup.describe() =>
         {
             CGROUP_JOIN_FAILED.store(true, Ordering::Relaxed);
-            run_with(spec, false)
+            run_with(spec, settings, false)
         }
         other => other,
     }
 }
 
-fn run_with(spec: &SandboxSpec, with_cgroup: bool) -> Result<Outcome, SandboxError> {
-    let v = validate(spec)?;
+fn run_with(
+    spec: &SandboxSpec,
+    settings: &SandboxSettings,
+    with_cgroup: bool,
+) -> Result<Outcome, SandboxError> {
+    let v = validate(spec, settings)?;
     crate::timing::mark("sandbox: validated");
     let cg = if with_cgroup {
         crate::cgroup::RunCgroup::create(&spec.limits)
@@ -67,19 +86,19 @@ fn run_with(spec: &SandboxSpec, with_cgroup: bool) -> Result<Outcome, SandboxErr
     req.check()?;
     // A warm host uses groups only when this run wants them (the operator's switch is read
     // here, not in the host).
-    req.limits.cgroup = with_cgroup && crate::cgroup::wanted(&spec.limits);
+    req.limits.cgroup = with_cgroup;
     if cg.memory_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_MEMORY;
     }
     if cg.cpu_time_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_CPU_TIME;
     }
-    if let Some(outcome) = warm::client::try_run(spec, &req, &cg)? {
+    if let Some(outcome) = warm::client::try_run(spec, settings, &req, &cg)? {
         return Ok(outcome);
     }
     let outcome = cold::run_cold(spec, &req, &cg);
     if outcome.is_ok() {
-        warm::client::start_for(spec);
+        warm::client::start_for(spec, settings);
     }
     outcome
 }

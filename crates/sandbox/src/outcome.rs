@@ -65,7 +65,9 @@ pub(crate) fn rlimit_report(
         if c.has_cpu_bandwidth() {
             r.cpu.quota_cpus = c.quota_cpus;
         }
-        r.cpu.used_ms = c.cpu_used().map(|d| d.as_millis() as u64);
+        r.cpu.used_ms = c
+            .cpu_used()
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     }
     r.processes.max = limits.nproc;
     r.processes.by = Some(match cg {
@@ -202,7 +204,7 @@ pub(crate) fn finish(
 
 fn decode_failure(rec: &[u8], steps: &[plan::Step], argv0: &OsStr) -> SandboxError {
     let word = |i: usize| u32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
-    let (kind, index, errno) = (word(0), word(4), word(8) as i32);
+    let (kind, index, errno) = (word(0), word(4), word(8).cast_signed());
     let source = io::Error::from_raw_os_error(errno);
     match (kind, Stage::from_u32(index)) {
         (KIND_STAGE, Some(Stage::Exec)) => SandboxError::Exec {

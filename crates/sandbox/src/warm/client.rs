@@ -6,43 +6,38 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::wire::{
-    DEFAULT_IDLE_SECS, HOST_ARG, Reply, encode, lock_file, recv_with_fds, send_with_fds,
-};
+use super::wire::{HOST_ARG, Reply, encode, lock_file, recv_with_fds, send_with_fds};
 use crate::error::SandboxError;
 use crate::launch::{self, RunRequest};
+use crate::settings::{HostMode, SandboxSettings};
 use crate::spec::{Outcome, SandboxSpec};
 
 static EXE: OnceLock<PathBuf> = OnceLock::new();
 
 /// Lets runs of this process use warm hosts, started by re-running `exe` with [`HOST_ARG`]
-/// (the program must call [`main_hook`] first thing in `main`).
+/// (the program must call [`main_hook`](super::main_hook) first thing in `main`).
 pub fn enable(exe: PathBuf) {
     let _ = EXE.set(exe);
 }
 
-fn executable() -> Option<&'static PathBuf> {
-    if std::env::var_os("AIRLOCK_SANDBOX_HOST").is_some_and(|v| v == "off" || v == "0") {
+/// The executable that runs hosts, unless the settings turn hosts off.
+fn executable(settings: &SandboxSettings) -> Option<&'static PathBuf> {
+    if settings.host == HostMode::Off {
         return None;
     }
     EXE.get()
 }
 
-/// `AIRLOCK_SANDBOX_HOST=always`: with no host listening, start one and wait for it rather than
-/// run cold (every run then goes through a host; the test suites use it).
-fn always() -> bool {
-    std::env::var_os("AIRLOCK_SANDBOX_HOST").is_some_and(|v| v == "always")
-}
-
-/// Connects to the host on `socket`; under [`always`], starts one first if none listens.
-fn connect(spec: &SandboxSpec, socket: &Path) -> Option<UnixStream> {
+/// Connects to the host on `socket`; under [`HostMode::Always`], starts one first if none
+/// listens.
+fn connect(spec: &SandboxSpec, settings: &SandboxSettings, socket: &Path) -> Option<UnixStream> {
     if let Ok(c) = UnixStream::connect(socket) {
         return Some(c);
     }
-    if !always() {
+    if settings.host != HostMode::Always {
         return None;
     }
-    start_for(spec);
+    start_for(spec, settings);
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
@@ -57,13 +52,14 @@ fn connect(spec: &SandboxSpec, socket: &Path) -> Option<UnixStream> {
 /// listening. `Ok(None)`: no usable host (the caller runs cold).
 pub(crate) fn try_run(
     spec: &SandboxSpec,
+    settings: &SandboxSettings,
     req: &RunRequest,
     cg: &crate::cgroup::RunCgroup,
 ) -> Result<Option<Outcome>, SandboxError> {
-    let (Some(socket), Some(_)) = (spec.warm_host.as_deref(), executable()) else {
+    let (Some(socket), Some(_)) = (spec.warm_host.as_deref(), executable(settings)) else {
         return Ok(None);
     };
-    let Some(conn) = connect(spec, socket) else {
+    let Some(conn) = connect(spec, settings, socket) else {
         return Ok(None);
     };
     let (mut child_io, parent) = launch::io_pipes()?;
@@ -111,8 +107,8 @@ pub(crate) fn try_run(
 }
 
 /// After a cold run with `warm_host` set: starts a host on that socket unless one holds it.
-pub(crate) fn start_for(spec: &SandboxSpec) {
-    let (Some(socket), Some(exe)) = (spec.warm_host.as_deref(), executable()) else {
+pub(crate) fn start_for(spec: &SandboxSpec, settings: &SandboxSettings) {
+    let (Some(socket), Some(exe)) = (spec.warm_host.as_deref(), executable(settings)) else {
         return;
     };
     // A live (or starting) host holds the lock.
@@ -120,10 +116,7 @@ pub(crate) fn start_for(spec: &SandboxSpec) {
         Ok(Some(_lock)) => {}
         _ => return,
     }
-    let idle = std::env::var("AIRLOCK_SANDBOX_HOST_IDLE")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .unwrap_or(DEFAULT_IDLE_SECS);
+    let idle = settings.host_idle.as_secs();
     use std::os::unix::process::CommandExt;
     let child = std::process::Command::new(exe)
         .arg(HOST_ARG)

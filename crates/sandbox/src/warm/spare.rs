@@ -13,8 +13,10 @@ use crate::error::SandboxError;
 use crate::launch::{self, ChildIo, RunRequest};
 
 /// The next run's PID 1, forked ahead of its request: already in its fresh mount (a copy of the
-/// host's), pid and ipc namespaces, waiting on `ctl` for the request and its descriptors. Making
-/// those namespaces is most of a warm run's cost; a spare makes it while nobody waits.
+/// host's), pid, ipc, uts and (network off) net namespaces ([`launch::run_namespaces`]; it
+/// readies the uts and net ones itself, hostname and loopback, before it waits), waiting on
+/// `ctl` for the request and its descriptors. Making those namespaces is most of a warm run's
+/// cost; a spare makes them while nobody waits. It shares only the host's user namespace.
 ///
 /// Given the previous request, a spare also replays that request's steps up to the workspace
 /// overlay (fresh `/tmp`, `/dev/shm`, `$HOME` with its toolchain binds, `/proc`), opens the
