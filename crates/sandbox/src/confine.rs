@@ -39,19 +39,15 @@ fn policy_error(what: &'static str, e: impl std::fmt::Display) -> SandboxError {
     }
 }
 
-/// The kernel's Landlock ABI version (0 when Landlock is unavailable).
-pub(crate) fn landlock_abi() -> i32 {
-    crate::launch::landlock_abi()
-}
-
 /// Builds the ruleset: write access is handled (so denied by default), then granted beneath
 /// `writable_dirs` and on the writable device files. With `block_tcp`, TCP bind/connect are
-/// denied too; signals and abstract unix sockets are scoped to the sandbox.
+/// denied too; signals and abstract unix sockets are scoped to the sandbox. `abi`: the kernel's
+/// Landlock ABI version (`launch::landlock_abi`).
 pub(crate) fn landlock_plan(
+    abi: i32,
     writable_dirs: &[&Path],
     block_tcp: bool,
 ) -> Result<LandlockPlan, SandboxError> {
-    let abi = landlock_abi();
     if abi < 1 {
         return Err(SandboxError::Unsupported {
             missing: "Landlock",

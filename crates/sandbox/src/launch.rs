@@ -773,7 +773,7 @@ pub(crate) fn with_child_ctx<T>(
     if let Some(h) = &v.home {
         writable.push(h);
     }
-    let landlock = confine::landlock_plan(&writable, block_inet)?;
+    let landlock = confine::landlock_plan(landlock_abi(), &writable, block_inet)?;
     let bpf = confine::seccomp_program(block_inet)?;
     crate::timing::mark("sandbox: landlock + seccomp prepared");
 

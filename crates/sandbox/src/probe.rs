@@ -57,7 +57,7 @@ fn probe_uncached() -> Result<Capabilities, SandboxError> {
             detail: "the kernel lists no overlay filesystem in /proc/filesystems".into(),
         });
     }
-    let landlock_abi = crate::confine::landlock_abi();
+    let landlock_abi = crate::launch::landlock_abi();
     if landlock_abi < 3 {
         return Err(SandboxError::Unsupported {
             missing: "Landlock ABI 3",
