@@ -202,6 +202,7 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 
 /// Entry point; returns the process exit code.
 pub fn main() -> i32 {
+    init_logging();
     airlock_sandbox::timing::mark("main");
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -211,7 +212,6 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    init_logging();
     let result = run(cli);
     airlock_sandbox::timing::mark("done");
     match result {
@@ -223,12 +223,20 @@ pub fn main() -> i32 {
     }
 }
 
+/// Logs (`AIRLOCK_LOG`, default `warn`) and, under `AIRLOCK_TIMINGS=1`, the sandbox's phase
+/// timings ([`airlock_sandbox::timing`]), both on stderr.
 fn init_logging() {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let timings = std::env::var_os("AIRLOCK_TIMINGS").is_some_and(|v| v == "1");
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        )
+        .with(timings.then(airlock_sandbox::timing::stderr_layer))
         .try_init();
 }
 

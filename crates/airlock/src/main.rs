@@ -3,6 +3,8 @@ fn main() {
     if let Some(code) = airlock_sandbox::host::main_hook() {
         std::process::exit(code);
     }
+    // The operator's sandbox switches (AIRLOCK_SANDBOX_*), read once here.
+    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_env());
     if let Ok(exe) = std::env::current_exe() {
         airlock_sandbox::host::enable(exe);
     }

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use airlock_sandbox::{SandboxSpec, default_backend, harvest};
 
 fn main() -> ExitCode {
+    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_env());
     let mut args = std::env::args_os().skip(1);
     let (mut network, mut keep, mut quiet) = (false, false, false);
     let mut workspace = None;
@@ -71,8 +72,9 @@ fn main() -> ExitCode {
         return ExitCode::from(124);
     }
     match (outcome.exit_code, outcome.signal) {
-        (Some(c), _) => ExitCode::from(c as u8),
-        (None, Some(s)) => ExitCode::from(128u8.wrapping_add(s as u8)),
+        // An exit status is 0..=255 and a signal number below 128.
+        (Some(c), _) => ExitCode::from(u8::try_from(c & 0xff).unwrap_or(1)),
+        (None, Some(s)) => ExitCode::from(128u8.wrapping_add(u8::try_from(s & 0x7f).unwrap_or(0))),
         _ => ExitCode::from(125),
     }
 }

@@ -14,7 +14,7 @@ fn cpu_ms() -> f64 {
         // SAFETY: getrusage fills a zeroed struct of the right type.
         let u = unsafe {
             let mut u: libc::rusage = std::mem::zeroed();
-            libc::getrusage(who, &mut u);
+            libc::getrusage(who, &raw mut u);
             u
         };
         for t in [u.ru_utime, u.ru_stime] {
@@ -25,6 +25,7 @@ fn cpu_ms() -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_env());
     let runs: usize = std::env::args().nth(1).map_or(Ok(40), |a| a.parse())?;
     let dir = tempfile::tempdir()?;
     let workspace = dir.path().join("ws");

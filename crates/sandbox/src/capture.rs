@@ -152,7 +152,7 @@ impl Collector {
 
     fn spool_bytes(&mut self, data: &[u8]) {
         let room = self.spool_cap.saturating_sub(self.spool_written);
-        let n = (data.len() as u64).min(room) as usize;
+        let n = usize::try_from(room).map_or(data.len(), |room| data.len().min(room));
         if n == 0 {
             return;
         }

@@ -13,15 +13,9 @@ use crate::spec::Ceiling;
 
 /// Free bytes (for unprivileged users) and total bytes of the filesystem holding `path`.
 fn fs_space(path: &CString) -> Option<(u64, u64)> {
-    // SAFETY: statvfs fills a zeroed struct for a NUL-terminated path.
-    unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
-            return None;
-        }
-        let unit = st.f_frsize;
-        Some((st.f_bavail * unit, st.f_blocks * unit))
-    }
+    let st = rustix::fs::statvfs(path.as_c_str()).ok()?;
+    let unit = st.f_frsize;
+    Some((st.f_bavail * unit, st.f_blocks * unit))
 }
 
 /// Bytes under `dir`: for a regular file its size or its blocks, whichever is larger (a sparse

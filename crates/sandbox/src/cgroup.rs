@@ -12,7 +12,8 @@
 //! only the run, never the host. Moving a process between groups waits for an RCU grace period
 //! (~10 ms on a busy machine): a spare pays it before its request, a cold run on its way.
 //!
-//! `AIRLOCK_SANDBOX_CGROUP=off` (or [`crate::Limits::cgroup`] false) forces the rlimit path.
+//! [`crate::SandboxSettings::cgroups`] false (`AIRLOCK_SANDBOX_CGROUP=off` for airlock) or
+//! [`crate::Limits::cgroup`] false forces the rlimit path.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -21,22 +22,12 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::spec::Limits;
+use crate::spec::{Limits, Mechanism};
 
-/// How one ceiling is enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mechanism {
-    /// A control group of the run (all its processes together).
-    Cgroup,
-    /// Per-process rlimits (no writable control group with the controller).
-    Rlimit,
-    /// The pid namespace's `pid_max` (the process count when the caller is the host's root,
-    /// whom the kernel exempts from RLIMIT_NPROC, and no cgroup is available).
-    PidMax,
-    /// The caller's watchdog over the overlay's upper directory.
-    Watchdog,
-}
+/// [`crate::launch::RunRequest::cgroup_mask`]: the memory ceiling is the control group's.
+pub(crate) const CG_MEMORY: u64 = 1;
+/// [`crate::launch::RunRequest::cgroup_mask`]: the CPU time is watched on the control group.
+pub(crate) const CG_CPU_TIME: u64 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flavour {
@@ -214,7 +205,16 @@ fn make_child(parent: &Path) -> Option<PathBuf> {
 /// Whether runs should use control groups at all.
 pub(crate) fn wanted(limits: &Limits) -> bool {
     limits.cgroup
-        && !std::env::var_os("AIRLOCK_SANDBOX_CGROUP").is_some_and(|v| v == "off" || v == "0")
+}
+
+/// The CPU bandwidth quota, in microseconds per period, of `quota` CPUs (at least 1 ms).
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "a float-to-integer cast saturates (NaN to 0), and the quota is then at least 1 ms"
+)]
+fn quota_us(quota: f64) -> u64 {
+    ((quota * CPU_PERIOD_US as f64) as u64).max(1000)
 }
 
 /// The CPU bandwidth of a run: the limit's, else one CPU less than the caller may use (at
@@ -268,7 +268,7 @@ impl RunCgroup {
                 cg.pids = Some((dir.clone(), Flavour::V1));
             }
             if has("cpu") && cg.cpu.is_none() {
-                let q = ((quota * CPU_PERIOD_US as f64) as u64).max(1000);
+                let q = quota_us(quota);
                 if write(&dir, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string()).is_ok()
                     && write(&dir, "cpu.cfs_quota_us", &q.to_string()).is_ok()
                 {
@@ -318,7 +318,7 @@ impl RunCgroup {
         if has("pids") && write(&dir, "pids.max", &limits.nproc.to_string()).is_ok() {
             self.pids = Some((dir.clone(), Flavour::V2));
         }
-        let q = ((quota * CPU_PERIOD_US as f64) as u64).max(1000);
+        let q = quota_us(quota);
         if has("cpu") && write(&dir, "cpu.max", &format!("{q} {CPU_PERIOD_US}")).is_ok() {
             self.cpu = Some((dir.clone(), Flavour::V2));
             self.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
@@ -351,7 +351,7 @@ impl RunCgroup {
             let quota = limits
                 .cpu_millis
                 .map_or_else(default_cpus, |m| m as f64 / 1000.0);
-            let q = ((quota * CPU_PERIOD_US as f64) as u64).max(1000);
+            let q = quota_us(quota);
             ok &= match f {
                 Flavour::V2 => write(d, "cpu.max", &format!("{q} {CPU_PERIOD_US}")).is_ok(),
                 Flavour::V1 => write(d, "cpu.cfs_quota_us", &q.to_string()).is_ok(),
@@ -365,10 +365,10 @@ impl RunCgroup {
     pub(crate) fn mask(&self) -> u64 {
         let mut m = 0;
         if self.memory.is_some() {
-            m |= crate::namespace::CG_MEMORY;
+            m |= CG_MEMORY;
         }
         if self.cpuacct.is_some() {
-            m |= crate::namespace::CG_CPU_TIME;
+            m |= CG_CPU_TIME;
         }
         m
     }
@@ -549,9 +549,10 @@ fn kill_dirs(dirs: &[PathBuf]) {
             .unwrap_or_default()
             .lines()
             .filter_map(|l| l.trim().parse::<i32>().ok())
+            .filter_map(rustix::process::Pid::from_raw)
         {
-            // SAFETY: kill(2) on a pid listed in the run's own group.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // A pid listed in the run's own group.
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
     }
 }

@@ -149,6 +149,45 @@ fn fail(ctx: &ChildCtx<'_>, kind: u32, index: u32, err: i32) -> ! {
     report_and_exit(ctx.err_w, kind, index, err)
 }
 
+/// Makes `cmd`'s process apply `limits` (resource, soft, hard) between its fork and its exec,
+/// each hard limit held to the one it inherits (the degraded backend's only confinement of
+/// memory and CPU time).
+pub(crate) fn rlimits_before_exec(
+    cmd: &mut std::process::Command,
+    limits: Vec<(Resource, u64, u64)>,
+) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only calls getrlimit and setrlimit,
+    // which are async-signal-safe; it touches no allocation or lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &(res, soft, hard) in &limits {
+                let mut cur = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::getrlimit(res, &raw mut cur);
+                let hard = hard.min(cur.rlim_max);
+                libc::setrlimit(
+                    res,
+                    &libc::rlimit {
+                        rlim_cur: soft.min(hard),
+                        rlim_max: hard,
+                    },
+                );
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Ends this process at once, without unwinding or running exit handlers (a clone child must
+/// not flush or free what it shares with its parent's copy). Async-signal-safe.
+pub(crate) fn exit(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no user-space state.
+    unsafe { libc::_exit(code) }
+}
+
 /// Writes the failure record (kind, index, errno) to `err_w` and exits. Async-signal-safe.
 pub(crate) fn report_and_exit(err_w: RawFd, kind: u32, index: u32, err: i32) -> ! {
     let mut rec = [0u8; 12];
@@ -176,7 +215,7 @@ fn write_file(path: &CStr, data: &[u8]) -> bool {
         }
         let n = libc::write(fd, data.as_ptr().cast(), data.len());
         libc::close(fd);
-        n == data.len() as isize
+        usize::try_from(n).is_ok_and(|n| n == data.len())
     }
 }
 
@@ -254,8 +293,8 @@ pub(crate) fn run_op(op: &Op) -> bool {
                     libc::SYS_mount_setattr,
                     libc::AT_FDCWD,
                     path.as_ptr(),
-                    flags as libc::c_uint,
-                    &attr as *const MountAttr,
+                    flags.cast_unsigned(),
+                    &raw const attr,
                     std::mem::size_of::<MountAttr>(),
                 ) == 0
             }
@@ -289,7 +328,9 @@ pub(crate) fn run_op(op: &Op) -> bool {
 fn close_all_except(keep: &[RawFd]) {
     let mut next: u32 = 0;
     for &fd in keep {
-        let fd = fd as u32;
+        let Ok(fd) = u32::try_from(fd) else {
+            continue; // no descriptor is negative
+        };
         if fd > next {
             // SAFETY: close_range on descriptors this process does not use.
             unsafe { libc::syscall(libc::SYS_close_range, next, fd - 1, 0u32) };
@@ -349,7 +390,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
             events: libc::POLLIN,
             revents: 0,
         };
-        if libc::poll(&mut pfd, 1, 0) != 0 {
+        if libc::poll(&raw mut pfd, 1, 0) != 0 {
             libc::_exit(125);
         }
 
@@ -362,7 +403,12 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         }
         for (i, step) in ctx.steps.iter().enumerate().skip(ctx.first_step) {
             if !run_op(&step.op) {
-                fail(ctx, crate::child::KIND_PLAN, i as u32, errno());
+                fail(
+                    ctx,
+                    crate::child::KIND_PLAN,
+                    u32::try_from(i).unwrap_or(u32::MAX),
+                    errno(),
+                );
             }
         }
         if !ctx.namespaces_ready {
@@ -391,7 +437,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         libc::close(ctx.err_w);
         loop {
             let mut status: libc::c_int = 0;
-            let r = libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut());
+            let r = libc::wait4(-1, &raw mut status, libc::__WALL, std::ptr::null_mut());
             if r == pid {
                 // Empty the namespace before reporting: every other process is killed and
                 // reaped, so once the caller reads the status nothing can write to the upper
@@ -461,14 +507,14 @@ fn reset_signals() {
         dfl.sa_sigaction = libc::SIG_DFL;
         for sig in 1..65 {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+                libc::sigaction(sig, &raw const dfl, std::ptr::null_mut());
             }
         }
         let empty: libc::sigset_t = std::mem::zeroed();
         libc::syscall(
             libc::SYS_rt_sigprocmask,
             libc::SIG_SETMASK,
-            &empty as *const libc::sigset_t,
+            &raw const empty,
             std::ptr::null_mut::<libc::sigset_t>(),
             8usize,
         );
@@ -484,10 +530,10 @@ fn loopback_up() -> bool {
         }
         let mut ifr: libc::ifreq = std::mem::zeroed();
         for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
-            *dst = *src as c_char;
+            *dst = c_char::from_ne_bytes([*src]);
         }
         let ok = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) == 0 && {
-            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            ifr.ifr_ifru.ifru_flags |= libc::c_short::try_from(libc::IFF_UP).unwrap_or(1);
             libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) == 0
         };
         libc::close(s);
@@ -511,7 +557,7 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
                 rlim_cur: soft,
                 rlim_max: hard,
             };
-            if libc::setrlimit(resource, &lim) != 0 {
+            if libc::setrlimit(resource, &raw const lim) != 0 {
                 fail_stage(ctx, Stage::Rlimit);
             }
         }
@@ -541,7 +587,7 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
                 libc::SYS_landlock_add_rule,
                 ctx.landlock_fd,
                 1u32,
-                &attr as *const PathBeneathAttr,
+                &raw const attr,
                 0u32,
             );
             libc::close(fd);
@@ -553,15 +599,19 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
             fail_stage(ctx, Stage::LandlockRestrict);
         }
         libc::close(ctx.landlock_fd);
+        // A program too long for the length field is never cut short: the run fails.
+        let Ok(len) = libc::c_ushort::try_from(ctx.bpf.len()) else {
+            fail_stage(ctx, Stage::Seccomp);
+        };
         let prog = libc::sock_fprog {
-            len: ctx.bpf.len() as libc::c_ushort,
+            len,
             filter: ctx.bpf.as_ptr() as *mut _,
         };
         if libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
             0u32,
-            &prog as *const libc::sock_fprog,
+            &raw const prog,
         ) != 0
         {
             fail_stage(ctx, Stage::Seccomp);

@@ -39,28 +39,15 @@ fn policy_error(what: &'static str, e: impl std::fmt::Display) -> SandboxError {
     }
 }
 
-/// The kernel's Landlock ABI version (0 when Landlock is unavailable).
-pub(crate) fn landlock_abi() -> i32 {
-    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attribute and size 0 only queries.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32,
-        )
-    };
-    v.max(0) as i32
-}
-
 /// Builds the ruleset: write access is handled (so denied by default), then granted beneath
 /// `writable_dirs` and on the writable device files. With `block_tcp`, TCP bind/connect are
-/// denied too; signals and abstract unix sockets are scoped to the sandbox.
+/// denied too; signals and abstract unix sockets are scoped to the sandbox. `abi`: the kernel's
+/// Landlock ABI version (`launch::landlock_abi`).
 pub(crate) fn landlock_plan(
+    abi: i32,
     writable_dirs: &[&Path],
     block_tcp: bool,
 ) -> Result<LandlockPlan, SandboxError> {
-    let abi = landlock_abi();
     if abi < 1 {
         return Err(SandboxError::Unsupported {
             missing: "Landlock",
@@ -236,8 +223,13 @@ fn seccomp_program_uncached(block_inet: bool) -> Result<Vec<libc::sock_filter>, 
             .iter()
             .map(|&af| {
                 rule(vec![
-                    SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, af as u64)
-                        .map_err(|e| policy_error("seccomp filter", e))?,
+                    SeccompCondition::new(
+                        0,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::Eq,
+                        u64::from(af.cast_unsigned()),
+                    )
+                    .map_err(|e| policy_error("seccomp filter", e))?,
                 ])
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -256,7 +248,12 @@ fn seccomp_program_uncached(block_inet: bool) -> Result<Vec<libc::sock_filter>, 
     let program: seccompiler::BpfProgram = filter
         .try_into()
         .map_err(|e| policy_error("seccomp filter", e))?;
-    let mut out = prologue();
+    let mut out = prologue().ok_or_else(|| {
+        policy_error(
+            "seccomp filter",
+            "the prologue does not fit its jump fields",
+        )
+    })?;
     out.extend(program.iter().map(|f| libc::sock_filter {
         code: f.code,
         jt: f.jt,
@@ -294,18 +291,28 @@ pub(crate) const ALLOWED_NETLINK: u32 = libc::NETLINK_ROUTE as u32;
 /// `socketpair` to [`ALLOWED_FAMILIES`] (an allow-list: a family the kernel adds later is
 /// refused too). Anything else continues into seccompiler's program, which checks the
 /// architecture again and applies the deny-list.
-fn prologue() -> Vec<libc::sock_filter> {
+fn prologue() -> Option<Vec<libc::sock_filter>> {
     #[cfg(target_arch = "x86_64")]
     const AUDIT_ARCH: u32 = 0xc000_003e;
     #[cfg(target_arch = "aarch64")]
     const AUDIT_ARCH: u32 = 0xc000_00b7;
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        const LD_ABS_W: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-        const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-        const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-        const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
-        const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+        /// A BPF opcode, checked at compile time to fit its 16-bit field.
+        #[allow(clippy::cast_possible_truncation, reason = "checked by the assertion")]
+        const fn op(code: u32) -> u16 {
+            assert!(code <= 0xffff);
+            code as u16
+        }
+        /// A system call number as the filter sees it (32 bits).
+        fn nr(n: libc::c_long) -> Option<u32> {
+            u32::try_from(n).ok()
+        }
+        const LD_ABS_W: u16 = op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
+        const JEQ: u16 = op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
+        const JGE: u16 = op(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K);
+        const JA: u16 = op(libc::BPF_JMP | libc::BPF_JA);
+        const RET: u16 = op(libc::BPF_RET | libc::BPF_K);
         // struct seccomp_data: nr at 0, arch at 4, args[i] at 16 + 8 i (low word first on the
         // little-endian targets above).
         const ARG0: u32 = 16;
@@ -344,9 +351,9 @@ fn prologue() -> Vec<libc::sock_filter> {
         prog.push(i(JGE, L::Eperm, L::Next, 0x4000_0000)); // x32 bit set
         #[cfg(not(target_arch = "x86_64"))]
         let _ = JGE;
-        prog.push(i(JEQ, L::Enosys, L::Next, libc::SYS_clone3 as u32));
-        prog.push(i(JEQ, L::Sock, L::Next, libc::SYS_socket as u32));
-        prog.push(i(JEQ, L::Next, L::Cont, libc::SYS_socketpair as u32));
+        prog.push(i(JEQ, L::Enosys, L::Next, nr(libc::SYS_clone3)?));
+        prog.push(i(JEQ, L::Sock, L::Next, nr(libc::SYS_socket)?));
+        prog.push(i(JEQ, L::Next, L::Cont, nr(libc::SYS_socketpair)?));
         let mut sock = i(LD_ABS_W, L::Next, L::Next, ARG0);
         sock.label = Some(L::Sock);
         prog.push(sock);
@@ -363,7 +370,7 @@ fn prologue() -> Vec<libc::sock_filter> {
             code: RET,
             jt: L::Next,
             jf: L::Next,
-            k: libc::SECCOMP_RET_ERRNO | errno as u32,
+            k: libc::SECCOMP_RET_ERRNO | (errno.cast_unsigned() & libc::SECCOMP_RET_DATA),
             label: Some(label),
         };
         // Cont jumps over the four returns into seccompiler's program.
@@ -375,28 +382,28 @@ fn prologue() -> Vec<libc::sock_filter> {
         prog.push(ret(libc::EAFNOSUPPORT, L::Eafnosupport));
         prog.push(ret(libc::EPROTONOSUPPORT, L::Eprotonosupport));
         let at = |l: L| prog.iter().position(|x| x.label == Some(l));
-        let off = |pc: usize, l: L| -> u8 {
+        // A jump past 255 instructions does not fit: no program rather than a wrong one.
+        let off = |pc: usize, l: L| -> Option<u8> {
             match l {
-                L::Next => 0,
-                _ => {
-                    let target = at(l).unwrap_or(pc + 1);
-                    (target - pc - 1) as u8
-                }
+                L::Next => Some(0),
+                _ => u8::try_from(at(l)?.checked_sub(pc + 1)?).ok(),
             }
         };
         prog.iter()
             .enumerate()
-            .map(|(pc, x)| libc::sock_filter {
-                code: x.code,
-                jt: off(pc, x.jt),
-                jf: off(pc, x.jf),
-                k: x.k,
+            .map(|(pc, x)| {
+                Some(libc::sock_filter {
+                    code: x.code,
+                    jt: off(pc, x.jt)?,
+                    jf: off(pc, x.jf)?,
+                    k: x.k,
+                })
             })
             .collect()
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
-        Vec::new()
+        Some(Vec::new())
     }
 }
 

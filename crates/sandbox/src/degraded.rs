@@ -19,7 +19,7 @@ use std::time::Instant;
 use crate::Backend;
 use crate::capture::Collector;
 use crate::error::SandboxError;
-use crate::namespace::validate;
+use crate::launch::validate;
 use crate::spec::{Outcome, SandboxSpec};
 use crate::supervise::{self, Watch};
 
@@ -263,7 +263,7 @@ fn whiteouts(copy: &Path, base: &BTreeMap<PathBuf, Base>, upper: &Path) -> io::R
 }
 
 fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
-    let v = validate(spec)?;
+    let v = validate(spec, crate::settings::current())?;
     let scratch = tempfile::Builder::new()
         .prefix("airlock-degraded-")
         .tempdir()
@@ -313,34 +313,16 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     if let Some(c) = l.cpu_seconds {
         limits.push((libc::RLIMIT_CPU, c, c + 1));
     }
-    // SAFETY: the closure runs between fork and exec and only calls setrlimit, which is
-    // async-signal-safe; it touches no allocation or lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            for &(res, soft, hard) in &limits {
-                let mut cur = libc::rlimit {
-                    rlim_cur: 0,
-                    rlim_max: 0,
-                };
-                libc::getrlimit(res, &mut cur);
-                let hard = hard.min(cur.rlim_max);
-                libc::setrlimit(
-                    res,
-                    &libc::rlimit {
-                        rlim_cur: soft.min(hard),
-                        rlim_max: hard,
-                    },
-                );
-            }
-            Ok(())
-        });
-    }
+    crate::child::rlimits_before_exec(&mut cmd, limits);
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| SandboxError::Exec {
         program: spec.argv[0].clone(),
         source,
     })?;
-    let pid = child.id() as libc::pid_t;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|e| SandboxError::Sys {
+        action: "spawning the command",
+        source: std::io::Error::other(e),
+    })?;
     let stdout: OwnedFd = child
         .stdout
         .take()
@@ -356,8 +338,10 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         _ => None,
     };
     let kill = |p: libc::pid_t| {
-        // SAFETY: signalling the process group we created for the child.
-        unsafe { libc::kill(-p, libc::SIGKILL) };
+        // The process group we created for the child.
+        if let Some(group) = rustix::process::Pid::from_raw(p) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
     };
     let (mut out, mut err) = Collector::pair_for(spec);
     let ended = supervise::supervise(
@@ -405,7 +389,7 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         duration: ended.duration,
         degraded: true,
         warm: false,
-        ceiling: crate::namespace::rlimit_ceiling(exit_code, signal, &spec.limits),
-        limits: crate::namespace::rlimit_report(&spec.limits, None),
+        ceiling: crate::outcome::rlimit_ceiling(exit_code, signal, &spec.limits),
+        limits: crate::outcome::rlimit_report(&spec.limits, None),
     })
 }

@@ -78,9 +78,11 @@
 //! Everything the child needs (paths as `CString`s, the mount plan, the BPF program, the Landlock
 //! ruleset fd, argv/envp, the command's stack) is prepared before `clone`; the children only make
 //! raw system calls and never allocate, so [`Backend::run`] is safe from any thread of a
-//! multi-threaded process (a tokio server, a test harness) and needs no helper binary. `run`
-//! blocks its thread until the command ends; async callers use `spawn_blocking`. The command's
-//! own process is started vfork-style from PID 1 (shared memory, its own stack, PID 1 suspended
+//! multi-threaded process (a tokio server, a test harness) and needs no helper binary. A warm
+//! host's spare is the exception: it allocates after its clone (it decodes its request and
+//! prepares its PID 1 there), which is sound only because the host has one thread, and that is
+//! checked before every such clone. `run` blocks its thread until the command ends; async
+//! callers use `spawn_blocking`. The command's own process is started vfork-style from PID 1 (shared memory, its own stack, PID 1 suspended
 //! until the exec), so no page tables are copied for it.
 //!
 //! PID 1 reports the command's status only after it has killed and reaped every other process of
@@ -94,6 +96,45 @@
 //! up to the workspace overlay) before its request arrives; see [`host`]. The runs it starts are
 //! confined exactly as cold ones.
 //!
+//! # Structure
+//!
+//! The crate is split by lifetime, and calls go one way (no module cycles;
+//! `scripts/check-module-cycles.py` checks it):
+//!
+//! - [`NamespaceBackend`] (`namespace`) validates the spec and makes the run's control groups,
+//!   then hands the run to a warm host (`warm::client`) or runs it cold (`cold`).
+//! - `launch`: everything a PID 1 needs, prepared before the clone (the validated
+//!   `RunRequest`, its `check`, the child's descriptors, the child context), and the clone
+//!   helpers. It knows nothing of hosts. `child` is the code a clone child runs.
+//! - `outcome`: the caller's side of a launched run, cold or warm (`supervise`, `ceiling`).
+//! - `warm::{client, host, spare, wire}`: the client hands a run to a host; the host hands it to
+//!   a spare or clones a PID 1 through `launch`; both speak `wire` (length-prefixed JSON with
+//!   `SCM_RIGHTS` descriptors), and every decoded request is validated as a fresh one is.
+//!
+//! # Settings and timings
+//!
+//! The library reads no `AIRLOCK_*` variable: the program fills a [`SandboxSettings`] (from its
+//! environment, [`SandboxSettings::from_env`]) and [`settings::install`]s it, or gives a backend
+//! its own ([`NamespaceBackend::with_settings`]). The caller's environment is read only to
+//! build the command's (an allow-list, [`mod@env`]), and for `$HOME` when neither the spec nor
+//! the settings name one. [`timing::mark`] emits `tracing` events that a program shows with
+//! [`timing::stderr_layer`].
+//!
+//! # `unsafe`
+//!
+//! 21 sites, in two files; each carries a `// SAFETY:` comment. Every other system call of the
+//! crate goes through `rustix` or `std`.
+//!
+//! - `child.rs` (14): the code clone children run between the clone and `execve`, which may
+//!   not allocate and so makes raw `libc` calls: the mount plan, `pivot_root`, `close_range`,
+//!   uid/gid maps, hostname, loopback, signal reset, rlimits, Landlock, seccomp, `_exit`, the
+//!   command's vfork-style clone and its entry point, and the degraded backend's `pre_exec`.
+//! - `launch.rs` (7): the fork-like `clone` helper (an `unsafe fn` and its body) and its three
+//!   callers (a cold or warm PID 1, a spare through `clone_allocating`, which first checks that
+//!   the process has one thread, and the probe's user namespace), `unshare` in the host (also
+//!   checked single-threaded), and the Landlock ABI query, which the `landlock` crate keeps
+//!   private.
+//!
 //! # Without kernel isolation
 //!
 //! [`probe`] names what is missing (user namespaces, overlayfs, Landlock ABI 3).
@@ -106,18 +147,29 @@ mod capture;
 mod ceiling;
 mod cgroup;
 mod child;
+mod cold;
 mod confine;
 mod degraded;
 pub mod env;
 mod error;
 mod harvest;
-pub mod host;
+mod launch;
 mod namespace;
+mod outcome;
 mod plan;
 mod probe;
+pub mod settings;
 mod spec;
 mod supervise;
 pub mod timing;
+mod warm;
+
+/// Warm sandbox hosts, as the program enables and runs them (see [`warm`](self#warm-hosts)):
+/// [`enable`](host::enable) in the caller, [`main_hook`](host::main_hook) first thing in
+/// `main`.
+pub mod host {
+    pub use crate::warm::{HOST_ARG, enable, main_hook};
+}
 
 pub use capture::Captured;
 pub use degraded::DegradedBackend;
@@ -126,6 +178,7 @@ pub use harvest::{UpperChange, harvest};
 pub use namespace::NamespaceBackend;
 pub use plan::ETC_ALLOWLIST;
 pub use probe::{Capabilities, probe};
+pub use settings::{HostMode, SandboxSettings};
 pub use spec::{
     Ceiling, CpuReport, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY, DEFAULT_UPPER_BYTES, DiskReport,
     Limits, LimitsReport, Mechanism, MemoryReport, Outcome, ProcessesReport, SandboxSpec,

@@ -1,33 +1,34 @@
-//! The kernel-isolation backend: one `clone` into fresh namespaces, the child replays the mount
-//! plan and confines the command (see [`crate::child`]); the parent supervises.
+//! The kernel-isolation backend: validates a spec, makes the run's control groups, then runs it
+//! through a warm host ([`crate::warm::client`]) when one serves the session, else cold
+//! ([`crate::cold`]).
 
-use std::ffi::{CString, OsStr, OsString};
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
-use std::time::Instant;
-
-use crate::capture::Collector;
-use crate::child::{self, ChildCtx, KIND_PLAN, KIND_STAGE, Resource, Stage};
-use crate::confine;
+use crate::Backend;
+use crate::cgroup::{CG_CPU_TIME, CG_MEMORY};
 use crate::error::SandboxError;
-use crate::plan::{self, PlanInput, cstring};
+use crate::launch::{RunRequest, validate};
+use crate::settings::SandboxSettings;
 use crate::spec::{Outcome, SandboxSpec};
-use crate::supervise::{self, Watch};
-use crate::{Backend, env};
+use crate::{child, cold, warm};
 
 /// Runs commands in user, mount, pid, ipc, uts and net namespaces over a workspace overlay,
 /// under Landlock and seccomp. See the crate documentation for the exact environment.
 #[derive(Debug, Default, Clone)]
 pub struct NamespaceBackend {
-    _private: (),
+    /// `None`: the process's installed settings ([`crate::settings::install`]).
+    settings: Option<SandboxSettings>,
 }
 
 impl NamespaceBackend {
     /// The backend. Construction checks nothing; [`crate::probe`] does.
     pub fn new() -> Self {
-        NamespaceBackend { _private: () }
+        NamespaceBackend { settings: None }
+    }
+
+    /// The backend with its own settings rather than the process's installed ones.
+    pub fn with_settings(settings: SandboxSettings) -> Self {
+        NamespaceBackend {
+            settings: Some(settings),
+        }
     }
 }
 
@@ -37,685 +38,24 @@ impl Backend for NamespaceBackend {
     }
 
     fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
-        run(spec)
-    }
-}
-
-/// A spec with every path checked and resolved.
-#[derive(Debug, Clone)]
-pub(crate) struct Validated {
-    pub(crate) workspace: PathBuf,
-    pub(crate) layers: Vec<PathBuf>,
-    pub(crate) upper: PathBuf,
-    pub(crate) work: PathBuf,
-    pub(crate) cwd: PathBuf,
-    pub(crate) home: Option<PathBuf>,
-    pub(crate) env: Vec<(OsString, OsString)>,
-    pub(crate) masked: Vec<PathBuf>,
-}
-
-/// overlayfs refuses (ELOOP) or misbehaves with layers nested in one another: say so up front.
-fn check_not_nested(named: &[(&str, &Path)]) -> Result<(), SandboxError> {
-    for (i, (a_name, a)) in named.iter().enumerate() {
-        for (b_name, b) in &named[i + 1..] {
-            if a.starts_with(b) || b.starts_with(a) {
-                return Err(SandboxError::InvalidSpec(format!(
-                    "the {a_name} {} and the {b_name} {} are nested; overlayfs needs the workspace, \
-                     staged layers, upper and work directories apart from one another",
-                    a.display(),
-                    b.display()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Removes what an earlier overlay mount left in `work` (its `work` and `index` directories, and
-/// the `incompat/volatile` mark that makes the kernel refuse the directory), so a work directory
-/// can be reused from run to run.
-/// A warm host also does this right after each run, so the next one finds it clean; entries
-/// that vanish meanwhile (removed by the other side) are not an error.
-pub(crate) fn reset_workdir(work: &Path) -> Result<(), SandboxError> {
-    for name in ["work", "index", "incompat"] {
-        let p = work.join(name);
-        crate::remove_tree(&p)
-            .map_err(|e| SandboxError::io("clearing the work directory", p, e))?;
-    }
-    Ok(())
-}
-
-fn existing_dir(what: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
-    let canon = p.canonicalize().map_err(|e| SandboxError::io(what, p, e))?;
-    if !canon.is_dir() {
-        return Err(SandboxError::InvalidSpec(format!(
-            "{} is not a directory",
-            p.display()
-        )));
-    }
-    Ok(canon)
-}
-
-pub(crate) fn validate(spec: &SandboxSpec) -> Result<Validated, SandboxError> {
-    if spec.argv.is_empty() {
-        return Err(SandboxError::InvalidSpec("argv is empty".into()));
-    }
-    let workspace = existing_dir("resolving the workspace", &spec.workspace)?;
-    let layers = spec
-        .layers
-        .iter()
-        .map(|l| existing_dir("resolving a staged layer", l))
-        .collect::<Result<Vec<_>, _>>()?;
-    let upper = existing_dir("resolving the upper directory", &spec.upper)?;
-    let work = existing_dir("resolving the work directory", &spec.work)?;
-    reset_workdir(&work)?;
-    let cwd = plan::normalize(&spec.cwd).ok_or_else(|| {
-        SandboxError::InvalidSpec(format!("cwd {} is not absolute", spec.cwd.display()))
-    })?;
-    let given_ws = plan::normalize(&spec.workspace).unwrap_or_else(|| spec.workspace.clone());
-    let rel = cwd
-        .strip_prefix(&given_ws)
-        .or_else(|_| cwd.strip_prefix(&workspace))
-        .map_err(|_| {
-            SandboxError::InvalidSpec(format!(
-                "cwd {} is outside the workspace {}",
-                cwd.display(),
-                workspace.display()
-            ))
-        })?;
-    let cwd = workspace.join(rel);
-    let home = match &spec.home {
-        Some(h) => Some(h.clone()),
-        None => std::env::var_os("HOME").map(PathBuf::from),
-    };
-    let home = match home {
-        Some(h) => Some(plan::normalize(&h).ok_or_else(|| {
-            SandboxError::InvalidSpec(format!("home {} is not absolute", h.display()))
-        })?),
-        None => None,
-    };
-    let mut named: Vec<(&str, &Path)> = vec![
-        ("workspace", &workspace),
-        ("upper directory", &upper),
-        ("work directory", &work),
-    ];
-    named.extend(layers.iter().map(|l| ("staged layer", l.as_path())));
-    check_not_nested(&named)?;
-    let masked = spec
-        .masked
-        .iter()
-        .map(|m| {
-            let abs = if m.is_absolute() {
-                plan::normalize(m)
-            } else {
-                plan::normalize(&workspace.join(m))
-            };
-            let abs = abs.map(|a| match a.strip_prefix(&given_ws) {
-                Ok(rel) => workspace.join(rel),
-                Err(_) => a,
-            });
-            let in_home = |a: &Path| home.as_deref().is_some_and(|h| a.starts_with(h) && a != h);
-            match abs {
-                Some(a) if a.starts_with(&workspace) && a != workspace => Ok(a),
-                Some(a) if m.is_absolute() && in_home(&a) => Ok(a),
-                _ => Err(SandboxError::InvalidSpec(format!(
-                    "masked path {} is neither inside the workspace nor under $HOME",
-                    m.display()
-                ))),
-            }
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let env = env::scrubbed(
-        std::env::vars_os(),
-        &spec.env,
-        home.as_deref().map(Path::as_os_str),
-    )
-    .map_err(SandboxError::InvalidSpec)?;
-    Ok(Validated {
-        workspace,
-        layers,
-        upper,
-        work,
-        cwd,
-        home,
-        env,
-        masked,
-    })
-}
-
-pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills the two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(SandboxError::sys("pipe2"));
-    }
-    // SAFETY: fresh descriptors from the kernel, owned from here on.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((above_stdio(r)?, above_stdio(w)?))
-}
-
-/// The child moves its stdio into 0..=2, so no descriptor it needs may sit there.
-fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, SandboxError> {
-    if fd.as_raw_fd() > 2 {
-        return Ok(fd);
-    }
-    // SAFETY: duplicating an fd we own to a new CLOEXEC descriptor >= 3.
-    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(SandboxError::sys("fcntl(F_DUPFD_CLOEXEC)"));
-    }
-    // SAFETY: fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
-}
-
-fn hard_limit(resource: Resource) -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit fills a live struct.
-    if unsafe { libc::getrlimit(resource, &mut lim) } != 0 {
-        return u64::MAX;
-    }
-    lim.rlim_max
-}
-
-fn read_record(fd: &OwnedFd, len: usize) -> Vec<u8> {
-    let mut buf = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        // SAFETY: reading into the remaining part of a live buffer.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf[got..].as_mut_ptr().cast(), len - got) };
-        if n <= 0 {
-            break;
-        }
-        got += n as usize;
-    }
-    buf.truncate(got);
-    buf
-}
-
-/// An empty host directory to mount the new root on (only inside the sandbox's mount
-/// namespace; on the host it stays empty and is removed afterwards). `/dev/shm` is preferred:
-/// a tmpfs, so creating and removing it costs no disk work.
-pub(crate) fn new_root_dir() -> Result<tempfile::TempDir, SandboxError> {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir()
-        && let Ok(dir) = tempfile::Builder::new()
-            .prefix("airlock-root-")
-            .tempdir_in(shm)
-    {
-        return Ok(dir);
-    }
-    tempfile::Builder::new()
-        .prefix("airlock-root-")
-        .tempdir()
-        .map_err(|e| SandboxError::io("creating the new root", std::env::temp_dir(), e))
-}
-
-/// One run, independent of where it is launched: the validated spec and the spec's own
-/// settings. A cold run builds it in-process; a warm host receives it over its socket.
-#[derive(Clone)]
-pub(crate) struct RunRequest {
-    pub(crate) v: Validated,
-    pub(crate) argv: Vec<OsString>,
-    pub(crate) home_binds: Vec<PathBuf>,
-    pub(crate) ro_binds: Vec<PathBuf>,
-    pub(crate) network: bool,
-    pub(crate) allow_loopback: bool,
-    pub(crate) limits: crate::Limits,
-    /// Which ceilings the run's control group enforces ([`CG_MEMORY`], [`CG_CPU_TIME`]); the
-    /// others fall back to rlimits.
-    pub(crate) cgroup_mask: u64,
-}
-
-/// [`RunRequest::cgroup_mask`]: the memory ceiling is the control group's.
-pub(crate) const CG_MEMORY: u64 = 1;
-/// [`RunRequest::cgroup_mask`]: the CPU time is watched on the control group.
-pub(crate) const CG_CPU_TIME: u64 = 2;
-/// Most control groups a run joins (one per hierarchy).
-pub(crate) const MAX_CGROUPS: usize = 4;
-
-impl RunRequest {
-    /// Same mounts up to the workspace overlay (what a spare prepares ahead of a request).
-    pub(crate) fn same_shape(&self, other: &RunRequest) -> bool {
-        let (a, b) = (&self.v, &other.v);
-        a.workspace == b.workspace
-            && a.layers == b.layers
-            && a.upper == b.upper
-            && a.work == b.work
-            && a.home == b.home
-            && self.home_binds == other.home_binds
-            && self.ro_binds == other.ro_binds
-            && self.network == other.network
-            && self.limits.tmp_size == other.limits.tmp_size
-            && self.limits.nproc == other.limits.nproc
-    }
-
-    pub(crate) fn new(spec: &SandboxSpec, v: Validated) -> RunRequest {
-        RunRequest {
-            v,
-            argv: spec.argv.clone(),
-            home_binds: spec.home_binds.clone(),
-            ro_binds: spec.ro_binds.clone(),
-            network: spec.network,
-            allow_loopback: spec.allow_loopback,
-            limits: spec.limits.clone(),
-            cgroup_mask: 0,
-        }
-    }
-
-    /// The mount plan of this run under `newroot`: whole, or (`warm`) only the run's steps.
-    pub(crate) fn plan(&self, newroot: &Path, warm: bool) -> Result<Vec<plan::Step>, SandboxError> {
-        self.plan_with(newroot, warm, None)
-    }
-
-    /// [`RunRequest::plan`] with the overlay's directories reached through `sources`.
-    pub(crate) fn plan_with(
-        &self,
-        newroot: &Path,
-        warm: bool,
-        sources: Option<&plan::Sources>,
-    ) -> Result<Vec<plan::Step>, SandboxError> {
-        // RLIMIT_NPROC never binds a sandbox whose uid maps to the host's root; the pid
-        // namespace's pid_max does. Pids below 300 are used only once (allocation wraps to
-        // 300), so add them.
-        let pid_max = self.limits.nproc.max(1) + 300;
-        let input = PlanInput {
-            newroot,
-            workspace: &self.v.workspace,
-            layers: &self.v.layers,
-            upper: &self.v.upper,
-            work: &self.v.work,
-            home: self.v.home.as_deref(),
-            home_binds: &self.home_binds,
-            ro_binds: &self.ro_binds,
-            masked: &self.v.masked,
-            tmp_size: self.limits.tmp_size,
-            pid_max,
-            sources,
-        };
-        if warm {
-            plan::build_run(&input)
-        } else {
-            plan::build(&input)
-        }
-    }
-}
-
-/// The command's ends of its descriptors.
-pub(crate) struct ChildIo {
-    pub(crate) stdin: OwnedFd,
-    pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: OwnedFd,
-    pub(crate) err_w: OwnedFd,
-    pub(crate) status_w: OwnedFd,
-    /// `cgroup.procs` of the run's control groups: PID 1 joins them first thing.
-    pub(crate) cgroups: Vec<OwnedFd>,
-}
-
-/// The caller's ends.
-pub(crate) struct ParentIo {
-    pub(crate) stdin: OwnedFd,
-    pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: OwnedFd,
-    pub(crate) err_r: OwnedFd,
-    pub(crate) status_r: OwnedFd,
-}
-
-pub(crate) fn io_pipes() -> Result<(ChildIo, ParentIo), SandboxError> {
-    let (stdin_r, stdin_w) = pipe()?;
-    let (stdout_r, stdout_w) = pipe()?;
-    let (stderr_r, stderr_w) = pipe()?;
-    let (err_r, err_w) = pipe()?;
-    let (status_r, status_w) = pipe()?;
-    Ok((
-        ChildIo {
-            stdin: stdin_r,
-            stdout: stdout_w,
-            stderr: stderr_w,
-            err_w,
-            status_w,
-            cgroups: Vec::new(),
-        },
-        ParentIo {
-            stdin: stdin_w,
-            stdout: stdout_r,
-            stderr: stderr_r,
-            err_r,
-            status_r,
-        },
-    ))
-}
-
-/// What a warm host's spare replayed ahead of its request: the run's steps up to the workspace
-/// overlay (their descriptions, to check the request has the same shape), then `pivot_root`.
-/// The overlay's directories stay reachable as `sources`, bind mounts under `hide`, which the
-/// run covers once the overlay is mounted.
-pub(crate) struct Prepared {
-    pub(crate) replayed: Vec<String>,
-    pub(crate) sources: plan::Sources,
-    pub(crate) hide: PathBuf,
-}
-
-/// A launched sandbox: its PID 1, and the write end of the pipe whose closing tells a PID 1
-/// that started after its parent died to give up. Keep it until PID 1 is reaped.
-pub(crate) struct Launched {
-    pub(crate) pid: libc::pid_t,
-    pub(crate) alive_w: OwnedFd,
-}
-
-/// `clone(2)` like `fork`, with `flags` (namespaces and the exit signal) and no new stack: the
-/// child runs on a copy of the caller's memory. Returns 0 in the child, the child's pid in the
-/// parent, or -1 (errno set).
-///
-/// # Safety
-///
-/// As for `fork` in a process that may hold locks: the child must make only
-/// async-signal-safe calls until it execs or `_exit`s, and must never return into code that
-/// assumes it is the parent.
-pub(crate) unsafe fn fork_clone(flags: libc::c_int) -> libc::c_long {
-    // SAFETY: the caller upholds fork's contract for the child (see above).
-    unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
+        run(
+            spec,
+            self.settings
+                .as_ref()
+                .unwrap_or_else(|| crate::settings::current()),
         )
     }
-}
-
-/// The namespaces every run gets fresh, cold or warm: mount, pid, ipc, uts and (network off)
-/// net. A warm host shares only its user namespace and its mount tree's base between runs.
-pub(crate) fn run_namespaces(network: bool) -> libc::c_int {
-    let mut flags =
-        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-    if !network {
-        flags |= libc::CLONE_NEWNET;
-    }
-    flags
-}
-
-/// Prepares everything the child needs and clones it. Cold (`warm == false`): a fresh user
-/// namespace, the [`run_namespaces`] and the whole plan. Warm: from inside a host that holds
-/// the user namespace and has replayed the base steps under `newroot`; the clone takes the
-/// fresh [`run_namespaces`] (its mount namespace a copy of the host's) and replays the run's
-/// steps only.
-pub(crate) fn launch(
-    req: &RunRequest,
-    newroot: &Path,
-    warm: bool,
-    io: ChildIo,
-) -> Result<Launched, SandboxError> {
-    let (alive_r, alive_w) = pipe()?;
-    let pid = with_child_ctx(
-        req,
-        newroot,
-        warm,
-        false,
-        &io,
-        alive_r.as_raw_fd(),
-        None,
-        |ctx| {
-            let mut flags = run_namespaces(req.network) | libc::SIGCHLD;
-            if !warm {
-                flags |= libc::CLONE_NEWUSER;
-            }
-            // SAFETY: a fork-like clone (no new stack: the child runs on a copy of ours). The child
-            // only executes child::init_main, which never returns and makes only
-            // async-signal-safe calls on data prepared by with_child_ctx.
-            let pid = unsafe { fork_clone(flags) };
-            if pid == 0 {
-                child::init_main(ctx);
-            }
-            if pid < 0 {
-                return Err(SandboxError::sys("clone into new namespaces"));
-            }
-            Ok(pid as libc::pid_t)
-        },
-    )?;
-    drop(io);
-    drop(alive_r);
-    crate::timing::mark("sandbox: cloned");
-    Ok(Launched { pid, alive_w })
-}
-
-/// Prepares everything PID 1 needs for `req` (the plan, the Landlock ruleset, the seccomp
-/// program, argv/envp, rlimits, the command's stack) and hands it to `f`, which either clones a
-/// PID 1 (a cold run, or a warm host without a spare) or already is one (a warm host's spare).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn with_child_ctx<T>(
-    req: &RunRequest,
-    newroot: &Path,
-    warm: bool,
-    namespaces_ready: bool,
-    io: &ChildIo,
-    alive_r: RawFd,
-    prepared: Option<&Prepared>,
-    f: impl FnOnce(&ChildCtx<'_>) -> Result<T, SandboxError>,
-) -> Result<T, SandboxError> {
-    let v = &req.v;
-    let (steps, first_step) = match prepared {
-        None => (req.plan(newroot, warm)?, 0),
-        Some(p) => {
-            let mut steps = req.plan_with(Path::new("/"), true, Some(&p.sources))?;
-            let hide = cstring(p.hide.as_os_str().as_bytes())?;
-            steps.push(plan::Step {
-                op: plan::Op::Tmpfs {
-                    dst: hide.clone(),
-                    data: cstring(b"mode=0555,size=4k")?,
-                },
-                what: "covering the overlay's sources".into(),
-                phase: plan::Phase::Run,
-            });
-            steps.push(plan::Step {
-                op: plan::Op::SetAttr {
-                    path: hide,
-                    set: plan::ATTR_RDONLY | plan::ATTR_NOSUID | plan::ATTR_NODEV,
-                    recursive: false,
-                },
-                what: "making the cover read-only".into(),
-                phase: plan::Phase::Run,
-            });
-            // Everything before the overlay was replayed ahead of the request, for the same
-            // shape; anything else means the spare is not this run's.
-            let first = steps
-                .iter()
-                .position(|s| matches!(s.op, plan::Op::Overlay { .. }))
-                .filter(|&i| {
-                    i == p.replayed.len()
-                        && steps[..i]
-                            .iter()
-                            .zip(&p.replayed)
-                            .all(|(a, b)| a.what == *b)
-                })
-                .ok_or_else(|| {
-                    SandboxError::InvalidSpec("the prepared sandbox does not fit this run".into())
-                })?;
-            (steps, first)
-        }
-    };
-    crate::timing::mark("sandbox: mount plan");
-
-    let block_inet = !req.network && !req.allow_loopback;
-    let mut writable: Vec<&Path> = vec![&v.workspace, Path::new("/tmp"), Path::new("/dev/shm")];
-    if let Some(h) = &v.home {
-        writable.push(h);
-    }
-    let landlock = confine::landlock_plan(&writable, block_inet)?;
-    let bpf = confine::seccomp_program(block_inet)?;
-    crate::timing::mark("sandbox: landlock + seccomp prepared");
-
-    let argv_c: Vec<CString> = req
-        .argv
-        .iter()
-        .map(|a| cstring(a.as_bytes()))
-        .collect::<Result<_, _>>()?;
-    let mut argv_p: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
-    argv_p.push(std::ptr::null());
-    let env_c: Vec<CString> = v
-        .env
-        .iter()
-        .map(|(k, val)| {
-            let mut kv = k.clone().into_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(val.as_bytes());
-            cstring(&kv)
-        })
-        .collect::<Result<_, _>>()?;
-    let mut env_p: Vec<*const libc::c_char> = env_c.iter().map(|c| c.as_ptr()).collect();
-    env_p.push(std::ptr::null());
-    let path_var = v
-        .env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, p)| p.as_os_str());
-    let candidates = plan::exec_candidates(&req.argv[0], path_var)?;
-    if candidates.is_empty() {
-        return Err(SandboxError::Exec {
-            program: req.argv[0].clone(),
-            source: io::Error::from_raw_os_error(libc::ENOENT),
-        });
-    }
-
-    let rlimits = rlimits_for(req);
-    let cgroup_procs: Vec<RawFd> = io.cgroups.iter().map(|f| f.as_raw_fd()).collect();
-
-    // SAFETY: geteuid/getegid cannot fail.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let uid_map = cstring(format!("0 {uid} 1").as_bytes())?;
-    let gid_map = cstring(format!("0 {gid} 1").as_bytes())?;
-    let newroot_c = cstring(newroot.as_os_str().as_bytes())?;
-    let cwd_c = cstring(v.cwd.as_os_str().as_bytes())?;
-    // The command's process runs on this stack between its clone and its exec.
-    let mut command_stack = vec![0u8; 256 << 10];
-    let ctx = ChildCtx {
-        steps: &steps,
-        warm,
-        first_step,
-        pivoted: prepared.is_some(),
-        namespaces_ready,
-        newroot: &newroot_c,
-        uid_map: &uid_map,
-        gid_map: &gid_map,
-        private_net: !req.network,
-        cwd: &cwd_c,
-        candidates: &candidates,
-        argv: &argv_p,
-        envp: &env_p,
-        rlimits: &rlimits,
-        cgroup_procs: &cgroup_procs,
-        landlock_fd: landlock.ruleset.as_raw_fd(),
-        landlock_rules: &landlock.rules,
-        bpf: &bpf,
-        stdin: io.stdin.as_raw_fd(),
-        stdout: io.stdout.as_raw_fd(),
-        stderr: io.stderr.as_raw_fd(),
-        err_w: io.err_w.as_raw_fd(),
-        status_w: io.status_w.as_raw_fd(),
-        alive_r,
-        stack: command_stack.as_mut_ptr(),
-        stack_len: command_stack.len(),
-    };
-
-    f(&ctx)
-}
-
-/// The rlimits of the command: (resource, soft, hard), held to the caller's own hard limits.
-/// Memory and CPU time are rlimits only when the run's control group does not enforce them.
-fn rlimits_for(req: &RunRequest) -> Vec<(Resource, u64, u64)> {
-    let l = &req.limits;
-    // One file can never be larger than everything the run may write.
-    let fsize = l.fsize.min(l.upper_bytes);
-    let mut rlimits: Vec<(Resource, u64, u64)> = vec![
-        (libc::RLIMIT_CORE, 0, 0),
-        (libc::RLIMIT_NOFILE, l.nofile, l.nofile),
-        (libc::RLIMIT_FSIZE, fsize, fsize),
-        (libc::RLIMIT_NPROC, l.nproc, l.nproc),
-    ];
-    if let Some(a) = l.address_space {
-        rlimits.push((libc::RLIMIT_AS, a, a));
-    }
-    if let Some(m) = l.memory
-        && req.cgroup_mask & CG_MEMORY == 0
-    {
-        // RLIMIT_DATA counts heap and private writable mappings, not address-space
-        // reservations (which RLIMIT_AS would, breaking runtimes that reserve much).
-        rlimits.push((libc::RLIMIT_DATA, m, m));
-    }
-    if let Some(c) = l.cpu_seconds
-        && req.cgroup_mask & CG_CPU_TIME == 0
-    {
-        // SIGXCPU at the ceiling (reported as the CPU ceiling), SIGKILL a second later.
-        rlimits.push((libc::RLIMIT_CPU, c, c.saturating_add(1)));
-    }
-    for (res, soft, hard) in &mut rlimits {
-        *hard = (*hard).min(hard_limit(*res));
-        *soft = (*soft).min(*hard);
-    }
-    rlimits
-}
-
-/// The ceiling an rlimit-enforced run hit, as its status shows it: SIGXCPU (the CPU-time
-/// rlimit) or SIGXFSZ (a file past the write ceiling), or a shell's report of a child killed
-/// by one of them (128 + the signal).
-pub(crate) fn rlimit_ceiling(
-    exit_code: Option<i32>,
-    signal: Option<i32>,
-    limits: &crate::Limits,
-) -> Option<crate::Ceiling> {
-    let by = |sig: i32| signal == Some(sig) || exit_code == Some(128 + sig);
-    if limits.cpu_seconds.is_some() && by(libc::SIGXCPU) {
-        return Some(crate::Ceiling::Cpu);
-    }
-    if limits.upper_bytes <= limits.fsize && by(libc::SIGXFSZ) {
-        return Some(crate::Ceiling::Disk);
-    }
-    None
-}
-
-/// The limits report of a run: from its control group when it has one, else the rlimits.
-pub(crate) fn rlimit_report(
-    limits: &crate::Limits,
-    cg: Option<&crate::cgroup::RunCgroup>,
-) -> crate::LimitsReport {
-    use crate::Mechanism;
-    let mut r = crate::LimitsReport::default();
-    if let Some(m) = limits.memory {
-        r.memory.bytes = m;
-        r.memory.by = Some(cg.map_or(Mechanism::Rlimit, |c| c.memory_by()));
-        r.memory.peak_bytes = cg.and_then(|c| c.memory_peak());
-    }
-    r.cpu.seconds = limits.cpu_seconds;
-    r.cpu.by = Some(cg.map_or(Mechanism::Rlimit, |c| c.cpu_time_by()));
-    if let Some(c) = cg {
-        if c.has_cpu_bandwidth() {
-            r.cpu.quota_cpus = c.quota_cpus;
-        }
-        r.cpu.used_ms = c.cpu_used().map(|d| d.as_millis() as u64);
-    }
-    r.processes.max = limits.nproc;
-    r.processes.by = Some(match cg {
-        Some(c) => c.pids_by(),
-        None => Mechanism::Rlimit,
-    });
-    r.processes.hit = cg.is_some_and(|c| c.pids_hit());
-    r.disk.bytes = limits.upper_bytes;
-    r.disk.by = cg.map(|_| Mechanism::Watchdog);
-    r
 }
 
 /// Set once joining a control group failed in this process: later runs use rlimits only.
 static CGROUP_JOIN_FAILED: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+fn run(spec: &SandboxSpec, settings: &SandboxSettings) -> Result<Outcome, SandboxError> {
     use std::sync::atomic::Ordering;
-    let with_cgroup = spec.limits.cgroup && !CGROUP_JOIN_FAILED.load(Ordering::Relaxed);
-    let result = run_with(spec, with_cgroup);
+    let with_cgroup =
+        spec.limits.cgroup && settings.cgroups && !CGROUP_JOIN_FAILED.load(Ordering::Relaxed);
+    let result = run_with(spec, settings, with_cgroup);
     // A group we could make but not join (a delegation that stops short of moving processes):
     // the run failed before anything of the command ran, so run it again on rlimits.
     match result {
@@ -723,14 +63,18 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
             if with_cgroup && step == child::Stage::Cgroup.describe() =>
         {
             CGROUP_JOIN_FAILED.store(true, Ordering::Relaxed);
-            run_with(spec, false)
+            run_with(spec, settings, false)
         }
         other => other,
     }
 }
 
-fn run_with(spec: &SandboxSpec, with_cgroup: bool) -> Result<Outcome, SandboxError> {
-    let v = validate(spec)?;
+fn run_with(
+    spec: &SandboxSpec,
+    settings: &SandboxSettings,
+    with_cgroup: bool,
+) -> Result<Outcome, SandboxError> {
+    let v = validate(spec, settings)?;
     crate::timing::mark("sandbox: validated");
     let cg = if with_cgroup {
         crate::cgroup::RunCgroup::create(&spec.limits)
@@ -739,205 +83,22 @@ fn run_with(spec: &SandboxSpec, with_cgroup: bool) -> Result<Outcome, SandboxErr
     };
     crate::timing::mark("sandbox: control group");
     let mut req = RunRequest::new(spec, v);
+    req.check()?;
     // A warm host uses groups only when this run wants them (the operator's switch is read
     // here, not in the host).
-    req.limits.cgroup = with_cgroup && crate::cgroup::wanted(&spec.limits);
+    req.limits.cgroup = with_cgroup;
     if cg.memory_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_MEMORY;
     }
     if cg.cpu_time_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_CPU_TIME;
     }
-    if let Some(outcome) = crate::host::try_run(spec, &req, &cg)? {
+    if let Some(outcome) = warm::client::try_run(spec, settings, &req, &cg)? {
         return Ok(outcome);
     }
-    let outcome = run_cold(spec, &req, &cg);
+    let outcome = cold::run_cold(spec, &req, &cg);
     if outcome.is_ok() {
-        crate::host::start_for(spec);
+        warm::client::start_for(spec, settings);
     }
     outcome
-}
-
-fn run_cold(
-    spec: &SandboxSpec,
-    req: &RunRequest,
-    cg: &crate::cgroup::RunCgroup,
-) -> Result<Outcome, SandboxError> {
-    let newroot = new_root_dir()?;
-    let (mut child_io, parent) = io_pipes()?;
-    child_io.cgroups = cg.join_fds();
-    let start = Instant::now();
-    let launched = launch(req, newroot.path(), false, child_io)?;
-    let pid = launched.pid;
-    let kill = |p: libc::pid_t| {
-        // SAFETY: signalling our own unreaped child; its pid cannot have been reused.
-        unsafe { libc::kill(p, libc::SIGKILL) };
-    };
-    let result = finish(spec, req, parent, pid, start, &kill, None, cg);
-    drop(launched.alive_w);
-    // PID 1 reported once its sandbox was empty and may still be tearing the namespaces down:
-    // reap it without waiting for that.
-    let mut st = 0;
-    // SAFETY: waitpid on our own child, without blocking.
-    if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG | libc::__WALL) } == 0 {
-        let reaper = std::thread::Builder::new()
-            .name("airlock-reaper".into())
-            .spawn(move || {
-                // SAFETY: blocking waitpid on our own child, which is exiting.
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
-            });
-        if reaper.is_err() {
-            // SAFETY: as above, on this thread.
-            unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
-        }
-    }
-    result
-}
-
-/// The caller's side of a launched run, cold or warm: feed and drain it, enforce the deadline
-/// and the cancel flag, then read PID 1's report (the command's wait status, or a set-up
-/// failure).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn finish(
-    spec: &SandboxSpec,
-    req: &RunRequest,
-    parent: ParentIo,
-    pid: libc::pid_t,
-    start: Instant,
-    kill: &dyn Fn(libc::pid_t),
-    foreign: Option<OwnedFd>,
-    cg: &crate::cgroup::RunCgroup,
-) -> Result<Outcome, SandboxError> {
-    let warm = foreign.is_some();
-    let mut watcher = crate::ceiling::Watcher {
-        cgroup: cg,
-        cpu_limit: req
-            .limits
-            .cpu_seconds
-            .filter(|_| req.cgroup_mask & CG_CPU_TIME != 0)
-            .map(std::time::Duration::from_secs),
-        disk: crate::ceiling::DiskWatch::new(&req.v.upper, req.limits.upper_bytes),
-    };
-    let mut check = || watcher.check();
-    // Without input the command reads EOF at once: the write end must not stay open here.
-    let stdin = match spec.stdin.as_deref() {
-        Some(data) => Some((parent.stdin, data)),
-        None => {
-            drop(parent.stdin);
-            None
-        }
-    };
-    let (mut out, mut err) = Collector::pair_for(spec);
-    let ended = supervise::supervise(
-        Watch {
-            pid,
-            stdout: parent.stdout,
-            stderr: parent.stderr,
-            stdin,
-            deadline: start + spec.timeout,
-            cancel: spec.cancel.as_ref(),
-            kill,
-            foreign,
-            report: Some(&parent.status_r),
-            watcher: Some(&mut check),
-        },
-        &mut out,
-        &mut err,
-    );
-    crate::timing::mark("sandbox: command ended");
-
-    let status = match ended.report {
-        Some(rec) => rec.to_vec(),
-        None => read_record(&parent.status_r, 4),
-    };
-    let failure = read_record(&parent.err_r, 12);
-    let (stdout, stderr) = (out.finish(), err.finish());
-    let interrupted = ended.timed_out || ended.cancelled || ended.ceiling.is_some();
-    let mut outcome = Outcome {
-        exit_code: None,
-        signal: None,
-        timed_out: ended.timed_out,
-        cancelled: ended.cancelled,
-        stdout,
-        stderr,
-        duration: ended.duration,
-        degraded: false,
-        warm,
-        ceiling: ended.ceiling,
-        limits: crate::LimitsReport::default(),
-    };
-    if failure.len() == 12 && !interrupted {
-        // The plan is rebuilt only to name the failed step (its words do not depend on where
-        // the new root lives).
-        let steps = req.plan(Path::new("/"), warm).unwrap_or_default();
-        return Err(decode_failure(&failure, &steps, &req.argv[0]));
-    }
-    if status.len() == 4 {
-        let st = i32::from_ne_bytes([status[0], status[1], status[2], status[3]]);
-        if libc::WIFEXITED(st) {
-            outcome.exit_code = Some(libc::WEXITSTATUS(st));
-        } else if libc::WIFSIGNALED(st) {
-            outcome.signal = Some(libc::WTERMSIG(st));
-        }
-    }
-    if status.len() == 4 || interrupted {
-        // Whatever PID 1 left (nothing, normally) goes before the accounting is read.
-        cg.kill();
-        let (disk_over, disk_used) = {
-            let d = &mut watcher.disk;
-            (d.settle(), d.used())
-        };
-        outcome.limits = rlimit_report(&req.limits, Some(cg));
-        outcome.limits.disk.used_bytes = disk_used;
-        if outcome.ceiling.is_none() && !ended.timed_out && !ended.cancelled {
-            outcome.ceiling = if cg.memory_hit() {
-                Some(crate::Ceiling::Memory)
-            } else if disk_over {
-                Some(crate::Ceiling::Disk)
-            } else {
-                let cpu_by_rlimit = crate::Limits {
-                    cpu_seconds: req
-                        .limits
-                        .cpu_seconds
-                        .filter(|_| req.cgroup_mask & CG_CPU_TIME == 0),
-                    ..req.limits.clone()
-                };
-                rlimit_ceiling(outcome.exit_code, outcome.signal, &cpu_by_rlimit)
-            };
-        }
-        return Ok(outcome);
-    }
-    Err(SandboxError::Setup {
-        step: format!(
-            "supervising the sandbox (its init ended with wait status {:#x})",
-            ended.status
-        ),
-        source: io::Error::other("the sandbox's init process died without reporting"),
-    })
-}
-
-fn decode_failure(rec: &[u8], steps: &[plan::Step], argv0: &OsStr) -> SandboxError {
-    let word = |i: usize| u32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
-    let (kind, index, errno) = (word(0), word(4), word(8) as i32);
-    let source = io::Error::from_raw_os_error(errno);
-    match (kind, Stage::from_u32(index)) {
-        (KIND_STAGE, Some(Stage::Exec)) => SandboxError::Exec {
-            program: argv0.to_owned(),
-            source,
-        },
-        (KIND_STAGE, Some(stage)) => SandboxError::Setup {
-            step: stage.describe().into(),
-            source,
-        },
-        (KIND_PLAN, _) => SandboxError::Setup {
-            step: steps
-                .get(index as usize)
-                .map_or_else(|| format!("step {index}"), |s| s.what.clone()),
-            source,
-        },
-        _ => SandboxError::Setup {
-            step: format!("unknown step {kind}/{index}"),
-            source,
-        },
-    }
 }

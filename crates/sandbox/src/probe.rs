@@ -17,19 +17,7 @@ fn user_namespaces() -> Result<(), String> {
     // User namespaces are what hosts disable (sysctls, container seccomp profiles, LSM
     // policies); the other namespaces come with them, and creating only a user namespace is
     // cheap (no mount table copy, no network stack).
-    // SAFETY: a fork-like clone whose child immediately _exits; the parent reaps it.
-    unsafe {
-        let flags = libc::CLONE_NEWUSER | libc::SIGCHLD;
-        let pid = crate::namespace::fork_clone(flags);
-        if pid == 0 {
-            libc::_exit(0);
-        }
-        if pid < 0 {
-            return Err(std::io::Error::last_os_error().to_string());
-        }
-        let mut st = 0;
-        libc::waitpid(pid as libc::pid_t, &mut st, libc::__WALL);
-    }
+    crate::launch::clone_user_namespace().map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -69,7 +57,7 @@ fn probe_uncached() -> Result<Capabilities, SandboxError> {
             detail: "the kernel lists no overlay filesystem in /proc/filesystems".into(),
         });
     }
-    let landlock_abi = crate::confine::landlock_abi();
+    let landlock_abi = crate::launch::landlock_abi();
     if landlock_abi < 3 {
         return Err(SandboxError::Unsupported {
             missing: "Landlock ABI 3",

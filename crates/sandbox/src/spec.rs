@@ -7,7 +7,6 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crate::capture::Captured;
-pub use crate::cgroup::Mechanism;
 
 /// One sandboxed command.
 #[derive(Debug, Clone)]
@@ -100,7 +99,7 @@ impl SandboxSpec {
 }
 
 /// Resource limits applied to the command (rlimits are per process; `nproc` is per sandbox).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// RLIMIT_NOFILE.
     pub nofile: u64,
@@ -278,4 +277,19 @@ impl Outcome {
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out && !self.cancelled
     }
+}
+
+/// How one ceiling is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// A control group of the run (all its processes together).
+    Cgroup,
+    /// Per-process rlimits (no writable control group with the controller).
+    Rlimit,
+    /// The pid namespace's `pid_max` (the process count when the caller is the host's root,
+    /// whom the kernel exempts from RLIMIT_NPROC, and no cgroup is available).
+    PidMax,
+    /// The caller's watchdog over the overlay's upper directory.
+    Watchdog,
 }

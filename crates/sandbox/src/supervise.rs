@@ -2,10 +2,13 @@
 //! the deadline and the cancel flag, and reap the sandbox's PID 1. Killing PID 1 makes the
 //! kernel kill every other process of the pid namespace; `waitpid` returns only once they are gone.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
 
 use crate::capture::Collector;
 
@@ -42,41 +45,28 @@ pub(crate) struct Watch<'a> {
 }
 
 fn set_nonblocking(fd: &OwnedFd) {
-    // SAFETY: fcntl on an fd we own.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    if let Ok(flags) = fcntl_getfl(fd) {
+        let _ = fcntl_setfl(fd, flags | OFlags::NONBLOCK);
     }
 }
 
 fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open on our own unreaped child; the fd is owned below.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
-    if fd < 0 {
-        return None;
-    }
-    use std::os::fd::FromRawFd;
-    // SAFETY: a fresh descriptor returned by the kernel.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    crate::launch::pidfd(pid).ok()
 }
 
 /// Reads once from `fd` into the collector. Returns false at EOF or on a hard error.
 fn drain(fd: &OwnedFd, out: &mut Collector, buf: &mut [u8]) -> bool {
     loop {
-        // SAFETY: reading into a live buffer of the given length.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            out.push(&buf[..n as usize]);
-            return true;
+        match rustix::io::read(fd, &mut *buf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                out.push(&buf[..n]);
+                return true;
+            }
+            Err(Errno::INTR) => continue,
+            Err(e) => return e == Errno::AGAIN,
         }
-        if n == 0 {
-            return false;
-        }
-        let e = std::io::Error::last_os_error().raw_os_error();
-        if e == Some(libc::EINTR) {
-            continue;
-        }
-        return e == Some(libc::EAGAIN);
     }
 }
 
@@ -146,34 +136,16 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
                 stdin = None;
             }
         }
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
-        let mut push = |fd: i32, events: libc::c_short| {
-            fds.push(libc::pollfd {
-                fd,
-                events,
-                revents: 0,
-            });
-        };
-        push(stdout.as_ref().map_or(-1, |f| f.as_raw_fd()), libc::POLLIN);
-        push(stderr.as_ref().map_or(-1, |f| f.as_raw_fd()), libc::POLLIN);
-        push(
-            stdin.as_ref().map_or(-1, |(f, _)| f.as_raw_fd()),
-            libc::POLLOUT,
-        );
-        let pid_watch = if status.is_none() {
-            pidfd.as_ref().map_or(-1, |f| f.as_raw_fd())
-        } else {
-            -1
-        };
-        push(pid_watch, libc::POLLIN);
-        push(
-            match w.report {
-                Some(r) if report_open && status.is_none() => r.as_raw_fd(),
-                _ => -1,
-            },
-            libc::POLLIN,
-        );
-
+        // Slots: stdout, stderr, stdin, PID 1's pidfd, PID 1's report; closed ones are left out.
+        let pid_watch = pidfd.as_ref().filter(|_| status.is_none());
+        let report_watch = w.report.filter(|_| report_open && status.is_none());
+        let watched: [(Option<BorrowedFd<'_>>, PollFlags); 5] = [
+            (stdout.as_ref().map(|f| f.as_fd()), PollFlags::IN),
+            (stderr.as_ref().map(|f| f.as_fd()), PollFlags::IN),
+            (stdin.as_ref().map(|(f, _)| f.as_fd()), PollFlags::OUT),
+            (pid_watch.map(|f| f.as_fd()), PollFlags::IN),
+            (report_watch.map(|f| f.as_fd()), PollFlags::IN),
+        ];
         let mut wait = if status.is_some() || killed {
             Duration::from_millis(100)
         } else {
@@ -185,41 +157,38 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
         if watcher.is_some() {
             wait = wait.min(Duration::from_millis(100));
         }
-        let ms = wait.as_millis().clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: polling a live array of pollfd of the given length.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        let ready = poll_slots(&watched, wait.max(Duration::from_millis(1)));
 
-        if fds[0].revents != 0
+        if ready[0]
             && let Some(fd) = &stdout
             && !drain(fd, out, &mut buf)
         {
             stdout = None;
         }
-        if fds[1].revents != 0
+        if ready[1]
             && let Some(fd) = &stderr
             && !drain(fd, err, &mut buf)
         {
             stderr = None;
         }
-        if fds[2].revents != 0 {
+        if ready[2] {
             stdin = feed(stdin.take());
         }
-        if fds[4].revents != 0
+        if ready[4]
             && let Some(fd) = w.report
         {
             let mut rec = [0u8; 4];
-            // SAFETY: reading into a live 4-byte buffer (the record is written in one write of
-            // 4 bytes, below PIPE_BUF, so it arrives whole).
-            let n = unsafe { libc::read(fd.as_raw_fd(), rec.as_mut_ptr().cast(), 4) };
-            if n == 4 {
-                report = Some(rec);
-                // The sandbox is empty: treat it as ended (its exit status is not needed).
-                status = Some(0);
-                reaped_at = Some(Instant::now());
-            } else if n == 0
-                || n == -1 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
-            {
-                report_open = false;
+            // The record is written in one write of 4 bytes, below PIPE_BUF: it arrives whole.
+            match rustix::io::read(fd, &mut rec) {
+                Ok(4) => {
+                    report = Some(rec);
+                    // The sandbox is empty: treat it as ended (its exit status is not needed).
+                    status = Some(0);
+                    reaped_at = Some(Instant::now());
+                }
+                Ok(0) => report_open = false,
+                Err(e) if e != Errno::AGAIN => report_open = false,
+                _ => {}
             }
         }
     }
@@ -233,45 +202,65 @@ pub(crate) fn supervise(w: Watch<'_>, out: &mut Collector, err: &mut Collector) 
     }
 }
 
+/// Polls the present descriptors of `slots` for up to `wait`; which slots are ready.
+fn poll_slots(slots: &[(Option<BorrowedFd<'_>>, PollFlags); 5], wait: Duration) -> [bool; 5] {
+    let mut index = Vec::with_capacity(slots.len());
+    let mut fds = Vec::with_capacity(slots.len());
+    for (i, (fd, flags)) in slots.iter().enumerate() {
+        if let Some(fd) = fd {
+            index.push(i);
+            fds.push(PollFd::from_borrowed_fd(*fd, *flags));
+        }
+    }
+    let timeout = Timespec {
+        tv_sec: i64::try_from(wait.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(wait.subsec_nanos()),
+    };
+    let mut ready = [false; 5];
+    if rustix::event::poll(&mut fds, Some(&timeout)).is_ok() {
+        for (i, fd) in index.into_iter().zip(&fds) {
+            ready[i] = !fd.revents().is_empty();
+        }
+    }
+    ready
+}
+
 fn feed(stdin: Option<(OwnedFd, &[u8])>) -> Option<(OwnedFd, &[u8])> {
     let (fd, data) = stdin?;
     if data.is_empty() {
         return None;
     }
     let chunk = &data[..data.len().min(64 << 10)];
-    // SAFETY: writing from a live buffer to an fd we own.
-    let n = unsafe { libc::write(fd.as_raw_fd(), chunk.as_ptr().cast(), chunk.len()) };
-    if n > 0 {
-        let rest = &data[n as usize..];
-        return if rest.is_empty() {
-            None
-        } else {
-            Some((fd, rest))
-        };
-    }
-    let e = std::io::Error::last_os_error().raw_os_error();
-    if e == Some(libc::EAGAIN) || e == Some(libc::EINTR) {
-        Some((fd, data))
-    } else {
-        None
+    match rustix::io::write(&fd, chunk) {
+        Ok(n) if n > 0 => {
+            let rest = &data[n..];
+            if rest.is_empty() {
+                None
+            } else {
+                Some((fd, rest))
+            }
+        }
+        Err(Errno::AGAIN | Errno::INTR) => Some((fd, data)),
+        _ => None,
     }
 }
 
 /// A foreign process has ended once its pidfd polls readable (status unknown here: 0).
 fn ended_by_pidfd(fd: &OwnedFd) -> Option<libc::c_int> {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
+    let mut p = [PollFd::new(fd, PollFlags::IN)];
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    // SAFETY: polling one live pollfd without waiting.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    (n > 0 && p.revents != 0).then_some(0)
+    let n = rustix::event::poll(&mut p, Some(&zero)).unwrap_or(0);
+    (n > 0 && !p[0].revents().is_empty()).then_some(0)
 }
 
 fn try_reap(pid: libc::pid_t) -> Option<libc::c_int> {
-    let mut status = 0;
-    // SAFETY: waitpid on our own child with WNOHANG.
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::__WALL) };
-    if r == pid { Some(status) } else { None }
+    let pid = rustix::process::Pid::from_raw(pid)?;
+    let all = rustix::process::WaitOptions::from_bits_retain(libc::__WALL.cast_unsigned());
+    match rustix::process::waitpid(Some(pid), all | rustix::process::WaitOptions::NOHANG) {
+        Ok(Some((_, status))) => Some(status.as_raw()),
+        _ => None,
+    }
 }

@@ -377,7 +377,7 @@ fn output_flood_costs_bounded_memory() {
         // SAFETY: getrusage fills a zeroed struct.
         unsafe {
             let mut u: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_SELF, &mut u);
+            libc::getrusage(libc::RUSAGE_SELF, &raw mut u);
             u.ru_maxrss
         }
     }

@@ -1,0 +1,136 @@
+//! The operator's switches for the sandbox, filled once by the program (from its environment,
+//! [`SandboxSettings::from_env`]) and installed with [`install`]; the library itself reads no
+//! `AIRLOCK_*` variable.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Whether runs go through warm sandbox hosts (see [`crate::host`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostMode {
+    /// Through the session's host when one listens; otherwise cold, then start one for next
+    /// time.
+    #[default]
+    Auto,
+    /// Every run cold; no host is started.
+    Off,
+    /// With no host listening, start one and wait for it rather than run cold (every run then
+    /// goes through a host).
+    Always,
+}
+
+/// The operator's sandbox switches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// Control groups for runs that ask for them ([`crate::Limits::cgroup`]); false forces the
+    /// rlimit path (`AIRLOCK_SANDBOX_CGROUP=off`).
+    pub cgroups: bool,
+    /// Warm hosts (`AIRLOCK_SANDBOX_HOST=off|always`).
+    pub host: HostMode,
+    /// How long a warm host waits for a run before it exits (`AIRLOCK_SANDBOX_HOST_IDLE`,
+    /// seconds).
+    pub host_idle: Duration,
+    /// `$HOME` of a run whose spec names none ([`crate::SandboxSpec::home`]).
+    pub home: Option<PathBuf>,
+}
+
+impl Default for SandboxSettings {
+    /// Control groups on, warm hosts automatic, 60 s of idleness, no `$HOME` of its own.
+    fn default() -> Self {
+        SandboxSettings {
+            cgroups: true,
+            host: HostMode::Auto,
+            host_idle: Duration::from_secs(crate::warm::DEFAULT_IDLE_SECS),
+            home: None,
+        }
+    }
+}
+
+impl SandboxSettings {
+    /// The settings a program's environment asks for: `AIRLOCK_SANDBOX_CGROUP` (`off` or `0`:
+    /// no control groups), `AIRLOCK_SANDBOX_HOST` (`off` or `0`: every run cold; `always`),
+    /// `AIRLOCK_SANDBOX_HOST_IDLE` (seconds) and `HOME`. Meant for a program's `main`.
+    pub fn from_env() -> Self {
+        Self::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// [`SandboxSettings::from_env`] over any source of variables.
+    pub fn from_vars(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Self {
+        let off =
+            |v: &Option<std::ffi::OsString>| v.as_ref().is_some_and(|v| v == "off" || v == "0");
+        let host = var("AIRLOCK_SANDBOX_HOST");
+        let defaults = SandboxSettings::default();
+        SandboxSettings {
+            cgroups: !off(&var("AIRLOCK_SANDBOX_CGROUP")),
+            host: if off(&host) {
+                HostMode::Off
+            } else if host.as_ref().is_some_and(|v| v == "always") {
+                HostMode::Always
+            } else {
+                HostMode::Auto
+            },
+            host_idle: var("AIRLOCK_SANDBOX_HOST_IDLE")
+                .and_then(|s| s.to_str().and_then(|s| s.parse::<u64>().ok()))
+                .map_or(defaults.host_idle, Duration::from_secs),
+            home: var("HOME").map(PathBuf::from),
+        }
+    }
+}
+
+static INSTALLED: OnceLock<SandboxSettings> = OnceLock::new();
+
+/// Makes `settings` the ones every run of this process uses (the first call wins). Without
+/// it, runs use [`SandboxSettings::default`].
+pub fn install(settings: SandboxSettings) {
+    let _ = INSTALLED.set(settings);
+}
+
+/// The installed settings, or the defaults.
+pub(crate) fn current() -> &'static SandboxSettings {
+    static DEFAULT: OnceLock<SandboxSettings> = OnceLock::new();
+    INSTALLED
+        .get()
+        .unwrap_or_else(|| DEFAULT.get_or_init(SandboxSettings::default))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_switches_read_as_before() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        assert_eq!(
+            SandboxSettings::from_vars(vars(&[])),
+            SandboxSettings::default()
+        );
+        let s = SandboxSettings::from_vars(vars(&[
+            ("AIRLOCK_SANDBOX_CGROUP", "off"),
+            ("AIRLOCK_SANDBOX_HOST", "always"),
+            ("AIRLOCK_SANDBOX_HOST_IDLE", "10"),
+            ("HOME", "/home/me"),
+        ]));
+        assert!(!s.cgroups);
+        assert_eq!(s.host, HostMode::Always);
+        assert_eq!(s.host_idle, Duration::from_secs(10));
+        assert_eq!(s.home, Some(PathBuf::from("/home/me")));
+        let s = SandboxSettings::from_vars(vars(&[
+            ("AIRLOCK_SANDBOX_CGROUP", "0"),
+            ("AIRLOCK_SANDBOX_HOST", "0"),
+            ("AIRLOCK_SANDBOX_HOST_IDLE", "soon"),
+        ]));
+        assert!(!s.cgroups);
+        assert_eq!(s.host, HostMode::Off);
+        assert_eq!(s.host_idle, Duration::from_secs(60));
+        let s = SandboxSettings::from_vars(vars(&[("AIRLOCK_SANDBOX_HOST", "off")]));
+        assert_eq!(s.host, HostMode::Off);
+    }
+}
