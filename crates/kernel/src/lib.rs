@@ -31,3 +31,4 @@ pub use api::{
     KernelConfig, OperatorInputs, ToolSpec, guard_check,
 };
 pub use kernel::{Kernel, OpenError};
+pub use output::Status;
