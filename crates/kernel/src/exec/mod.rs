@@ -11,6 +11,9 @@ pub(crate) mod files;
 pub(crate) mod shell;
 pub(crate) mod workflow;
 
+#[cfg(test)]
+mod files_tests;
+
 use crate::api::{CallContext, CallOutcome};
 use crate::output::Status;
 use airlock_policy::RelPath;
