@@ -376,7 +376,7 @@ fn check_git_dir_shape(g: &Gates<'_>, rels: &[(Option<&RelPath>, bool)]) -> Resu
 /// Content fields over the per-file limit (in characters ≤ bytes, so base64 fits too).
 fn check_sizes(max_file_bytes: u64, content: &[(&'static str, usize)]) -> Result<(), Decision> {
     for (field, len) in content {
-        if *len as u64 > crate::tools::args::content_max_chars(max_file_bytes) {
+        if *len as u64 > crate::args::content_max_chars(max_file_bytes) {
             return Err(Decision::deny(
                 Stage::Validation,
                 "content_too_large",

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod api;
+pub mod args;
 mod chain;
 mod exec;
 mod host_shape;

@@ -2,11 +2,11 @@
 //! touch the working tree.
 
 use super::{Call, ExecCtx, failure, success};
-use crate::output::{DEFAULT_BUDGET, Status, cut, untrusted};
-use crate::tools::args::{
+use crate::args::{
     ApplyPatchArgs, DeleteFileArgs, EditFileArgs, Encoding, GlobArgs, GrepArgs, Int, ListDirArgs,
     MoveFileArgs, ReadFileArgs, WriteFileArgs,
 };
+use crate::output::{DEFAULT_BUDGET, Status, cut, untrusted};
 use airlock_policy::RelPath;
 use airlock_stage::view::{self, NodeKind};
 use serde_json::json;

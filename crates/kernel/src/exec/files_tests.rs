@@ -5,8 +5,8 @@
 use super::files;
 use super::{Call, Confined, ExecCtx, ExecLimits, Link, SessionLocks};
 use crate::api::{CallContext, Cancel, DenyAll};
+use crate::args::*;
 use crate::output::Status;
-use crate::tools::args::*;
 use airlock_policy::RelPath;
 use airlock_policy::jail::{Access, Jail};
 use airlock_stage::store::Store;

@@ -10,8 +10,8 @@
 
 use super::{Call, ExecCtx, failure};
 use crate::api::CallContext;
+use crate::args::{BashArgs, Int};
 use crate::output::Status;
-use crate::tools::args::{BashArgs, Int};
 use airlock_policy::RelPath;
 use airlock_policy::host_exec;
 use airlock_sandbox::{SandboxSpec, UpperChange};

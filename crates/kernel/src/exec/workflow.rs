@@ -4,8 +4,8 @@
 use super::shell::{prepare_session_run, run_exposure};
 use super::{Call, Confined, ExecCtx, failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
+use crate::args::{DiffArgs, Int, VerifyArgs};
 use crate::output::Status;
-use crate::tools::args::{DiffArgs, Int, VerifyArgs};
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, apply_verified};

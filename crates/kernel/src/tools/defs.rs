@@ -1,8 +1,8 @@
 //! Every tool: its name, class, description, typed arguments, subjects and executor.
 
-use super::args::*;
 use super::{PathArg, Shell, Subjects, TypedTool};
 use crate::api::CallOutcome;
+use crate::args::*;
 use crate::exec::{Call, ExecCtx, Link, files, shell, workflow};
 use airlock_policy::permission::ToolClass;
 use airlock_policy::{Decision, Stage};

@@ -3,18 +3,18 @@
 //! and judge, and its executor. The registry is a list of tools; nothing else names a tool.
 //!
 //! Validation (stage `validation`) is parsing: the arguments become the tool's typed
-//! [`args`] (serde, unknown fields denied) and pass the type's [`args::Check`] of the bounds its
+//! [`args`](crate::args) (serde, unknown fields denied) and pass the type's
+//! [`Check`](crate::args::Check) of the bounds its
 //! schema states. A rejection is worded by the `jsonschema` validator of the published schema,
 //! so the error names the JSON pointer of the offending value.
 
-pub mod args;
 mod defs;
 
 use crate::api::CallOutcome;
+use crate::args::{Check, Invalid};
 use crate::exec::{Call, ExecCtx, Link};
 use airlock_policy::permission::ToolClass;
 use airlock_policy::{Decision, Stage};
-use args::{Check, Invalid};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
