@@ -388,3 +388,157 @@ fn check_sizes(max_file_bytes: u64, content: &[(&'static str, usize)]) -> Result
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The chain on its own: a policy, a jail, a store and the registry, no kernel.
+
+    use super::*;
+    use crate::api::{Cancel, DenyAll};
+    use crate::exec::{ExecLimits, SessionLocks};
+    use airlock_policy::modes::{PermissionMode, WorkMode};
+    use airlock_policy::rules::Rules;
+    use std::path::PathBuf;
+
+    struct Parts {
+        _dir: tempfile::TempDir,
+        root: PathBuf,
+        policy: Policy,
+        jail: Jail,
+        store: Store,
+        tools: BTreeMap<&'static str, ToolDef>,
+        approvals: Mutex<HashSet<String>>,
+        locks: SessionLocks,
+        verify_command: Option<Vec<String>>,
+        outcomes: Vec<Value>,
+    }
+
+    impl Parts {
+        fn new(mode: &str) -> Parts {
+            let dir = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(dir.path()).unwrap();
+            std::fs::write(root.join("a.txt"), "a\n").unwrap();
+            let mode: WorkMode = mode.parse().unwrap();
+            let perm: PermissionMode = "auto".parse().unwrap();
+            Parts {
+                policy: Policy::new(mode, perm, None, Rules::default(), Vec::new()).unwrap(),
+                jail: Jail::open(&root).unwrap(),
+                store: Store::open(&root, "t").unwrap(),
+                tools: crate::tools::registry(1 << 20),
+                approvals: Mutex::new(HashSet::new()),
+                locks: SessionLocks::new(),
+                verify_command: None,
+                outcomes: Vec::new(),
+                root,
+                _dir: dir,
+            }
+        }
+
+        fn gates(&self) -> Gates<'_> {
+            Gates {
+                policy: &self.policy,
+                jail: &self.jail,
+                root: &self.root,
+                store: &self.store,
+                tools: &self.tools,
+                approvals: &self.approvals,
+            }
+        }
+
+        fn decide(&self, tool: &str, args: Value) -> (Result<Prepared, Decision>, Vec<Decision>) {
+            let mut trail = Vec::new();
+            let r = decide(
+                &self.gates(),
+                tool,
+                &args.to_string(),
+                AskMode::Record,
+                &mut trail,
+            );
+            (r, trail)
+        }
+
+        fn ctx(&self) -> ExecCtx<'_> {
+            ExecCtx::new(
+                &self.root,
+                "t",
+                &self.store,
+                &self.jail,
+                &self.locks,
+                ExecLimits {
+                    max_file_bytes: 1 << 20,
+                    allow_degraded: false,
+                    expose_sensitive: &[],
+                    verify_command: &self.verify_command,
+                },
+                &self.outcomes,
+            )
+        }
+    }
+
+    fn stages(trail: &[Decision]) -> Vec<(Stage, Verdict)> {
+        trail.iter().map(|d| (d.stage, d.decision)).collect()
+    }
+
+    #[test]
+    fn an_allowed_call_runs_its_executor_on_the_confined_path() {
+        let p = Parts::new("build");
+        let (r, trail) = p.decide(
+            "write_file",
+            json!({"path": "b/../new.txt", "content": "x"}),
+        );
+        let prepared = r.expect("allowed");
+        assert_eq!(
+            stages(&trail),
+            [
+                (Stage::Permission, Verdict::Allow),
+                (Stage::Jail, Verdict::Allow),
+                (Stage::Guard, Verdict::Allow),
+                (Stage::Validation, Verdict::Allow),
+            ]
+        );
+        let approver = DenyAll::default();
+        let cx = CallContext::new(Cancel::new(), &approver);
+        let out = prepared.execute(&p.ctx(), &cx);
+        assert_eq!(out.status, Status::Ok, "{}", out.output);
+        let staged = airlock_stage::view::read_merged(&p.store, &RelPath::new("new.txt").unwrap());
+        assert_eq!(staged.unwrap().as_deref(), Some(&b"x"[..]));
+        assert!(!p.root.join("new.txt").exists());
+    }
+
+    #[test]
+    fn each_stage_denies_with_its_rule_and_nothing_runs() {
+        let p = Parts::new("build");
+        let (r, _) = p.decide("write_file", json!({"path": "../out.txt", "content": "x"}));
+        assert_eq!(r.err().unwrap().stage, Stage::Jail);
+        let (r, _) = p.decide("delete_file", json!({"path": "."}));
+        assert_eq!(r.err().unwrap().rule, "jail_root");
+        let (r, _) = p.decide("bash", json!({"command": "rm -rf /"}));
+        assert_eq!(r.err().unwrap().stage, Stage::Guard);
+        let (r, trail) = p.decide("write_file", json!({"path": "a.txt", "content": 5}));
+        let d = r.err().unwrap();
+        assert_eq!(d.stage, Stage::Validation);
+        assert_eq!(d.rule, "schema_violation");
+        assert!(
+            d.reason.starts_with("Argument `/content` of `write_file`"),
+            "{}",
+            d.reason
+        );
+        // Validation comes last: the earlier stages passed first.
+        assert_eq!(trail.len(), 4, "{trail:?}");
+        let (r, _) = p.decide("nope", json!({}));
+        assert_eq!(r.err().unwrap().rule, "unknown_tool");
+        let (r, _) = p.decide("apply_patch", json!({"patch": "garbage"}));
+        assert_eq!(r.err().unwrap().rule, "patch_malformed");
+        assert_eq!(p.store.snapshot().unwrap().entries.len(), 0);
+    }
+
+    #[test]
+    fn the_mode_decides_at_permission() {
+        let p = Parts::new("discuss");
+        let (r, trail) = p.decide("write_file", json!({"path": "a.txt", "content": "x"}));
+        assert_eq!(r.err().unwrap().stage, Stage::Permission);
+        assert_eq!(trail.len(), 1);
+        let (r, _) = p.decide("read_file", json!({"path": "a.txt"}));
+        assert!(r.is_ok());
+    }
+}

@@ -184,7 +184,7 @@ impl Kernel {
         if ctx.cancel.is_cancelled() {
             return crate::exec::failure(
                 "The call was cancelled before it ran; nothing changed.",
-                Status::Cancelled,
+                Status::Failed,
             );
         }
         prepared.execute(&self.exec_ctx(), ctx)
