@@ -5,7 +5,9 @@
 //! 5 conflict.
 
 use crate::approve::TtyApprover;
-use airlock_kernel::{CallContext, CallOutcome, Cancel, Kernel, KernelConfig, OperatorInputs};
+use airlock_kernel::{
+    CallContext, CallOutcome, Cancel, Kernel, KernelConfig, OperatorInputs, Status,
+};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::io::{BufRead, Read, Write};
@@ -20,6 +22,30 @@ pub const EXIT_INTERNAL: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code: denied by the chain.
 pub const EXIT_DENIED: i32 = 3;
+/// Exit code: verification did not pass, or apply refused the changeset.
+pub const EXIT_NOT_VERIFIED: i32 = 4;
+/// Exit code: conflict.
+pub const EXIT_CONFLICT: i32 = 5;
+/// Exit code of a command killed at its time limit (as `timeout(1)`).
+pub const EXIT_TIMED_OUT: i32 = 124;
+/// Exit code of a cancelled command (as after SIGINT).
+pub const EXIT_CANCELLED: i32 = 130;
+
+/// The exit code of a call's outcome: the one table (CLI.md, *Exit codes*; `exec` exits with
+/// its command's own code).
+pub fn exit_code(status: Status) -> i32 {
+    match status {
+        Status::Ok => EXIT_OK,
+        Status::Failed => EXIT_INTERNAL,
+        Status::Usage => EXIT_USAGE,
+        Status::Denied => EXIT_DENIED,
+        Status::NotVerified => EXIT_NOT_VERIFIED,
+        Status::Conflict => EXIT_CONFLICT,
+        Status::TimedOut => EXIT_TIMED_OUT,
+        Status::Cancelled => EXIT_CANCELLED,
+        Status::Exited(code) => code,
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -269,7 +295,13 @@ fn run(cli: Cli) -> CliResult {
         Command::Explain { tool, args } => {
             let kernel = open_kernel(&g)?;
             let args = read_args(args)?;
-            let trail = kernel.explain(&tool, &args);
+            let mut trail = kernel.explain(&tool, &args);
+            let code = if trail["decision"] == "allow" {
+                EXIT_OK
+            } else {
+                EXIT_DENIED
+            };
+            trail["exit_code"] = json!(code);
             if g.json {
                 println!("{}", serde_json::to_string(&trail)?);
             } else {
@@ -283,7 +315,7 @@ fn run(cli: Cli) -> CliResult {
                     );
                 }
             }
-            Ok(trail["exit_code"].as_i64().unwrap_or(0) as i32)
+            Ok(code)
         }
         Command::Call { tool, args } => {
             let kernel = open_kernel(&g)?;
@@ -456,7 +488,7 @@ fn call_and_print(
     ctx.operator = operator;
     let outcome = kernel.call(tool, args, &ctx);
     print_outcome(g, tool, &outcome, style);
-    outcome.exit_code
+    exit_code(outcome.status)
 }
 
 fn print_outcome(g: &Global, tool: &str, outcome: &CallOutcome, style: Style) {

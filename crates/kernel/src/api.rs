@@ -33,9 +33,9 @@ pub struct CallOutcome {
     /// Present when a stage of the chain denied the call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub denial: Option<Decision>,
-    /// Exit code a CLI front end should use (CLI.md table).
+    /// How the call ended (the CLI maps it to its exit code).
     #[serde(skip)]
-    pub exit_code: i32,
+    pub status: crate::output::Status,
 }
 
 /// A cancellation flag shared between a front end and a running call. Cancelling kills a

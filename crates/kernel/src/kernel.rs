@@ -2,16 +2,21 @@
 //! policy, the workspace gets its jail, the session its staging store, and interrupted applies
 //! from an earlier crash are recovered before anything else runs.
 
+use crate::api::{CallContext, CallOutcome};
 use crate::api::{KernelConfig, ToolSpec};
+use crate::chain::{self, AskMode, Gates};
+use crate::exec::{ExecCtx, ExecLimits, SessionLocks};
+use crate::output::Status;
 use crate::tools::{self, ToolDef};
 use airlock_policy::Decision;
 use airlock_policy::jail::Jail;
 use airlock_policy::modes::{PermissionMode, Profile, WorkMode};
 use airlock_policy::permission::Policy;
 use airlock_stage::store::Store;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Mutex;
 
 /// The execution kernel: one workspace, one session.
 pub struct Kernel {
@@ -31,10 +36,9 @@ pub struct Kernel {
     /// Outcomes of the recovery run at start-up, reported again by the `recover` tool.
     pub(crate) startup_outcomes: Vec<serde_json::Value>,
     pub(crate) session_approvals: Mutex<HashSet<String>>,
-    pub(crate) writes: WriteGate,
-    /// Commands of one session run one at a time (the sandbox harvest mutates the changeset):
-    /// a mutex within this process, a file lock across processes.
-    pub(crate) exec_lock: Mutex<()>,
+    /// The session's write gate and run lock (a mutex within this process, a file lock across
+    /// processes: commands of one session run one at a time).
+    pub(crate) locks: SessionLocks,
 }
 
 /// Errors opening a kernel.
@@ -124,8 +128,7 @@ impl Kernel {
             notices,
             startup_outcomes: startup.outcomes,
             session_approvals: Mutex::new(HashSet::new()),
-            writes: WriteGate::new(4),
-            exec_lock: Mutex::new(()),
+            locks: SessionLocks::new(),
         })
     }
 
@@ -168,84 +171,58 @@ impl Kernel {
     }
 }
 
-/// Holds a session's run lock: in-process mutex plus an exclusive `flock` on
-/// `.airlock/locks/<session>.lock`, so commands of one session are serialised across processes
-/// (two CLI invocations, or the CLI beside an MCP server) while sessions stay independent.
-pub(crate) struct SessionRun<'k> {
-    _guard: std::sync::MutexGuard<'k, ()>,
-    _file: std::fs::File,
-}
-
 impl Kernel {
-    /// Take the session's run lock, waiting for a running command of the same session.
-    pub(crate) fn session_run(&self) -> Result<SessionRun<'_>, String> {
-        let guard = self.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = self.root.join(".airlock").join("locks");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
-        let path = dir.join(format!("{}.lock", self.session()));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("cannot open the session lock `{}`: {e}", path.display()))?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| format!("cannot lock the session `{}`: {e}", self.session()))?;
-        Ok(SessionRun {
-            _guard: guard,
-            _file: file,
-        })
+    /// Run one tool through the whole chain, then its executor.
+    pub fn call(&self, tool: &str, args: &str, ctx: &CallContext<'_>) -> CallOutcome {
+        let mut trail = Vec::new();
+        let prepared = match chain::decide(&self.gates(), tool, args, AskMode::Ask(ctx), &mut trail)
+        {
+            Ok(p) => p,
+            Err(d) => return chain::denial(d),
+        };
+        airlock_sandbox::timing::mark("chain decided");
+        if ctx.cancel.is_cancelled() {
+            return crate::exec::failure(
+                "The call was cancelled before it ran; nothing changed.",
+                Status::Failed,
+            );
+        }
+        prepared.execute(&self.exec_ctx(), ctx)
     }
-}
 
-/// Per-path write locks, keyed by path bytes.
-type PathLocks = HashMap<Vec<u8>, Arc<Mutex<()>>>;
+    /// The decision trail through every stage, executing nothing:
+    /// `{"tool", "decision": "allow|ask|deny", "trail": [decision, …]}`.
+    pub fn explain(&self, tool: &str, args: &str) -> Value {
+        chain::explain(&self.gates(), tool, args)
+    }
 
-/// Writes are serialised per path, with a bound on how many run at once.
-pub(crate) struct WriteGate {
-    limit: usize,
-    state: Mutex<(usize, PathLocks)>,
-    freed: Condvar,
-}
-
-impl WriteGate {
-    fn new(limit: usize) -> WriteGate {
-        WriteGate {
-            limit,
-            state: Mutex::new((0, HashMap::new())),
-            freed: Condvar::new(),
+    /// What the chain decides with.
+    fn gates(&self) -> Gates<'_> {
+        Gates {
+            policy: &self.policy,
+            jail: &self.jail,
+            root: &self.root,
+            store: &self.store,
+            tools: &self.tools,
+            approvals: &self.session_approvals,
         }
     }
 
-    /// Run `f` holding a slot and the locks of `paths` (taken in sorted order: no deadlock).
-    pub(crate) fn with<T>(&self, paths: &[&[u8]], f: impl FnOnce() -> T) -> T {
-        let locks: Vec<Arc<Mutex<()>>> = {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            while st.0 >= self.limit {
-                st = self.freed.wait(st).unwrap_or_else(|e| e.into_inner());
-            }
-            st.0 += 1;
-            let mut sorted: Vec<&[u8]> = paths.to_vec();
-            sorted.sort();
-            sorted.dedup();
-            sorted
-                .iter()
-                .map(|p| st.1.entry(p.to_vec()).or_default().clone())
-                .collect()
-        };
-        let result = {
-            let _guards: Vec<_> = locks
-                .iter()
-                .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()))
-                .collect();
-            f()
-        };
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.0 -= 1;
-        st.1.retain(|_, l| Arc::strong_count(l) > 1);
-        drop(st);
-        self.freed.notify_one();
-        result
+    /// What executors run with.
+    fn exec_ctx(&self) -> ExecCtx<'_> {
+        ExecCtx::new(
+            &self.root,
+            &self.config.session,
+            &self.store,
+            &self.jail,
+            &self.locks,
+            ExecLimits {
+                max_file_bytes: self.max_file_bytes,
+                allow_degraded: self.config.allow_degraded,
+                expose_sensitive: &self.expose_sensitive,
+                verify_command: &self.verify_command,
+            },
+            &self.startup_outcomes,
+        )
     }
 }

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod api;
+pub mod args;
 mod chain;
 mod exec;
 mod host_shape;
@@ -31,3 +32,4 @@ pub use api::{
     KernelConfig, OperatorInputs, ToolSpec, guard_check,
 };
 pub use kernel::{Kernel, OpenError};
+pub use output::Status;

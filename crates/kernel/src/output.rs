@@ -1,6 +1,30 @@
 //! Output shaping for the model: every cut says how much was cut and how to get the rest, and
 //! repository content is wrapped as untrusted data so instructions hidden in files read as data.
 
+/// How a call ended. Front ends decide what it means to them: the CLI maps it to its exit
+/// codes (in one table), the MCP server to `isError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The tool ran and succeeded (or the chain allowed an `explain`).
+    Ok,
+    /// A stage of the chain denied the call (or asked, and nobody approved).
+    Denied,
+    /// Verification did not pass, or apply refused the changeset as it stands.
+    NotVerified,
+    /// A file changed on disk since it was staged, or undo found later edits.
+    Conflict,
+    /// The call was not usable as given in a way the schema cannot express (an unknown runner).
+    Usage,
+    /// The tool failed (I/O, an error it reports in its output).
+    Failed,
+    /// The call was cancelled while it ran; what it did was dropped.
+    Cancelled,
+    /// The command hit its time limit and was killed.
+    TimedOut,
+    /// The command ran and exited with this non-zero status (128 + N for signal N).
+    Exited(i32),
+}
+
 /// Default byte budget of one tool result.
 pub const DEFAULT_BUDGET: usize = 64 * 1024;
 

@@ -1,9 +1,10 @@
-//! The fast accept path (`tools::fast`) against the `jsonschema` crate, the authority: on every
-//! tool schema of the registry and arbitrary arguments, whenever the fast path answers, its
-//! answer is `jsonschema`'s. Arguments are drawn both at random and from each schema's own
-//! property names and value shapes, so valid calls (the fast path's whole purpose) are common.
+//! Validation by the typed arguments (serde plus each type's bounds) against the `jsonschema`
+//! validator of the published schema: on every tool of the registry and arbitrary arguments,
+//! the typed parse accepts exactly what the schema accepts, and a rejection carries the
+//! schema validator's JSON pointer and message. Arguments are drawn both at random and from
+//! each schema's own property names and value shapes, so valid calls are common.
 
-use airlock_kernel::tools::{fast, registry};
+use airlock_kernel::tools::registry;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -73,24 +74,23 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
     #[test]
-    fn fast_path_agrees_with_jsonschema(
+    fn typed_arguments_agree_with_jsonschema(
         tool in 0usize..64,
         args in prop_oneof![arguments(property_names()), value()],
     ) {
         let reg = registry(8 << 20);
         let def = reg.values().nth(tool % reg.len()).unwrap();
-        let full = def.validate_full(&args).is_ok();
-        if let Some(fast) = fast::check(def.schema(), &args) {
-            prop_assert_eq!(fast, full, "{} on {}", def.name, args);
-        }
-        // What callers see: `validate` and the authority agree on every input.
-        prop_assert_eq!(def.validate(&args).is_ok(), full);
+        let full = def.validate_full(&args);
+        let typed = def.parse_typed(&args);
+        prop_assert_eq!(typed.is_ok(), full.is_ok(), "{} on {}: {:?}", def.name, args, typed);
+        // What callers see: `validate` and the authority agree on every input, error included.
+        prop_assert_eq!(def.validate(&args), full);
     }
 }
 
-/// The fast path must answer for ordinary valid calls, or it saves nothing.
+/// Ordinary calls parse; malformed ones are refused by both.
 #[test]
-fn fast_path_decides_typical_calls() {
+fn typed_arguments_decide_typical_calls() {
     let reg = registry(8 << 20);
     let cases = [
         ("bash", json!({"command": "cargo test", "timeout_secs": 60})),
@@ -101,24 +101,65 @@ fn fast_path_decides_typical_calls() {
     ];
     for (tool, args) in cases {
         let def = &reg[tool];
-        assert_eq!(
-            fast::check(def.schema(), &args),
-            Some(true),
-            "{tool} {args}"
-        );
+        assert_eq!(def.parse_typed(&args), Ok(()), "{tool} {args}");
     }
     let bad = json!({"command": "", "extra": 1});
-    assert_eq!(fast::check(reg["bash"].schema(), &bad), Some(false));
+    assert!(reg["bash"].parse_typed(&bad).is_err());
     for bad in [
         json!({}),
         json!({"command": "x", "argv": ["x"]}),
         json!({"argv": []}),
     ] {
-        assert_eq!(
-            fast::check(reg["bash"].schema(), &bad),
-            Some(false),
-            "{bad}"
-        );
+        assert!(reg["bash"].parse_typed(&bad).is_err(), "{bad}");
         assert!(reg["bash"].validate_full(&bad).is_err(), "{bad}");
+    }
+}
+
+/// A rejection names the JSON pointer of the offending value and what is wrong with it.
+#[test]
+fn rejections_name_the_pointer() {
+    let reg = registry(8 << 20);
+    let d = reg["read_file"]
+        .validate(&json!({"path": "a", "limit": 0}))
+        .unwrap_err();
+    assert_eq!(d.rule, "schema_violation");
+    assert!(
+        d.reason
+            .starts_with("Argument `/limit` of `read_file` is invalid:"),
+        "{}",
+        d.reason
+    );
+    let d = reg["write_file"]
+        .validate(&json!({"path": "a", "content": "x", "mode": 7}))
+        .unwrap_err();
+    assert!(
+        d.reason
+            .starts_with("Argument `/` of `write_file` is invalid:"),
+        "{}",
+        d.reason
+    );
+    assert!(d.reason.contains("mode"), "{}", d.reason);
+    // An integral float is an integer, as JSON Schema counts them.
+    assert_eq!(
+        reg["read_file"].parse_typed(&json!({"path": "a", "offset": 2.0})),
+        Ok(())
+    );
+}
+
+/// Every tool's schema is a valid JSON Schema and accepts the tool's own examples, which the
+/// typed arguments accept too.
+#[test]
+fn every_schema_is_valid_and_accepts_its_examples() {
+    for (name, def) in registry(8 << 20) {
+        assert!(
+            jsonschema::meta::is_valid(def.schema()),
+            "{name}: the schema is not a valid JSON Schema"
+        );
+        let examples = def.examples();
+        assert!(!examples.is_empty(), "{name} has no example");
+        for ex in examples {
+            assert_eq!(def.validate_full(&ex), Ok(()), "{name}: {ex}");
+            assert_eq!(def.parse_typed(&ex), Ok(()), "{name}: {ex}");
+        }
     }
 }

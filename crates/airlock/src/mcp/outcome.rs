@@ -56,7 +56,11 @@ mod tests {
             output,
             truncated,
             denial,
-            exit_code: if ok { 0 } else { 3 },
+            status: if ok {
+                airlock_kernel::Status::Ok
+            } else {
+                airlock_kernel::Status::Denied
+            },
         }
     }
 

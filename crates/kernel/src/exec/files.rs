@@ -1,52 +1,38 @@
 //! File tools. Reads see workspace + changeset merged; writes stage into the changeset and never
 //! touch the working tree.
 
-use super::{failure, success};
-use crate::chain::Prepared;
-use crate::kernel::Kernel;
-use crate::output::{DEFAULT_BUDGET, cut, untrusted};
+use super::{Call, ExecCtx, failure, success};
+use crate::args::{
+    ApplyPatchArgs, DeleteFileArgs, EditFileArgs, Encoding, GlobArgs, GrepArgs, Int, ListDirArgs,
+    MoveFileArgs, ReadFileArgs, WriteFileArgs,
+};
+use crate::output::{DEFAULT_BUDGET, Status, cut, untrusted};
 use airlock_policy::RelPath;
 use airlock_stage::view::{self, NodeKind};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fmt::Write as _;
 
 const DEFAULT_LINES: u64 = 2000;
 const MAX_LINE_CHARS: usize = 2000;
-
-fn arg_str<'a>(p: &'a Prepared<'_>, k: &str) -> Option<&'a str> {
-    p.args.get(k).and_then(Value::as_str)
-}
-
-fn rel_or_root<'a>(p: &'a Prepared<'_>) -> Option<&'a RelPath> {
-    p.rels.first().and_then(Option::as_ref)
-}
-
-/// The i-th confined path; the chain guarantees it for file tools.
-fn rel_at<'a>(p: &'a Prepared<'_>, i: usize) -> Result<&'a RelPath, crate::CallOutcome> {
-    p.rels
-        .get(i)
-        .and_then(Option::as_ref)
-        .ok_or_else(|| failure("The call names no file path.", 1))
-}
 
 /// Heuristic used by git and ripgrep: a NUL byte in the first 8 KiB, or invalid UTF-8.
 fn is_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(8192)].contains(&0) || std::str::from_utf8(bytes).is_err()
 }
 
-pub(crate) fn read_file(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
-    let Some(rel) = rel_or_root(p) else {
-        return failure("read_file needs a path.", 1);
+pub(crate) fn read_file(k: &ExecCtx<'_>, p: &Call<'_, ReadFileArgs>) -> crate::CallOutcome {
+    let Some(rel) = p.rel_or_root() else {
+        return failure("read_file needs a path.", Status::Failed);
     };
-    let bytes = match view::read_merged(&k.store, rel) {
+    let bytes = match view::read_merged(k.store, rel) {
         Ok(Some(b)) => b,
         Ok(None) => {
             return failure(
                 format!("`{rel}` does not exist in the workspace or the staged changes."),
-                1,
+                Status::Failed,
             );
         }
-        Err(e) => return failure(e.to_string(), 1),
+        Err(e) => return failure(e.to_string(), Status::Failed),
     };
     if is_binary(&bytes) {
         return success(
@@ -58,17 +44,8 @@ pub(crate) fn read_file(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
         );
     }
     let text = String::from_utf8_lossy(&bytes);
-    let offset = p
-        .args
-        .get("offset")
-        .and_then(Value::as_u64)
-        .unwrap_or(1)
-        .max(1);
-    let limit = p
-        .args
-        .get("limit")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_LINES);
+    let offset = p.args.offset.map_or(1, Int::get).max(1);
+    let limit = p.args.limit.map_or(DEFAULT_LINES, Int::get);
     let total_lines = text.lines().count() as u64;
     let mut body = String::new();
     let mut shown = 0u64;
@@ -117,11 +94,11 @@ fn kind_name(k: &NodeKind) -> &'static str {
     }
 }
 
-pub(crate) fn list_dir(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
-    let dir = rel_or_root(p);
-    let entries = match view::list_merged(&k.store, dir) {
+pub(crate) fn list_dir(k: &ExecCtx<'_>, p: &Call<'_, ListDirArgs>) -> crate::CallOutcome {
+    let dir = p.rel_or_root();
+    let entries = match view::list_merged(k.store, dir) {
         Ok(e) => e,
-        Err(e) => return failure(e.to_string(), 1),
+        Err(e) => return failure(e.to_string(), Status::Failed),
     };
     let mut out = String::new();
     for e in &entries {
@@ -151,19 +128,24 @@ pub(crate) fn list_dir(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
     success(json!(untrusted(&label, &text)), cut_bytes > 0)
 }
 
-pub(crate) fn glob(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
-    let pattern = arg_str(p, "pattern").unwrap_or("*");
+pub(crate) fn glob(k: &ExecCtx<'_>, p: &Call<'_, GlobArgs>) -> crate::CallOutcome {
+    let pattern = p.args.pattern.as_str();
     let matcher = match globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
     {
         Ok(g) => g.compile_matcher(),
-        Err(e) => return failure(format!("The glob `{pattern}` is invalid: {e}."), 1),
+        Err(e) => {
+            return failure(
+                format!("The glob `{pattern}` is invalid: {e}."),
+                Status::Failed,
+            );
+        }
     };
-    let under = rel_or_root(p);
-    let files = match view::walk_merged(&k.store, under, true) {
+    let under = p.rel_or_root();
+    let files = match view::walk_merged(k.store, under, true) {
         Ok(f) => f,
-        Err(e) => return failure(e.to_string(), 1),
+        Err(e) => return failure(e.to_string(), Status::Failed),
     };
     let mut out = String::new();
     let mut count = 0usize;
@@ -223,13 +205,9 @@ fn skipped_note(skipped: usize) -> String {
     }
 }
 
-pub(crate) fn grep(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
-    let pattern = arg_str(p, "pattern").unwrap_or("");
-    let ci = p
-        .args
-        .get("case_insensitive")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+pub(crate) fn grep(k: &ExecCtx<'_>, p: &Call<'_, GrepArgs>) -> crate::CallOutcome {
+    let pattern = p.args.pattern.as_str();
+    let ci = p.args.case_insensitive;
     let re = match regex::RegexBuilder::new(pattern)
         .case_insensitive(ci)
         .size_limit(1 << 22)
@@ -239,29 +217,25 @@ pub(crate) fn grep(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
         Err(e) => {
             return failure(
                 format!("The pattern `{pattern}` is not a valid regular expression: {e}"),
-                1,
+                Status::Failed,
             );
         }
     };
-    let file_glob = match arg_str(p, "glob") {
+    let file_glob = match p.args.glob.as_deref() {
         Some(g) => match globset::Glob::new(g) {
             Ok(g) => Some(g.compile_matcher()),
-            Err(e) => return failure(format!("The glob `{g}` is invalid: {e}."), 1),
+            Err(e) => return failure(format!("The glob `{g}` is invalid: {e}."), Status::Failed),
         },
         None => None,
     };
-    let max = p
-        .args
-        .get("max_results")
-        .and_then(Value::as_u64)
-        .unwrap_or(200) as usize;
-    let under = rel_or_root(p);
+    let max = p.args.max_results.map_or(200, Int::get) as usize;
+    let under = p.rel_or_root();
     // A single file may be named directly.
-    let files = match under.map(|u| view::stat_merged(&k.store, u)) {
+    let files = match under.map(|u| view::stat_merged(k.store, u)) {
         Some(Ok(Some(e))) if matches!(e.kind, NodeKind::File) => vec![e],
-        _ => match view::walk_merged(&k.store, under, true) {
+        _ => match view::walk_merged(k.store, under, true) {
             Ok(f) => f,
-            Err(e) => return failure(e.to_string(), 1),
+            Err(e) => return failure(e.to_string(), Status::Failed),
         },
     };
     let mut out = String::new();
@@ -279,7 +253,7 @@ pub(crate) fn grep(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
             skipped += 1;
             continue;
         }
-        let Ok(Some(bytes)) = view::read_merged(&k.store, &f.path) else {
+        let Ok(Some(bytes)) = view::read_merged(k.store, &f.path) else {
             continue;
         };
         if is_binary(&bytes) {
@@ -334,18 +308,23 @@ fn staged_ok(rel: &RelPath, verb: &str) -> crate::CallOutcome {
     )
 }
 
-pub(crate) fn write_file(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
-    let rel = match rel_at(p, 0) {
+pub(crate) fn write_file(k: &ExecCtx<'_>, p: &Call<'_, WriteFileArgs>) -> crate::CallOutcome {
+    let rel = match p.write_rel(0) {
         Ok(r) => r,
         Err(o) => return o,
     };
-    let content = arg_str(p, "content").unwrap_or("");
-    let bytes = match p.args.get("encoding").and_then(Value::as_str) {
-        Some("base64") => match base64_decode(content) {
+    let content = p.args.content.as_str();
+    let bytes = match p.args.encoding {
+        Encoding::Base64 => match base64_decode(content) {
             Some(b) => b,
-            None => return failure("`content` is not valid base64; nothing was staged.", 1),
+            None => {
+                return failure(
+                    "`content` is not valid base64; nothing was staged.",
+                    Status::Failed,
+                );
+            }
         },
-        _ => content.as_bytes().to_vec(),
+        Encoding::Utf8 => content.as_bytes().to_vec(),
     };
     if bytes.len() as u64 > k.max_file_bytes {
         return failure(
@@ -354,70 +333,71 @@ pub(crate) fn write_file(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
                 bytes.len(),
                 k.max_file_bytes
             ),
-            1,
+            Status::Failed,
         );
     }
-    let mode = match p.args.get("executable").and_then(Value::as_bool) {
+    let mode = match p.args.executable {
         Some(true) => Some(0o755),
         Some(false) => Some(0o644),
         None => None,
     };
-    let existed = matches!(view::stat_merged(&k.store, rel), Ok(Some(_)));
+    let existed = matches!(view::stat_merged(k.store, rel), Ok(Some(_)));
     match k
         .writes
         .with(&[rel.as_bytes()], || k.store.stage_write(rel, &bytes, mode))
     {
         Ok(()) => staged_ok(rel, if existed { "replace" } else { "create" }),
-        Err(e) => failure(e.to_string(), 1),
+        Err(e) => failure(e.to_string(), Status::Failed),
     }
 }
 
-pub(crate) fn edit_file(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
-    let rel = match rel_at(p, 0) {
+pub(crate) fn edit_file(k: &ExecCtx<'_>, p: &Call<'_, EditFileArgs>) -> crate::CallOutcome {
+    let rel = match p.write_rel(0) {
         Ok(r) => r,
         Err(o) => return o,
     };
-    let old = arg_str(p, "old_string").unwrap_or("");
-    let new = arg_str(p, "new_string").unwrap_or("");
-    let all = p
-        .args
-        .get("replace_all")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let old = p.args.old_string.as_str();
+    let new = p.args.new_string.as_str();
+    let all = p.args.replace_all;
     k.writes.with(&[rel.as_bytes()], || {
-        let bytes = match view::read_merged(&k.store, rel) {
+        let bytes = match view::read_merged(k.store, rel) {
             Ok(Some(b)) => b,
-            Ok(None) => return failure(format!("`{rel}` does not exist; use write_file to create it."), 1),
-            Err(e) => return failure(e.to_string(), 1),
+            Ok(None) => return failure(format!("`{rel}` does not exist; use write_file to create it."), Status::Failed),
+            Err(e) => return failure(e.to_string(), Status::Failed),
         };
         let Ok(text) = String::from_utf8(bytes) else {
-            return failure(format!("`{rel}` is not UTF-8 text; edit_file works on text only (use write_file)."), 1);
+            return failure(format!("`{rel}` is not UTF-8 text; edit_file works on text only (use write_file)."), Status::Failed);
         };
         let count = text.matches(old).count();
         if count == 0 {
-            return failure(format!("`old_string` was not found in `{rel}`; nothing was staged. Read the file and copy the exact text, whitespace included."), 1);
+            return failure(format!("`old_string` was not found in `{rel}`; nothing was staged. Read the file and copy the exact text, whitespace included."), Status::Failed);
         }
         if count > 1 && !all {
-            return failure(format!("`old_string` matches {count} times in `{rel}`; nothing was staged. Add surrounding context to make it unique, or set replace_all."), 1);
+            return failure(format!("`old_string` matches {count} times in `{rel}`; nothing was staged. Add surrounding context to make it unique, or set replace_all."), Status::Failed);
         }
         let updated = if all { text.replace(old, new) } else { text.replacen(old, new, 1) };
         if updated.len() as u64 > k.max_file_bytes {
-            return failure(format!("The edited file would be {} bytes; the limit is {}.", updated.len(), k.max_file_bytes), 1);
+            return failure(format!("The edited file would be {} bytes; the limit is {}.", updated.len(), k.max_file_bytes), Status::Failed);
         }
         match k.store.stage_write(rel, updated.as_bytes(), None) {
             Ok(()) => success(json!(format!("Staged: {count} replacement(s) in `{rel}`.")), false),
-            Err(e) => failure(e.to_string(), 1),
+            Err(e) => failure(e.to_string(), Status::Failed),
         }
     })
 }
 
-pub(crate) fn apply_patch(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
+pub(crate) fn apply_patch(k: &ExecCtx<'_>, p: &Call<'_, ApplyPatchArgs>) -> crate::CallOutcome {
     let Some(patch) = &p.patch else {
-        return failure("apply_patch needs a patch.", 1);
+        return failure("apply_patch needs a patch.", Status::Failed);
     };
-    let keys: Vec<&[u8]> = p.rels.iter().flatten().map(|r| r.as_bytes()).collect();
+    let keys: Vec<&[u8]> = p
+        .paths
+        .iter()
+        .filter_map(super::Confined::rel)
+        .map(|r| r.as_bytes())
+        .collect();
     k.writes.with(&keys, || {
-        match airlock_stage::patch::stage_patch(&k.store, patch) {
+        match airlock_stage::patch::stage_patch(k.store, patch) {
             Ok(paths) => {
                 let list: Vec<String> = paths.iter().map(|p| p.display()).collect();
                 success(
@@ -429,55 +409,60 @@ pub(crate) fn apply_patch(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
                     false,
                 )
             }
-            Err(e) => failure(format!("The patch was not staged: {e}"), 1),
+            Err(e) => failure(format!("The patch was not staged: {e}"), Status::Failed),
         }
     })
 }
 
-pub(crate) fn delete_file(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
-    let rel = match rel_at(p, 0) {
+pub(crate) fn delete_file(k: &ExecCtx<'_>, p: &Call<'_, DeleteFileArgs>) -> crate::CallOutcome {
+    let rel = match p.write_rel(0) {
         Ok(r) => r,
         Err(o) => return o,
     };
     k.writes.with(&[rel.as_bytes()], || {
-        match view::stat_merged(&k.store, rel) {
+        match view::stat_merged(k.store, rel) {
             Ok(Some(_)) => {}
-            Ok(None) => return failure(format!("`{rel}` does not exist; nothing to delete."), 1),
-            Err(e) => return failure(e.to_string(), 1),
+            Ok(None) => {
+                return failure(
+                    format!("`{rel}` does not exist; nothing to delete."),
+                    Status::Failed,
+                );
+            }
+            Err(e) => return failure(e.to_string(), Status::Failed),
         }
         match k.store.stage_delete(rel) {
             Ok(()) => staged_ok(rel, "delete"),
-            Err(e) => failure(e.to_string(), 1),
+            Err(e) => failure(e.to_string(), Status::Failed),
         }
     })
 }
 
-pub(crate) fn move_file(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
-    let (from, to) = match (rel_at(p, 0), rel_at(p, 1)) {
+pub(crate) fn move_file(k: &ExecCtx<'_>, p: &Call<'_, MoveFileArgs>) -> crate::CallOutcome {
+    let (from, to) = match (p.write_rel(0), p.write_rel(1)) {
         (Ok(f), Ok(t)) => (f, t),
         (Err(o), _) | (_, Err(o)) => return o,
     };
     k.writes.with(&[from.as_bytes(), to.as_bytes()], || {
-        match view::stat_merged(&k.store, from) {
+        match view::stat_merged(k.store, from) {
             Ok(Some(e)) if matches!(e.kind, NodeKind::File | NodeKind::Symlink) => {}
             Ok(Some(_)) => {
                 return failure(
                     format!("`{from}` is a directory; move_file moves files."),
-                    1,
+                    Status::Failed,
                 );
             }
-            Ok(None) => return failure(format!("`{from}` does not exist."), 1),
-            Err(e) => return failure(e.to_string(), 1),
+            Ok(None) => return failure(format!("`{from}` does not exist."), Status::Failed),
+            Err(e) => return failure(e.to_string(), Status::Failed),
         }
-        if let Ok(Some(_)) = view::stat_merged(&k.store, to) {
+        if let Ok(Some(_)) = view::stat_merged(k.store, to) {
             return failure(
                 format!("`{to}` already exists; delete it first or choose another name."),
-                1,
+                Status::Failed,
             );
         }
         match k.store.stage_move(from, to) {
             Ok(()) => success(json!(format!("Staged: move `{from}` → `{to}`.")), false),
-            Err(e) => failure(e.to_string(), 1),
+            Err(e) => failure(e.to_string(), Status::Failed),
         }
     })
 }

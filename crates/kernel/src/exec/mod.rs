@@ -1,16 +1,29 @@
 //! The executor: runs a call that passed every stage. Reads run in parallel; writes hold their
 //! paths' locks (one writer per path, bounded total); output over its budget is cut with a marker
 //! that says how much was cut and how to get the rest.
+//!
+//! Executors see an [`ExecCtx`] (the workspace root, the session's store, the jail, the limits
+//! and locks), never the kernel, and a [`Call`] whose paths are [`Confined`]: a value only the
+//! jail's verdict can produce.
 
 pub(crate) mod exposure;
-mod files;
+pub(crate) mod files;
 pub(crate) mod shell;
 pub(crate) mod workflow;
 
+#[cfg(test)]
+mod files_tests;
+
 use crate::api::{CallContext, CallOutcome};
-use crate::chain::Prepared;
-use crate::kernel::Kernel;
+use crate::output::Status;
+use airlock_policy::RelPath;
+use airlock_policy::guard::GuardedScript;
+use airlock_policy::jail::{Access, ConfinedPath, Jail};
+use airlock_stage::store::Store;
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
 
 /// A successful outcome.
 pub(crate) fn success(output: Value, truncated: bool) -> CallOutcome {
@@ -19,43 +32,257 @@ pub(crate) fn success(output: Value, truncated: bool) -> CallOutcome {
         output,
         truncated,
         denial: None,
-        exit_code: 0,
+        status: Status::Ok,
     }
 }
 
 /// A failed outcome with a message (no denial: the chain allowed it, the tool failed).
-pub(crate) fn failure(message: impl Into<String>, exit_code: i32) -> CallOutcome {
+pub(crate) fn failure(message: impl Into<String>, status: Status) -> CallOutcome {
     CallOutcome {
         ok: false,
         output: json!(message.into()),
         truncated: false,
         denial: None,
-        exit_code,
+        status,
     }
 }
 
-/// Run a prepared call.
-pub(crate) fn execute(kernel: &Kernel, p: Prepared<'_>, ctx: &CallContext<'_>) -> CallOutcome {
-    match p.tool.name {
-        "read_file" => files::read_file(kernel, &p),
-        "list_dir" => files::list_dir(kernel, &p),
-        "glob" => files::glob(kernel, &p),
-        "grep" => files::grep(kernel, &p),
-        "write_file" => files::write_file(kernel, &p),
-        "edit_file" => files::edit_file(kernel, &p),
-        "apply_patch" => files::apply_patch(kernel, &p),
-        "delete_file" => files::delete_file(kernel, &p),
-        "move_file" => files::move_file(kernel, &p),
-        "bash" => shell::bash(kernel, &p, ctx),
-        "verify" => workflow::verify(kernel, &p, ctx),
-        "status" => workflow::status(kernel),
-        "diff" => workflow::diff(kernel, &p),
-        "discard" => workflow::discard(kernel),
-        "apply" => workflow::apply(kernel, ctx),
-        "undo" => workflow::undo(kernel),
-        "journal" => workflow::journal(kernel),
-        "recover" => workflow::recover(kernel),
-        "ask_user" => workflow::ask_user(&p, ctx),
-        other => failure(format!("The tool `{other}` has no executor."), 1),
+/// What an executor may use: the workspace, the session's store, the jail, the limits and the
+/// session's locks. Built by the kernel for each call; a test builds one over a temporary
+/// directory and a real store with [`ExecCtx::new`].
+pub(crate) struct ExecCtx<'k> {
+    /// The workspace root (canonical).
+    pub(crate) root: &'k PathBuf,
+    /// The session's staging store.
+    pub(crate) store: &'k Store,
+    /// The workspace's jail (apply re-confines every target through it).
+    pub(crate) jail: &'k Jail,
+    /// Per-path write locks.
+    pub(crate) writes: &'k WriteGate,
+    /// The session name.
+    session: &'k str,
+    /// Commands of one session run one at a time (the sandbox harvest mutates the changeset).
+    exec_lock: &'k Mutex<()>,
+    /// The most bytes one file may hold.
+    pub(crate) max_file_bytes: u64,
+    /// The operator allows the degraded (no kernel isolation) sandbox backend.
+    pub(crate) allow_degraded: bool,
+    /// The operator's `[sandbox] expose_sensitive` globs.
+    pub(crate) expose_sensitive: &'k [globset::GlobMatcher],
+    /// The operator's configured test command for this workspace, if any.
+    pub(crate) verify_command: &'k Option<Vec<String>>,
+    /// Outcomes of the recovery run at start-up, reported again by `recover`.
+    pub(crate) startup_outcomes: &'k Vec<Value>,
+}
+
+/// The parts of an [`ExecCtx`] that come from the operator's configuration.
+pub(crate) struct ExecLimits<'k> {
+    /// The most bytes one file may hold.
+    pub(crate) max_file_bytes: u64,
+    /// The operator allows the degraded sandbox backend.
+    pub(crate) allow_degraded: bool,
+    /// The operator's `[sandbox] expose_sensitive` globs.
+    pub(crate) expose_sensitive: &'k [globset::GlobMatcher],
+    /// The operator's configured test command.
+    pub(crate) verify_command: &'k Option<Vec<String>>,
+}
+
+/// The state one session's executors share: its write gate and run lock.
+pub(crate) struct SessionLocks {
+    pub(crate) writes: WriteGate,
+    exec_lock: Mutex<()>,
+}
+
+impl SessionLocks {
+    /// Fresh locks: at most four writes at once.
+    pub(crate) fn new() -> SessionLocks {
+        SessionLocks {
+            writes: WriteGate::new(4),
+            exec_lock: Mutex::new(()),
+        }
+    }
+}
+
+impl<'k> ExecCtx<'k> {
+    /// A context over a workspace, its session's store and jail.
+    pub(crate) fn new(
+        root: &'k PathBuf,
+        session: &'k str,
+        store: &'k Store,
+        jail: &'k Jail,
+        locks: &'k SessionLocks,
+        limits: ExecLimits<'k>,
+        startup_outcomes: &'k Vec<Value>,
+    ) -> ExecCtx<'k> {
+        ExecCtx {
+            root,
+            store,
+            jail,
+            writes: &locks.writes,
+            session,
+            exec_lock: &locks.exec_lock,
+            max_file_bytes: limits.max_file_bytes,
+            allow_degraded: limits.allow_degraded,
+            expose_sensitive: limits.expose_sensitive,
+            verify_command: limits.verify_command,
+            startup_outcomes,
+        }
+    }
+
+    /// The session name.
+    pub(crate) fn session(&self) -> &str {
+        self.session
+    }
+
+    /// Take the session's run lock, waiting for a running command of the same session.
+    pub(crate) fn session_run(&self) -> Result<SessionRun<'_>, String> {
+        let guard = self.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = self.root.join(".airlock").join("locks");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        let path = dir.join(format!("{}.lock", self.session()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open the session lock `{}`: {e}", path.display()))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| format!("cannot lock the session `{}`: {e}", self.session()))?;
+        Ok(SessionRun {
+            _guard: guard,
+            _file: file,
+        })
+    }
+}
+
+/// Holds a session's run lock: in-process mutex plus an exclusive `flock` on
+/// `.airlock/locks/<session>.lock`, so commands of one session are serialised across processes
+/// (two CLI invocations, or the CLI beside an MCP server) while sessions stay independent.
+pub(crate) struct SessionRun<'k> {
+    _guard: std::sync::MutexGuard<'k, ()>,
+    _file: std::fs::File,
+}
+
+/// How a path argument is confined: through a final symlink to its target, or the link itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// Resolve every symlink (reads, writes).
+    Follow,
+    /// Act on a final symlink itself (`delete_file`, `move_file`'s source).
+    Itself,
+}
+
+/// A path argument that passed the jail. Only [`Confined::from_jail`] makes one, and only from
+/// the jail's own [`ConfinedPath`]: an executor cannot be handed a path the jail did not judge.
+#[derive(Debug, Clone)]
+pub(crate) struct Confined {
+    proof: ConfinedPath,
+    link: Link,
+}
+
+impl Confined {
+    /// The jail's verdict on one path argument, kept as the executors' input.
+    pub(crate) fn from_jail(proof: ConfinedPath, link: Link) -> Confined {
+        Confined { proof, link }
+    }
+
+    /// The workspace-relative path the call acts on (symlinks resolved, except a final one
+    /// the call acts on itself). `None` for the workspace root.
+    pub(crate) fn rel(&self) -> Option<&RelPath> {
+        match self.link {
+            Link::Follow => self.proof.rel(),
+            Link::Itself => self.proof.nofollow_rel(),
+        }
+    }
+
+    /// The access the jail granted.
+    pub(crate) fn access(&self) -> Access {
+        self.proof.access()
+    }
+}
+
+/// One call as its executor receives it: typed arguments, the confined paths (in the order the
+/// tool declared them), the guarded script and parsed patch when the tool has them.
+pub(crate) struct Call<'c, A> {
+    /// The tool's typed arguments.
+    pub(crate) args: A,
+    /// Every path argument, confined.
+    pub(crate) paths: Vec<Confined>,
+    /// The guarded command (`bash`).
+    pub(crate) script: Option<GuardedScript>,
+    /// The parsed patch (`apply_patch`).
+    pub(crate) patch: Option<airlock_stage::patch::ParsedPatch>,
+    /// For a `verify` call naming its own command: who vouched for exactly that command.
+    pub(crate) vouched: Option<String>,
+    /// The front end's context (cancellation, approver, operator inputs).
+    pub(crate) cx: &'c CallContext<'c>,
+}
+
+impl<A> Call<'_, A> {
+    /// The first confined path, or `None` for the workspace root / no path.
+    pub(crate) fn rel_or_root(&self) -> Option<&RelPath> {
+        self.paths.first().and_then(Confined::rel)
+    }
+
+    /// The i-th confined path, for a write: the chain guarantees a path below the root,
+    /// confined for writing.
+    pub(crate) fn write_rel(&self, i: usize) -> Result<&RelPath, CallOutcome> {
+        self.paths
+            .get(i)
+            .filter(|c| c.access() == Access::Write)
+            .and_then(Confined::rel)
+            .ok_or_else(|| failure("The call names no confined file path.", Status::Failed))
+    }
+}
+
+/// Per-path write locks, keyed by path bytes.
+type PathLocks = HashMap<Vec<u8>, Arc<Mutex<()>>>;
+
+/// Writes are serialised per path, with a bound on how many run at once.
+pub(crate) struct WriteGate {
+    limit: usize,
+    state: Mutex<(usize, PathLocks)>,
+    freed: Condvar,
+}
+
+impl WriteGate {
+    fn new(limit: usize) -> WriteGate {
+        WriteGate {
+            limit,
+            state: Mutex::new((0, HashMap::new())),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Run `f` holding a slot and the locks of `paths` (taken in sorted order: no deadlock).
+    pub(crate) fn with<T>(&self, paths: &[&[u8]], f: impl FnOnce() -> T) -> T {
+        let locks: Vec<Arc<Mutex<()>>> = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            while st.0 >= self.limit {
+                st = self.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.0 += 1;
+            let mut sorted: Vec<&[u8]> = paths.to_vec();
+            sorted.sort();
+            sorted.dedup();
+            sorted
+                .iter()
+                .map(|p| st.1.entry(p.to_vec()).or_default().clone())
+                .collect()
+        };
+        let result = {
+            let _guards: Vec<_> = locks
+                .iter()
+                .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()))
+                .collect();
+            f()
+        };
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0 -= 1;
+        st.1.retain(|_, l| Arc::strong_count(l) > 1);
+        drop(st);
+        self.freed.notify_one();
+        result
     }
 }

@@ -8,10 +8,10 @@
 //! refuses it; setuid and setgid bits are dropped from files and directories (and the staged
 //! line says so).
 
-use super::failure;
+use super::{Call, ExecCtx, failure};
 use crate::api::CallContext;
-use crate::chain::Prepared;
-use crate::kernel::Kernel;
+use crate::args::{BashArgs, Int};
+use crate::output::Status;
 use airlock_policy::RelPath;
 use airlock_policy::host_exec;
 use airlock_sandbox::{SandboxSpec, UpperChange};
@@ -217,7 +217,7 @@ fn empty_dir(dir: &Path) -> std::io::Result<()> {
 /// The session's scratch, ready for a run: empty `upper`/`work`, and `layer` holding exactly
 /// the current changeset (re-materialised only when its hash changed).
 pub(crate) fn prepare_session_run(
-    k: &Kernel,
+    k: &ExecCtx<'_>,
 ) -> Result<(SessionScratch, airlock_stage::ChangesetSnapshot), String> {
     let snapshot = k.store.snapshot().map_err(|e| e.to_string())?;
     let base = scratch_base()
@@ -286,7 +286,7 @@ pub(crate) fn prepare_session_run(
             &snapshot,
             k.store.blobs(),
             &scratch.layer,
-            &k.root,
+            k.root,
         )
         .map_err(|e| format!("cannot materialise the staged changes for the sandbox: {e}"))?;
         std::fs::write(&key_file, &want).map_err(|e| io("layer key", &key_file, e))?;
@@ -308,7 +308,7 @@ pub(crate) struct RunExposure {
 /// The exposure of one run over the workspace and `snapshot`; the workspace scan's cache lives
 /// in the session's scratch directory.
 pub(crate) fn run_exposure(
-    k: &Kernel,
+    k: &ExecCtx<'_>,
     scratch: &SessionScratch,
     snapshot: &airlock_stage::ChangesetSnapshot,
 ) -> RunExposure {
@@ -316,7 +316,7 @@ pub(crate) fn run_exposure(
     let home = exposure::home_exposure(Some(&scratch.dir.join("home.idx")));
     let cache = scratch.dir.join("sensitive.idx");
     let mut index = exposure::WorkspaceIndex::load(&cache);
-    let found = index.scan(&k.root);
+    let found = index.scan(k.root);
     if let Err(e) = index.save(&cache) {
         tracing::warn!("cannot save the sensitive-file index: {e}");
     }
@@ -325,7 +325,7 @@ pub(crate) fn run_exposure(
         .iter()
         .filter(|e| !matches!(e.change, Change::Delete))
         .map(|e| &e.path);
-    let workspace_masked = exposure::workspace_masks(found, staged, &k.expose_sensitive);
+    let workspace_masked = exposure::workspace_masks(found, staged, k.expose_sensitive);
     let mut masked = vec![PathBuf::from(".airlock")];
     masked.extend(workspace_masked.iter().cloned());
     masked.extend(home.masked);
@@ -341,9 +341,9 @@ pub(crate) fn run_exposure(
 /// names a program in a directory the sandbox shows (the system directories and the exposed
 /// toolchains). Otherwise (a builtin such as `cd`, or no such program) `None`: bash runs the
 /// guarded equivalent, with bash's own semantics and errors.
-fn direct_argv(args: &Value, visible: &[PathBuf]) -> Option<Vec<String>> {
+fn direct_argv(argv: Option<&[String]>, visible: &[PathBuf]) -> Option<Vec<String>> {
     use std::os::unix::fs::PermissionsExt;
-    let argv = crate::api::bash_argv(args)?;
+    let argv = argv.filter(|a| !a.is_empty())?.to_vec();
     let name = argv.first()?;
     if name.contains('/') {
         return Some(argv);
@@ -365,7 +365,7 @@ fn direct_argv(args: &Value, visible: &[PathBuf]) -> Option<Vec<String>> {
 }
 
 /// Spool directory for outputs that overflow their in-memory cap.
-pub(crate) fn spool_dir(k: &Kernel) -> PathBuf {
+pub(crate) fn spool_dir(k: &ExecCtx<'_>) -> PathBuf {
     k.root.join(".airlock").join("spool").join(k.session())
 }
 
@@ -489,39 +489,39 @@ fn dir_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate::CallOutcome {
+pub(crate) fn bash(
+    k: &ExecCtx<'_>,
+    p: &Call<'_, BashArgs>,
+    ctx: &CallContext<'_>,
+) -> crate::CallOutcome {
     let Some(script) = &p.script else {
-        return failure("bash needs a command.", 1);
+        return failure("bash needs a command.", Status::Failed);
     };
-    let timeout = p
-        .args
-        .get("timeout_secs")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = p.args.timeout_secs.map_or(DEFAULT_TIMEOUT, Int::get);
     let _serial = match k.session_run() {
         Ok(g) => g,
-        Err(e) => return failure(e, 1),
+        Err(e) => return failure(e, Status::Failed),
     };
 
     // The namespace backend is tried directly; only when a run fails is the host probed, so
     // the error names what is missing (no user namespaces, no overlayfs, old Landlock).
     let forced_degraded = std::env::var("AIRLOCK_SANDBOX").as_deref() == Ok("degraded");
-    if forced_degraded && !k.config.allow_degraded {
+    if forced_degraded && !k.allow_degraded {
         return failure(
             "AIRLOCK_SANDBOX=degraded asks for no kernel isolation, which needs the operator's --allow-degraded; the command did not run.",
-            1,
+            Status::Failed,
         );
     }
     airlock_sandbox::timing::mark("session lock");
     let (dirs, snapshot) = match prepare_session_run(k) {
         Ok(x) => x,
-        Err(e) => return failure(e, 1),
+        Err(e) => return failure(e, Status::Failed),
     };
     airlock_sandbox::timing::mark("scratch dirs and layer");
     let exposure = run_exposure(k, &dirs, &snapshot);
     // This run's spool: removed when the run ends unless the result names its files.
     let mut spool = RunSpool::new(spool_dir(k)).ok();
-    let argv = match direct_argv(&p.args, &exposure.home_binds) {
+    let argv = match direct_argv(p.args.argv.as_deref(), &exposure.home_binds) {
         Some(argv) => argv.into_iter().map(OsString::from).collect(),
         None => vec![
             OsString::from("/bin/bash"),
@@ -559,12 +559,17 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     airlock_sandbox::timing::mark("spec");
     let outcome = match run_sandboxed(k, &spec, forced_degraded) {
         Ok(o) => o,
-        Err(e) => return failure(format!("The sandbox failed to run the command: {e}"), 1),
+        Err(e) => {
+            return failure(
+                format!("The sandbox failed to run the command: {e}"),
+                Status::Failed,
+            );
+        }
     };
     if outcome.cancelled {
         return failure(
             "The command was cancelled and killed; nothing it wrote was staged.",
-            130,
+            Status::Cancelled,
         );
     }
     airlock_sandbox::timing::mark("sandbox returned");
@@ -579,7 +584,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
             Err(e) => {
                 return failure(
                     format!("The command ran, but its changes could not be staged: {e}"),
-                    1,
+                    Status::Failed,
                 );
             }
         }
@@ -633,7 +638,13 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
         output: out,
         truncated,
         denial: None,
-        exit_code,
+        status: if outcome.timed_out {
+            Status::TimedOut
+        } else if exit_code == 0 {
+            Status::Ok
+        } else {
+            Status::Exited(exit_code)
+        },
     }
 }
 
@@ -680,7 +691,7 @@ fn ceiling_note(c: airlock_sandbox::Ceiling, l: &airlock_sandbox::LimitsReport) 
 /// Run `spec` in the namespace sandbox; on a host that lacks what it needs, fall back to the
 /// degraded backend only when the operator opted in (`--allow-degraded`).
 fn run_sandboxed(
-    k: &Kernel,
+    k: &ExecCtx<'_>,
     spec: &SandboxSpec,
     forced_degraded: bool,
 ) -> Result<airlock_sandbox::Outcome, String> {
@@ -693,7 +704,7 @@ fn run_sandboxed(
     match airlock_sandbox::NamespaceBackend::new().run(spec) {
         Ok(o) => Ok(o),
         Err(e) => match airlock_sandbox::probe() {
-            Err(missing) if k.config.allow_degraded => {
+            Err(missing) if k.allow_degraded => {
                 tracing::warn!(
                     "no kernel isolation ({missing}); running degraded as the operator allowed"
                 );
@@ -715,7 +726,7 @@ fn run_sandboxed(
 /// is staged, and neither is the deletion or replacement of a directory holding one: the real
 /// secret is never changed because the command saw a mask in its place.
 pub(crate) fn harvest_into_store(
-    k: &Kernel,
+    k: &ExecCtx<'_>,
     upper: &Path,
     masked: &[PathBuf],
 ) -> Result<Vec<String>, String> {
@@ -730,13 +741,13 @@ pub(crate) fn harvest_into_store(
     // Harvest lists parents before children, so a directory's delete precedes anything staged
     // below it (a delete drops staged entries below it).
     let mut batch: Vec<StageOp> = Vec::new();
-    let mut ignore = airlock_stage::view::IgnoreRules::new(&k.root);
+    let mut ignore = airlock_stage::view::IgnoreRules::new(k.root);
     // Host-exec paths by name, and below directories git takes for repositories by their
     // shape before the command (the merged view) or after it (its upper layer over that).
     let mut shapes = crate::host_shape::ShapeJudge::new(
-        &k.root,
-        |p: &Path| crate::host_shape::merged_node(&k.store, p),
-        |p: &Path| crate::host_shape::upper_node(upper, &k.store, p),
+        k.root,
+        |p: &Path| crate::host_shape::merged_node(k.store, p),
+        |p: &Path| crate::host_shape::upper_node(upper, k.store, p),
     );
     for change in changes {
         let path = change.path().to_path_buf();
@@ -806,7 +817,7 @@ pub(crate) fn harvest_into_store(
             }
             UpperChange::Delete { .. } => (Change::Delete, host_exec.clone()),
             UpperChange::Symlink { target, .. } => {
-                let flag = symlink_escape(&k.root, &rel, &target)
+                let flag = symlink_escape(k.root, &rel, &target)
                     .or(sensitive.clone())
                     .or(host_exec.clone());
                 (
@@ -898,7 +909,7 @@ fn special_bits(mode: u32) -> Option<&'static str> {
     }
 }
 
-fn lower_entries_below(k: &Kernel, dir: &RelPath) -> Vec<RelPath> {
+fn lower_entries_below(k: &ExecCtx<'_>, dir: &RelPath) -> Vec<RelPath> {
     let abs = k.root.join(dir.as_path());
     let Ok(rd) = std::fs::read_dir(&abs) else {
         return Vec::new();

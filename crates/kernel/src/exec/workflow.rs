@@ -2,10 +2,10 @@
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
 use super::shell::{prepare_session_run, run_exposure};
-use super::{failure, success};
+use super::{Call, Confined, ExecCtx, failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
-use crate::chain::Prepared;
-use crate::kernel::Kernel;
+use crate::args::{DiffArgs, Int, VerifyArgs};
+use crate::output::Status;
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, HostExecGate, apply_verified};
@@ -16,15 +16,10 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 
-/// Exit code: verification did not pass / not verified.
-pub(crate) const EXIT_NOT_VERIFIED: i32 = 4;
-/// Exit code: conflict.
-pub(crate) const EXIT_CONFLICT: i32 = 5;
-
-pub(crate) fn status(k: &Kernel) -> crate::CallOutcome {
+pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     let snap = match k.store.snapshot() {
         Ok(s) => s,
-        Err(e) => return failure(e.to_string(), 1),
+        Err(e) => return failure(e.to_string(), Status::Failed),
     };
     airlock_sandbox::timing::mark("status: snapshot");
     // One pass over the sorted entries: each line comes from its own entry (linear in the
@@ -56,13 +51,13 @@ pub(crate) fn status(k: &Kernel) -> crate::CallOutcome {
     )
 }
 
-pub(crate) fn diff(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
+pub(crate) fn diff(k: &ExecCtx<'_>, p: &Call<'_, DiffArgs>) -> crate::CallOutcome {
     let snap = match k.store.snapshot() {
         Ok(s) => s,
-        Err(e) => return failure(e.to_string(), 1),
+        Err(e) => return failure(e.to_string(), Status::Failed),
     };
-    let filter: Vec<_> = p.rels.iter().flatten().cloned().collect();
-    match sdiff::unified_diff(&k.store, &snap, &filter) {
+    let filter: Vec<_> = p.paths.iter().filter_map(Confined::rel).cloned().collect();
+    match sdiff::unified_diff(k.store, &snap, &filter) {
         Ok(text) => {
             let (shown, cut) = crate::output::cut(&text, 256 * 1024);
             let mut body = shown.to_string();
@@ -71,11 +66,11 @@ pub(crate) fn diff(k: &Kernel, p: &Prepared<'_>) -> crate::CallOutcome {
             }
             success(json!(body), cut > 0)
         }
-        Err(e) => failure(e.to_string(), 1),
+        Err(e) => failure(e.to_string(), Status::Failed),
     }
 }
 
-pub(crate) fn discard(k: &Kernel) -> crate::CallOutcome {
+pub(crate) fn discard(k: &ExecCtx<'_>) -> crate::CallOutcome {
     match k.store.discard() {
         Ok(n) => {
             let freed = collect_blobs(k);
@@ -84,7 +79,7 @@ pub(crate) fn discard(k: &Kernel) -> crate::CallOutcome {
                 false,
             )
         }
-        Err(e) => failure(e.to_string(), 1),
+        Err(e) => failure(e.to_string(), Status::Failed),
     }
 }
 
@@ -94,8 +89,8 @@ const DISCARD_GC_BUDGET: Duration = Duration::from_secs(2);
 /// Reclaims the blobs nothing names any more (after a discard), within a time budget; best
 /// effort: a collection that cannot run now, or runs out of time, leaves its garbage for the
 /// next one. Returns a sentence for the result (empty when nothing was freed).
-pub(crate) fn collect_blobs(k: &Kernel) -> String {
-    match airlock_stage::gc::collect_within(&k.root, Some(DISCARD_GC_BUDGET)) {
+pub(crate) fn collect_blobs(k: &ExecCtx<'_>) -> String {
+    match airlock_stage::gc::collect_within(k.root, Some(DISCARD_GC_BUDGET)) {
         Ok(r) if r.removed > 0 || r.unfinished => {
             let mut said = format!(
                 " Freed {} stored blob(s) ({} bytes).",
@@ -119,22 +114,22 @@ pub(crate) fn collect_blobs(k: &Kernel) -> String {
     }
 }
 
-pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate::CallOutcome {
+pub(crate) fn verify(
+    k: &ExecCtx<'_>,
+    p: &Call<'_, VerifyArgs>,
+    ctx: &CallContext<'_>,
+) -> crate::CallOutcome {
     let _serial = match k.session_run() {
         Ok(g) => g,
-        Err(e) => return failure(e, 1),
+        Err(e) => return failure(e, Status::Failed),
     };
     let (dirs, snapshot) = match prepare_session_run(k) {
         Ok(x) => x,
-        Err(e) => return failure(e, 1),
+        Err(e) => return failure(e, Status::Failed),
     };
     let exposure = run_exposure(k, &dirs, &snapshot);
-    let timeout = p
-        .args
-        .get("timeout_secs")
-        .and_then(Value::as_u64)
-        .unwrap_or(300);
-    let runner = match p.args.get("runner").and_then(Value::as_str) {
+    let timeout = p.args.timeout_secs.map_or(300, Int::get);
+    let runner = match p.args.runner.as_deref() {
         None | Some("auto") => None,
         Some(name) => match airlock_verify::RunnerKind::from_name(name) {
             Some(r) => Some(r),
@@ -143,7 +138,7 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
                     format!(
                         "Unknown runner `{name}`; use auto, node, vitest, jest, cargo, pytest, go or command."
                     ),
-                    2,
+                    Status::Usage,
                 );
             }
         },
@@ -159,15 +154,11 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         timeout: Duration::from_secs(timeout),
         runner,
         command,
-        baseline: p
-            .args
-            .get("baseline")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        baseline: p.args.baseline,
         home_binds: exposure.home_binds,
         masked: exposure.masked,
         cancel: Some(ctx.cancel.flag()),
-        allow_degraded: k.config.allow_degraded,
+        allow_degraded: k.allow_degraded,
         memory: ctx.operator.memory_bytes,
         cpu_secs: ctx.operator.cpu_secs,
         disk: ctx.operator.disk_bytes,
@@ -181,7 +172,7 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
     let _ = std::fs::create_dir_all(&scratch);
     let cache = k.root.join(".airlock").join("baseline");
     let input = airlock_verify::VerifyInput {
-        workspace: &k.root,
+        workspace: k.root,
         layers: vec![dirs.layer.clone()],
         changeset_hash: snapshot.hash.to_hex(),
         scratch_dir: &scratch,
@@ -190,7 +181,7 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
     };
     let report = match airlock_verify::run_verification(&input, &opts) {
         Ok(r) => r,
-        Err(e) => return failure(format!("Verification could not run: {e}"), 1),
+        Err(e) => return failure(format!("Verification could not run: {e}"), Status::Failed),
     };
     // The gate reads the typed verdict; the JSON below is only what the caller is shown.
     let verdict = report.verdict;
@@ -221,7 +212,10 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         detail: detail.clone(),
     };
     if let Err(e) = k.store.record_verdict(&record) {
-        return failure(format!("The verdict could not be stored: {e}"), 1);
+        return failure(
+            format!("The verdict could not be stored: {e}"),
+            Status::Failed,
+        );
     }
     let passed = verdict.is_pass();
     crate::CallOutcome {
@@ -229,7 +223,11 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         output: detail,
         truncated: false,
         denial: None,
-        exit_code: if passed { 0 } else { EXIT_NOT_VERIFIED },
+        status: if passed {
+            Status::Ok
+        } else {
+            Status::NotVerified
+        },
     }
 }
 
@@ -237,20 +235,14 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
 /// then a command the agent passed (advisory unless an operator rule vouched for exactly that
 /// command); then the operator's configured command; else the runner detected from the project.
 fn verify_command(
-    k: &Kernel,
-    p: &Prepared<'_>,
+    k: &ExecCtx<'_>,
+    p: &Call<'_, VerifyArgs>,
     ctx: &CallContext<'_>,
 ) -> (Option<Vec<String>>, VerdictSource) {
     if let Some(cmd) = &ctx.operator.verify_command {
         return (Some(cmd.clone()), VerdictSource::OperatorCli);
     }
-    let agent = p.args.get("command").and_then(Value::as_array).map(|a| {
-        a.iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    });
-    if let Some(cmd) = agent {
+    if let Some(cmd) = p.args.command.clone() {
         let source = if p.vouched.is_some() {
             VerdictSource::OperatorRule
         } else {
@@ -267,36 +259,36 @@ fn verify_command(
 /// A runner the agent forced (not `auto`, not the operator's `--runner`) that is not the one the
 /// project declares makes the verdict the agent's: another runner runs other tests.
 fn runner_overrides_project(
-    k: &Kernel,
-    p: &Prepared<'_>,
+    k: &ExecCtx<'_>,
+    p: &Call<'_, VerifyArgs>,
     ctx: &CallContext<'_>,
     layer: &Path,
 ) -> bool {
-    let chosen = match p.args.get("runner").and_then(Value::as_str) {
+    let chosen = match p.args.runner.as_deref() {
         None | Some("auto") => return false,
         Some(r) => r,
     };
     if ctx.operator.verify_runner.as_deref() == Some(chosen) {
         return false;
     }
-    let src = airlock_verify::DirSource::layered(&k.root, &[layer.to_path_buf()]);
+    let src = airlock_verify::DirSource::layered(k.root, &[layer.to_path_buf()]);
     airlock_verify::detect(&src).map(|d| d.name()) != Some(chosen)
 }
 
-fn open_journal(k: &Kernel) -> Result<Journal, crate::CallOutcome> {
-    Journal::open(&k.root)
+fn open_journal(k: &ExecCtx<'_>) -> Result<Journal, crate::CallOutcome> {
+    Journal::open(k.root)
         .map(|(j, _)| j)
-        .map_err(|e| failure(format!("The journal cannot be opened: {e}"), 1))
+        .map_err(|e| failure(format!("The journal cannot be opened: {e}"), Status::Failed))
 }
 
-pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
+pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutcome {
     let _serial = match k.session_run() {
         Ok(g) => g,
-        Err(e) => return failure(e, 1),
+        Err(e) => return failure(e, Status::Failed),
     };
     let verified = match k.store.verified() {
         Ok(v) => v,
-        Err(e) => return failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED),
+        Err(e) => return failure(format!("Nothing was applied: {e}"), Status::NotVerified),
     };
     airlock_sandbox::timing::mark("verified changeset loaded");
     // Only the operator's own front end fills this; nothing the model sends reaches it.
@@ -313,9 +305,9 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
         .collect();
     let unchanged = std::collections::HashMap::new();
     let mut shapes = crate::host_shape::ShapeJudge::new(
-        &k.root,
-        |p: &Path| crate::host_shape::post_apply_node(&k.root, &unchanged, p),
-        |p: &Path| crate::host_shape::post_apply_node(&k.root, &changes, p),
+        k.root,
+        |p: &Path| crate::host_shape::post_apply_node(k.root, &unchanged, p),
+        |p: &Path| crate::host_shape::post_apply_node(k.root, &changes, p),
     );
     let mut refused = Vec::new();
     for e in &verified.snapshot().entries {
@@ -378,9 +370,14 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
     // The blobs of the snapshot are read during the apply: no collection meanwhile.
     let pin = match k.store.blobs().pin() {
         Ok(p) => p,
-        Err(e) => return failure(format!("Nothing was applied: the blob store: {e}"), 1),
+        Err(e) => {
+            return failure(
+                format!("Nothing was applied: the blob store: {e}"),
+                Status::Failed,
+            );
+        }
     };
-    let applied = apply_verified(&k.root, &verified, k.store.blobs(), &journal, &ctx);
+    let applied = apply_verified(k.root, &verified, k.store.blobs(), &journal, &ctx);
     drop(pin);
     match applied {
         Ok(report) => {
@@ -389,26 +386,26 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
             if let Err(e) = k.store.clear_applied(&verified.snapshot().hash) {
                 return failure(
                     format!("Applied, but the staged entries could not be cleared: {e}"),
-                    1,
+                    Status::Failed,
                 );
             }
             // The applied contents are on disk now (and undo reads its backups, not blobs):
             // their blobs go unless another session names them. Only this changeset's blobs
             // are looked at, so the cost follows the apply's size.
             let applied = airlock_stage::gc::blobs_of(&verified.snapshot().entries);
-            if let Err(e) = airlock_stage::gc::collect_some(&k.root, &applied) {
+            if let Err(e) = airlock_stage::gc::collect_some(k.root, &applied) {
                 tracing::warn!("{e}");
             }
             success(serde_json::to_value(&report).unwrap_or(Value::Null), false)
         }
         Err(e @ ApplyError::Conflict(_)) => {
-            failure(format!("Nothing was applied: {e}"), EXIT_CONFLICT)
+            failure(format!("Nothing was applied: {e}"), Status::Conflict)
         }
         // A refusal is not an internal error: the changeset is not applicable as it stands.
         Err(e @ ApplyError::Refused { .. }) => {
-            failure(format!("Nothing was applied: {e}"), EXIT_NOT_VERIFIED)
+            failure(format!("Nothing was applied: {e}"), Status::NotVerified)
         }
-        Err(e) => failure(format!("Nothing was applied: {e}"), 1),
+        Err(e) => failure(format!("Nothing was applied: {e}"), Status::Failed),
     }
 }
 
@@ -437,7 +434,7 @@ fn host_exec_refusal(reason: String) -> crate::CallOutcome {
         ok: false,
         output: d.to_json(),
         truncated: false,
-        exit_code: EXIT_NOT_VERIFIED,
+        status: Status::NotVerified,
         denial: Some(d),
     }
 }
@@ -447,7 +444,7 @@ fn denial(d: Decision) -> crate::CallOutcome {
         ok: false,
         output: d.to_json(),
         truncated: false,
-        exit_code: 3,
+        status: Status::Denied,
         denial: Some(d),
     }
 }
@@ -466,49 +463,49 @@ fn turn_id() -> u64 {
         })
 }
 
-pub(crate) fn undo(k: &Kernel) -> crate::CallOutcome {
+pub(crate) fn undo(k: &ExecCtx<'_>) -> crate::CallOutcome {
     let _serial = match k.session_run() {
         Ok(g) => g,
-        Err(e) => return failure(e, 1),
+        Err(e) => return failure(e, Status::Failed),
     };
     let journal = match open_journal(k) {
         Ok(j) => j,
         Err(o) => return o,
     };
     let ctx = ApplyContext::new(k.session(), turn_id());
-    match undo_last(&k.root, &journal, &ctx) {
+    match undo_last(k.root, &journal, &ctx) {
         Ok(report) => {
             let _ = journal.finish_turn(&ctx.session, ctx.turn);
             success(serde_json::to_value(&report).unwrap_or(Value::Null), false)
         }
         Err(e @ UndoError::Conflict(_)) => {
-            failure(format!("Nothing was undone: {e}"), EXIT_CONFLICT)
+            failure(format!("Nothing was undone: {e}"), Status::Conflict)
         }
-        Err(e) => failure(format!("Nothing was undone: {e}"), 1),
+        Err(e) => failure(format!("Nothing was undone: {e}"), Status::Failed),
     }
 }
 
-pub(crate) fn journal(k: &Kernel) -> crate::CallOutcome {
+pub(crate) fn journal(k: &ExecCtx<'_>) -> crate::CallOutcome {
     let journal = match open_journal(k) {
         Ok(j) => j,
         Err(o) => return o,
     };
     match journal.records() {
         Ok(records) => success(serde_json::to_value(&records).unwrap_or(Value::Null), false),
-        Err(e) => failure(e.to_string(), 1),
+        Err(e) => failure(e.to_string(), Status::Failed),
     }
 }
 
-pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
+pub(crate) fn recover(k: &ExecCtx<'_>) -> crate::CallOutcome {
     let _serial = match k.session_run() {
         Ok(g) => g,
-        Err(e) => return failure(e, 1),
+        Err(e) => return failure(e, Status::Failed),
     };
     let journal = match open_journal(k) {
         Ok(j) => j,
         Err(o) => return o,
     };
-    match airlock_stage::recover::recover(&k.root, &journal) {
+    match airlock_stage::recover::recover(k.root, &journal) {
         Ok(outcomes) => {
             // Records this process already resolved at start-up come first, then any new ones.
             let mut all: Vec<Value> = k.startup_outcomes.clone();
@@ -519,13 +516,13 @@ pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
             );
             // Temp files of interrupted applies anywhere in the workspace (also those whose
             // record was resolved earlier, or whose journal was lost).
-            match airlock_stage::recover::sweep_temps(&k.root, &journal) {
+            match airlock_stage::recover::sweep_temps(k.root, &journal) {
                 Ok(cleaned) => all.extend(
                     cleaned
                         .iter()
                         .map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
                 ),
-                Err(e) => return failure(e.to_string(), 1),
+                Err(e) => return failure(e.to_string(), Status::Failed),
             }
             let attention = all.iter().any(|v| v["outcome"] == "needs_attention");
             crate::CallOutcome {
@@ -533,10 +530,14 @@ pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
                 output: Value::Array(all),
                 truncated: false,
                 denial: None,
-                exit_code: if attention { 1 } else { 0 },
+                status: if attention {
+                    Status::Failed
+                } else {
+                    Status::Ok
+                },
             }
         }
-        Err(e) => failure(e.to_string(), 1),
+        Err(e) => failure(e.to_string(), Status::Failed),
     }
 }
 
@@ -589,8 +590,7 @@ pub(crate) fn recover_at_startup(root: &Path) -> StartupRecovery {
     out
 }
 
-pub(crate) fn ask_user(p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate::CallOutcome {
-    let question = p.args.get("question").and_then(Value::as_str).unwrap_or("");
+pub(crate) fn ask_user(question: &str, ctx: &CallContext<'_>) -> crate::CallOutcome {
     let req = ApprovalRequest {
         tool: "ask_user".into(),
         summary: question.to_string(),
