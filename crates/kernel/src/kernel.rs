@@ -168,37 +168,6 @@ impl Kernel {
     }
 }
 
-/// Holds a session's run lock: in-process mutex plus an exclusive `flock` on
-/// `.airlock/locks/<session>.lock`, so commands of one session are serialised across processes
-/// (two CLI invocations, or the CLI beside an MCP server) while sessions stay independent.
-pub(crate) struct SessionRun<'k> {
-    _guard: std::sync::MutexGuard<'k, ()>,
-    _file: std::fs::File,
-}
-
-impl Kernel {
-    /// Take the session's run lock, waiting for a running command of the same session.
-    pub(crate) fn session_run(&self) -> Result<SessionRun<'_>, String> {
-        let guard = self.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = self.root.join(".airlock").join("locks");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
-        let path = dir.join(format!("{}.lock", self.session()));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("cannot open the session lock `{}`: {e}", path.display()))?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| format!("cannot lock the session `{}`: {e}", self.session()))?;
-        Ok(SessionRun {
-            _guard: guard,
-            _file: file,
-        })
-    }
-}
-
 /// Per-path write locks, keyed by path bytes.
 type PathLocks = HashMap<Vec<u8>, Arc<Mutex<()>>>;
 

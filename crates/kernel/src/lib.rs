@@ -24,6 +24,7 @@ mod exec;
 mod host_shape;
 mod kernel;
 pub mod output;
+mod session;
 pub mod tools;
 
 pub use api::{

@@ -1,11 +1,11 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
-use super::shell::{prepare_session_run, run_exposure};
 use super::{failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::chain::Prepared;
 use crate::kernel::Kernel;
+use crate::session::{prepare_session_run, run_exposure};
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, apply_verified};
