@@ -6,5 +6,7 @@ fn main() {
     if let Ok(exe) = std::env::current_exe() {
         airlock_sandbox::host::enable(exe);
     }
-    std::process::exit(airlock::cli::main());
+    // The environment is read here, once; everything below gets it as settings.
+    let settings = airlock::cli::settings_from_env();
+    std::process::exit(airlock::cli::main(settings));
 }

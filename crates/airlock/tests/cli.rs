@@ -1103,3 +1103,56 @@ fn a_planted_scratch_directory_is_refused() {
     assert!(text.contains("refusing to keep sandbox scratch"), "{text}");
     assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
 }
+
+#[test]
+fn bad_mode_permission_or_profile_values_are_usage_errors_naming_the_choices() {
+    let (_t, ws) = workspace();
+    for (flag, value, choices) in [
+        ("--mode", "bogus", "[possible values: discuss, plan, build]"),
+        ("--permission", "x", "[possible values: auto, ask]"),
+        (
+            "--profile",
+            "unrestricted",
+            "[possible values: readonly, plan, allowlist, allow-all]",
+        ),
+    ] {
+        let o = airlock(&ws, &[flag, value, "status"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        let upper = flag.trim_start_matches('-').to_uppercase();
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag} <{upper}>'")),
+            "{err}"
+        );
+        assert!(err.contains(choices), "{err}");
+    }
+    // Each accepted value opens a kernel.
+    for args in [
+        [
+            "--mode",
+            "plan",
+            "--permission",
+            "ask",
+            "--profile",
+            "readonly",
+        ],
+        [
+            "--mode",
+            "build",
+            "--permission",
+            "auto",
+            "--profile",
+            "allow-all",
+        ],
+    ] {
+        let mut a: Vec<&str> = args.to_vec();
+        a.push("status");
+        let o = airlock(&ws, &a);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

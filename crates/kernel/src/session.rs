@@ -6,6 +6,7 @@
 //! The executors (`exec::shell`, `exec::workflow`) take a [`SessionRun`] lock, then
 //! [`prepare_session_run`], then hand the directories to the sandbox.
 
+use crate::api::Settings;
 use crate::kernel::Kernel;
 use airlock_stage::Change;
 use std::ffi::OsString;
@@ -18,8 +19,8 @@ use std::time::Duration;
 /// reused while the changeset's hash is unchanged (`layer.key`); `upper` and `work`, the
 /// overlay's, left empty by every run; and `host.sock`, the session's warm sandbox
 /// host. They live outside the workspace (overlayfs refuses nested layers), in a 0700
-/// directory of the caller's: `$AIRLOCK_RUN_DIR`, else `$XDG_RUNTIME_DIR/airlock`, else
-/// `$TMPDIR/airlock-<uid>`.
+/// directory of the caller's ([`Settings`]): `$AIRLOCK_RUN_DIR`, else
+/// `$XDG_RUNTIME_DIR/airlock`, else `$TMPDIR/airlock-<uid>`.
 pub(crate) struct SessionScratch {
     pub(crate) dir: PathBuf,
     pub(crate) layer: PathBuf,
@@ -161,18 +162,18 @@ impl Drop for SessionScratch {
 
 /// The private directory holding every session's scratch: made 0700, and refused unless it is a
 /// real directory owned by this user (a shared `/tmp` must not let anyone else plant it).
-fn scratch_base() -> std::io::Result<PathBuf> {
+fn scratch_base(settings: &Settings) -> std::io::Result<PathBuf> {
     let uid = rustix::process::geteuid().as_raw();
     // The operator's choice is binding; the runtime directory is only a preference.
-    if let Some(d) = std::env::var_os("AIRLOCK_RUN_DIR") {
-        return private_dir(&PathBuf::from(d), uid);
+    if let Some(d) = &settings.run_dir {
+        return private_dir(d, uid);
     }
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|x| Path::new(x).is_dir())
-        && let Ok(dir) = private_dir(&PathBuf::from(x).join("airlock"), uid)
+    if let Some(x) = settings.runtime_dir.as_ref().filter(|x| x.is_dir())
+        && let Ok(dir) = private_dir(&x.join("airlock"), uid)
     {
         return Ok(dir);
     }
-    private_dir(&std::env::temp_dir().join(format!("airlock-{uid}")), uid)
+    private_dir(&settings.temp_dir.join(format!("airlock-{uid}")), uid)
 }
 
 /// `dir`, created if need be, as a real directory owned by `uid` with mode 0700.
@@ -217,7 +218,7 @@ pub(crate) fn prepare_session_run(
     k: &Kernel,
 ) -> Result<(SessionScratch, airlock_stage::ChangesetSnapshot), String> {
     let snapshot = k.store.snapshot().map_err(|e| e.to_string())?;
-    let base = scratch_base()
+    let base = scratch_base(&k.config.settings)
         .map_err(|e| format!("cannot create the sandbox's scratch directory: {e}"))?;
     let mut key = blake3::Hasher::new();
     key.update(k.root.as_os_str().as_bytes());
@@ -310,7 +311,10 @@ pub(crate) fn run_exposure(
     snapshot: &airlock_stage::ChangesetSnapshot,
 ) -> RunExposure {
     use crate::exec::exposure;
-    let home = exposure::home_exposure(Some(&scratch.dir.join("home.idx")));
+    let home = exposure::home_exposure(
+        k.config.settings.home.as_deref(),
+        Some(&scratch.dir.join("home.idx")),
+    );
     let cache = scratch.dir.join("sensitive.idx");
     let mut index = exposure::WorkspaceIndex::load(&cache);
     let found = index.scan(&k.root);

@@ -34,7 +34,11 @@ const OUTPUT_LIMIT: usize = 32 * 1024;
 /// names a program in a directory the sandbox shows (the system directories and the exposed
 /// toolchains). Otherwise (a builtin such as `cd`, or no such program) `None`: bash runs the
 /// guarded equivalent, with bash's own semantics and errors.
-fn direct_argv(args: &Value, visible: &[PathBuf]) -> Option<Vec<String>> {
+fn direct_argv(
+    args: &Value,
+    path: Option<&std::ffi::OsStr>,
+    visible: &[PathBuf],
+) -> Option<Vec<String>> {
     use std::os::unix::fs::PermissionsExt;
     let argv = crate::api::bash_argv(args)?;
     let name = argv.first()?;
@@ -44,8 +48,7 @@ fn direct_argv(args: &Value, visible: &[PathBuf]) -> Option<Vec<String>> {
     if name.is_empty() || name == "." || name == ".." {
         return None;
     }
-    let path = std::env::var_os("PATH")?;
-    let found = std::env::split_paths(&path).any(|dir| {
+    let found = std::env::split_paths(path?).any(|dir| {
         let shown = ["/usr", "/bin", "/sbin", "/lib"]
             .iter()
             .any(|sys| dir.starts_with(sys))
@@ -73,7 +76,7 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
 
     // The namespace backend is tried directly; only when a run fails is the host probed, so
     // the error names what is missing (no user namespaces, no overlayfs, old Landlock).
-    let forced_degraded = std::env::var("AIRLOCK_SANDBOX").as_deref() == Ok("degraded");
+    let forced_degraded = k.config.settings.forced_degraded;
     if forced_degraded && !k.config.allow_degraded {
         return failure(
             "AIRLOCK_SANDBOX=degraded asks for no kernel isolation, which needs the operator's --allow-degraded; the command did not run.",
@@ -89,7 +92,11 @@ pub(crate) fn bash(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate
     let exposure = run_exposure(k, &dirs, &snapshot);
     // This run's spool: removed when the run ends unless the result names its files.
     let mut spool = RunSpool::new(spool_dir(k)).ok();
-    let argv = match direct_argv(&p.args, &exposure.home_binds) {
+    let argv = match direct_argv(
+        &p.args,
+        k.config.settings.path.as_deref(),
+        &exposure.home_binds,
+    ) {
         Some(argv) => argv.into_iter().map(OsString::from).collect(),
         None => vec![
             OsString::from("/bin/bash"),

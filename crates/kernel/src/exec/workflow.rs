@@ -2,14 +2,14 @@
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
 use super::{failure, success};
-use crate::api::{Approval, ApprovalRequest, CallContext};
+use crate::api::{Approval, ApprovalRequest, CallContext, Notice};
 use crate::chain::Prepared;
 use crate::kernel::Kernel;
 use crate::session::{prepare_session_run, run_exposure};
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, apply_verified};
-use airlock_stage::journal::Journal;
+use airlock_stage::journal::{Journal, JournalNotice};
 use airlock_stage::undo::{UndoError, undo_last};
 use airlock_stage::{VerdictRecord, VerdictSource, diff as sdiff};
 use serde_json::{Value, json};
@@ -171,6 +171,7 @@ pub(crate) fn verify(k: &Kernel, p: &Prepared<'_>, ctx: &CallContext<'_>) -> cra
         memory: ctx.operator.memory_bytes,
         cpu_secs: ctx.operator.cpu_secs,
         disk: ctx.operator.disk_bytes,
+        host_env: k.config.settings.env.clone(),
         ..airlock_verify::VerifyOptions::default()
     };
     let scratch = dirs
@@ -372,7 +373,7 @@ pub(crate) fn apply(k: &Kernel, call: &CallContext<'_>) -> crate::CallOutcome {
     };
     let ctx = ApplyContext {
         host_exec: grant,
-        ..ApplyContext::new(k.session(), turn_id())
+        ..ApplyContext::new(k.session(), turn_id(k))
     };
     // The blobs of the snapshot are read during the apply: no collection meanwhile.
     let pin = match k.store.blobs().pin() {
@@ -436,16 +437,13 @@ fn denial(d: Decision) -> crate::CallOutcome {
 
 /// The agent turn an effect belongs to: `AIRLOCK_TURN` when the front end sets it, otherwise
 /// the current time in milliseconds (unique per call).
-fn turn_id() -> u64 {
-    std::env::var("AIRLOCK_TURN")
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            t.as_millis() as u64
-        })
+fn turn_id(k: &Kernel) -> u64 {
+    k.config.settings.turn.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        t.as_millis() as u64
+    })
 }
 
 pub(crate) fn undo(k: &Kernel) -> crate::CallOutcome {
@@ -457,7 +455,7 @@ pub(crate) fn undo(k: &Kernel) -> crate::CallOutcome {
         Ok(j) => j,
         Err(o) => return o,
     };
-    let ctx = ApplyContext::new(k.session(), turn_id());
+    let ctx = ApplyContext::new(k.session(), turn_id(k));
     match undo_last(&k.root, &journal, &ctx) {
         Ok(report) => {
             let _ = journal.finish_turn(&ctx.session, ctx.turn);
@@ -525,7 +523,7 @@ pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
 /// What start-up recovery did: notices for the operator, and the per-record outcomes that the
 /// `recover` tool reports (so a crash resolved at start-up is still reported by `recover`).
 pub(crate) struct StartupRecovery {
-    pub(crate) notices: Vec<String>,
+    pub(crate) notices: Vec<Notice>,
     pub(crate) outcomes: Vec<Value>,
 }
 
@@ -541,31 +539,30 @@ pub(crate) fn recover_at_startup(root: &Path) -> StartupRecovery {
     let (journal, notices) = match Journal::open(root) {
         Ok(x) => x,
         Err(e) => {
-            out.notices
-                .push(format!("the journal cannot be opened: {e}"));
+            out.notices.push(Notice::JournalUnavailable(e.to_string()));
             return out;
         }
     };
     match airlock_stage::recover::recover(root, &journal) {
         Ok(outcomes) => {
-            // The journal's own "run `airlock recover`" advice is moot: it just ran.
+            // A record the journal marked `unknown` was just resolved: its advice to run
+            // `airlock recover` is moot (the outcome below reports it).
             out.notices.extend(
                 notices
                     .into_iter()
-                    .filter(|n| !n.contains("run `airlock recover`")),
+                    .filter(|n| !matches!(n, JournalNotice::MarkedUnknown { .. }))
+                    .map(Notice::Journal),
             );
             for o in outcomes {
                 let v = serde_json::to_value(&o).unwrap_or(Value::Null);
-                out.notices.push(format!(
-                    "recovered an interrupted operation at start-up: {v}"
-                ));
+                out.notices
+                    .push(Notice::RecoveredAtStartup { outcome: v.clone() });
                 out.outcomes.push(v);
             }
         }
         Err(e) => {
-            out.notices.extend(notices);
-            out.notices
-                .push(format!("recovery at start-up failed: {e}"));
+            out.notices.extend(notices.into_iter().map(Notice::Journal));
+            out.notices.push(Notice::RecoveryFailed(e.to_string()));
         }
     }
     out
