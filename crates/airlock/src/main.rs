@@ -1,3 +1,6 @@
+//! The `airlock` binary: reads its environment once into [`airlock_kernel::Settings`] and runs
+//! the command line ([`airlock::cli`]); re-run with a marker argument, it is a warm sandbox host.
+
 fn main() {
     // A warm sandbox host is this same executable re-run with a marker argument.
     if let Some(code) = airlock_sandbox::host::main_hook() {

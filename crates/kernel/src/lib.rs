@@ -20,6 +20,8 @@
 //! assert!(out.ok); // staged, not written
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 mod chain;
 mod exec;

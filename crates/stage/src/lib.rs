@@ -8,6 +8,8 @@
 //! it all-or-nothing under a durable journal; `recover` resolves interrupted applies and `undo`
 //! reverts the last one.
 
+#![forbid(unsafe_code)]
+
 pub mod blobs;
 pub mod gc;
 pub mod model;
