@@ -14,6 +14,53 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Why a session's run could not start: its lock or its scratch could not be had. The
+/// executors report it as the call's failure (its Display is the message).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionError {
+    /// The session's lock directory cannot be created.
+    #[error("cannot create `{}`: {source}", dir.display())]
+    LockDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// The session's lock file cannot be opened.
+    #[error("cannot open the session lock `{}`: {source}", path.display())]
+    LockOpen {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The session's lock cannot be taken.
+    #[error("cannot lock the session `{session}`: {source}")]
+    Lock {
+        session: String,
+        source: rustix::io::Errno,
+    },
+    /// The changeset cannot be read.
+    #[error("{0}")]
+    Snapshot(#[from] airlock_stage::store::StageError),
+    /// No private directory for the scratch can be made.
+    #[error("cannot create the sandbox's scratch directory: {0}")]
+    ScratchBase(#[source] std::io::Error),
+    /// A part of the session's scratch cannot be prepared.
+    #[error("cannot prepare the sandbox's {what} `{}`: {source}", path.display())]
+    Prepare {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The changeset cannot be materialised as the sandbox's staged layer.
+    #[error("cannot materialise the staged changes for the sandbox: {0}")]
+    Materialise(#[source] std::io::Error),
+}
+
+impl From<SessionError> for String {
+    /// The message a failed call reports.
+    fn from(e: SessionError) -> String {
+        e.to_string()
+    }
+}
+
 /// A session's scratch directories, kept between its commands (commands of one session are
 /// serialised by the session lock, so one set is enough): `layer`, the materialised changeset,
 /// reused while the changeset's hash is unchanged (`layer.key`); `upper` and `work`, the
@@ -216,17 +263,18 @@ fn empty_dir(dir: &Path) -> std::io::Result<()> {
 /// the current changeset (re-materialised only when its hash changed).
 pub(crate) fn prepare_session_run(
     k: &Kernel,
-) -> Result<(SessionScratch, airlock_stage::ChangesetSnapshot), String> {
-    let snapshot = k.store.snapshot().map_err(|e| e.to_string())?;
-    let base = scratch_base(&k.config.settings)
-        .map_err(|e| format!("cannot create the sandbox's scratch directory: {e}"))?;
+) -> Result<(SessionScratch, airlock_stage::ChangesetSnapshot), SessionError> {
+    let snapshot = k.store.snapshot()?;
+    let base = scratch_base(&k.config.settings).map_err(SessionError::ScratchBase)?;
     let mut key = blake3::Hasher::new();
     key.update(k.root.as_os_str().as_bytes());
     key.update(b"\0");
     key.update(k.session().as_bytes());
     let dir = base.join(&key.finalize().to_hex()[..16]);
-    let io = |what: &str, p: &Path, e: std::io::Error| {
-        format!("cannot prepare the sandbox's {what} `{}`: {e}", p.display())
+    let io = |what: &'static str, p: &Path, e: std::io::Error| SessionError::Prepare {
+        what,
+        path: p.to_path_buf(),
+        source: e,
     };
     // A directory pruned between its creation and its lock is made again (twice at most: a
     // prune only takes directories idle for a day).
@@ -286,7 +334,7 @@ pub(crate) fn prepare_session_run(
             &scratch.layer,
             &k.root,
         )
-        .map_err(|e| format!("cannot materialise the staged changes for the sandbox: {e}"))?;
+        .map_err(SessionError::Materialise)?;
         std::fs::write(&key_file, &want).map_err(|e| io("layer key", &key_file, e))?;
     }
     Ok((scratch, snapshot))
@@ -473,20 +521,29 @@ pub(crate) struct SessionRun<'k> {
 
 impl Kernel {
     /// Take the session's run lock, waiting for a running command of the same session.
-    pub(crate) fn session_run(&self) -> Result<SessionRun<'_>, String> {
+    pub(crate) fn session_run(&self) -> Result<SessionRun<'_>, SessionError> {
         let guard = self.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
         let dir = self.root.join(".airlock").join("locks");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|source| SessionError::LockDir {
+            dir: dir.clone(),
+            source,
+        })?;
         let path = dir.join(format!("{}.lock", self.session()));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| format!("cannot open the session lock `{}`: {e}", path.display()))?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| format!("cannot lock the session `{}`: {e}", self.session()))?;
+            .map_err(|source| SessionError::LockOpen {
+                path: path.clone(),
+                source,
+            })?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).map_err(|source| {
+            SessionError::Lock {
+                session: self.session().to_string(),
+                source,
+            }
+        })?;
         Ok(SessionRun {
             _guard: guard,
             _file: file,
