@@ -8,7 +8,9 @@ use airlock_policy::Decision;
 use airlock_policy::jail::Jail;
 use airlock_policy::permission::{Policy, PolicyError};
 use airlock_policy::rules::{ConfigError, RuleError};
+use airlock_stage::journal::{Journal, JournalNotice};
 use airlock_stage::store::{StageError, Store};
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -100,7 +102,7 @@ impl Kernel {
         airlock_sandbox::timing::mark("config, policy, jail");
         let store = Store::open(&root, &config.session)?;
         airlock_sandbox::timing::mark("store open");
-        let startup = crate::exec::workflow::recover_at_startup(&root);
+        let startup = recover_at_startup(&root);
         airlock_sandbox::timing::mark("journal recovery");
         notices.extend(startup.notices);
         Ok(Kernel {
@@ -158,6 +160,54 @@ impl Kernel {
         };
         self.jail.decide(path, access)
     }
+}
+
+/// What start-up recovery did: notices for the operator, and the per-record outcomes that the
+/// `recover` tool reports (so a crash resolved at start-up is still reported by `recover`).
+struct StartupRecovery {
+    notices: Vec<Notice>,
+    outcomes: Vec<Value>,
+}
+
+/// At start-up: resolve interrupted applies before anything else runs.
+fn recover_at_startup(root: &Path) -> StartupRecovery {
+    let mut out = StartupRecovery {
+        notices: Vec::new(),
+        outcomes: Vec::new(),
+    };
+    if !root.join(".airlock").join("journal.db").exists() {
+        return out;
+    }
+    let (journal, notices) = match Journal::open(root) {
+        Ok(x) => x,
+        Err(e) => {
+            out.notices.push(Notice::JournalUnavailable(e.to_string()));
+            return out;
+        }
+    };
+    match airlock_stage::recover::recover(root, &journal) {
+        Ok(outcomes) => {
+            // A record the journal marked `unknown` was just resolved: its advice to run
+            // `airlock recover` is moot (the outcome below reports it).
+            out.notices.extend(
+                notices
+                    .into_iter()
+                    .filter(|n| !matches!(n, JournalNotice::MarkedUnknown { .. }))
+                    .map(Notice::Journal),
+            );
+            for o in outcomes {
+                let v = serde_json::to_value(&o).unwrap_or(Value::Null);
+                out.notices
+                    .push(Notice::RecoveredAtStartup { outcome: v.clone() });
+                out.outcomes.push(v);
+            }
+        }
+        Err(e) => {
+            out.notices.extend(notices.into_iter().map(Notice::Journal));
+            out.notices.push(Notice::RecoveryFailed(e.to_string()));
+        }
+    }
+    out
 }
 
 /// Per-path write locks, keyed by path bytes.

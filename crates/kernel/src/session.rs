@@ -1,14 +1,13 @@
 //! A session's run state outside the workspace: the session lock that serialises its
 //! commands, its scratch directories (the materialised changeset layer, the overlay's upper and
-//! work directories, the warm sandbox host's socket), pruning of idle scratch, the exposure of
-//! one run, and the per-run spool of outputs that overflow their in-memory cap.
+//! work directories, the warm sandbox host's socket), pruning of idle scratch, and the per-run
+//! spool of outputs that overflow their in-memory cap.
 //!
 //! The executors (`exec::shell`, `exec::workflow`) take a [`SessionRun`] lock, then
 //! [`prepare_session_run`], then hand the directories to the sandbox.
 
 use crate::api::Settings;
 use crate::kernel::Kernel;
-use airlock_stage::Change;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -338,52 +337,6 @@ pub(crate) fn prepare_session_run(
         std::fs::write(&key_file, &want).map_err(|e| io("layer key", &key_file, e))?;
     }
     Ok((scratch, snapshot))
-}
-
-/// What a run exposes and hides ([`crate::exec::exposure`]).
-pub(crate) struct RunExposure {
-    /// Toolchain paths of `$HOME` bound read-only.
-    pub(crate) home_binds: Vec<PathBuf>,
-    /// Hidden paths: `.airlock`, the sensitive workspace and staged paths the operator did not
-    /// expose (relative), credential entries of the exposed toolchain paths (absolute).
-    pub(crate) masked: Vec<PathBuf>,
-    /// The workspace-relative masked paths, for the harvest.
-    pub(crate) workspace_masked: Vec<PathBuf>,
-}
-
-/// The exposure of one run over the workspace and `snapshot`; the workspace scan's cache lives
-/// in the session's scratch directory.
-pub(crate) fn run_exposure(
-    k: &Kernel,
-    scratch: &SessionScratch,
-    snapshot: &airlock_stage::ChangesetSnapshot,
-) -> RunExposure {
-    use crate::exec::exposure;
-    let home = exposure::home_exposure(
-        k.config.settings.home.as_deref(),
-        Some(&scratch.dir.join("home.idx")),
-    );
-    let cache = scratch.dir.join("sensitive.idx");
-    let mut index = exposure::WorkspaceIndex::load(&cache);
-    let found = index.scan(&k.root);
-    if let Err(e) = index.save(&cache) {
-        tracing::warn!("cannot save the sensitive-file index: {e}");
-    }
-    let staged = snapshot
-        .entries
-        .iter()
-        .filter(|e| !matches!(e.change, Change::Delete))
-        .map(|e| &e.path);
-    let workspace_masked = exposure::workspace_masks(found, staged, &k.expose_sensitive);
-    let mut masked = vec![PathBuf::from(".airlock")];
-    masked.extend(workspace_masked.iter().cloned());
-    masked.extend(home.masked);
-    airlock_sandbox::timing::mark("sensitive paths");
-    RunExposure {
-        home_binds: home.binds,
-        masked,
-        workspace_masked,
-    }
 }
 
 /// Spool directory for outputs that overflow their in-memory cap.

@@ -12,7 +12,7 @@ use super::failure;
 use crate::api::CallContext;
 use crate::chain::Prepared;
 use crate::kernel::Kernel;
-use crate::session::{RunSpool, prepare_session_run, run_exposure, spool_dir};
+use crate::session::{RunSpool, SessionScratch, prepare_session_run, spool_dir};
 use airlock_policy::RelPath;
 use airlock_policy::host_exec;
 use airlock_sandbox::{SandboxSpec, UpperChange};
@@ -29,6 +29,52 @@ use std::time::Duration;
 const DEFAULT_TIMEOUT: u64 = 120;
 /// Output kept in memory per stream (head + tail); the middle is spooled for paging.
 const OUTPUT_LIMIT: usize = 32 * 1024;
+
+/// What a run exposes and hides ([`super::exposure`]).
+pub(crate) struct RunExposure {
+    /// Toolchain paths of `$HOME` bound read-only.
+    pub(crate) home_binds: Vec<PathBuf>,
+    /// Hidden paths: `.airlock`, the sensitive workspace and staged paths the operator did not
+    /// expose (relative), credential entries of the exposed toolchain paths (absolute).
+    pub(crate) masked: Vec<PathBuf>,
+    /// The workspace-relative masked paths, for the harvest.
+    pub(crate) workspace_masked: Vec<PathBuf>,
+}
+
+/// The exposure of one run over the workspace and `snapshot`; the workspace scan's cache lives
+/// in the session's scratch directory.
+pub(crate) fn run_exposure(
+    k: &Kernel,
+    scratch: &SessionScratch,
+    snapshot: &airlock_stage::ChangesetSnapshot,
+) -> RunExposure {
+    use super::exposure;
+    let home = exposure::home_exposure(
+        k.config.settings.home.as_deref(),
+        Some(&scratch.dir.join("home.idx")),
+    );
+    let cache = scratch.dir.join("sensitive.idx");
+    let mut index = exposure::WorkspaceIndex::load(&cache);
+    let found = index.scan(&k.root);
+    if let Err(e) = index.save(&cache) {
+        tracing::warn!("cannot save the sensitive-file index: {e}");
+    }
+    let staged = snapshot
+        .entries
+        .iter()
+        .filter(|e| !matches!(e.change, Change::Delete))
+        .map(|e| &e.path);
+    let workspace_masked = exposure::workspace_masks(found, staged, &k.expose_sensitive);
+    let mut masked = vec![PathBuf::from(".airlock")];
+    masked.extend(workspace_masked.iter().cloned());
+    masked.extend(home.masked);
+    airlock_sandbox::timing::mark("sensitive paths");
+    RunExposure {
+        home_binds: home.binds,
+        masked,
+        workspace_masked,
+    }
+}
 
 /// A call's `argv`, when it can run as a program without a shell: its first word is a path, or
 /// names a program in a directory the sandbox shows (the system directories and the exposed

@@ -1,15 +1,16 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
+use super::shell::run_exposure;
 use super::{failure, success};
-use crate::api::{Approval, ApprovalRequest, CallContext, Notice};
+use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::chain::Prepared;
 use crate::kernel::Kernel;
-use crate::session::{prepare_session_run, run_exposure};
+use crate::session::prepare_session_run;
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, apply_verified};
-use airlock_stage::journal::{Journal, JournalNotice};
+use airlock_stage::journal::Journal;
 use airlock_stage::undo::{UndoError, undo_last};
 use airlock_stage::{VerdictRecord, VerdictSource, diff as sdiff};
 use serde_json::{Value, json};
@@ -518,54 +519,6 @@ pub(crate) fn recover(k: &Kernel) -> crate::CallOutcome {
         }
         Err(e) => failure(e.to_string(), 1),
     }
-}
-
-/// What start-up recovery did: notices for the operator, and the per-record outcomes that the
-/// `recover` tool reports (so a crash resolved at start-up is still reported by `recover`).
-pub(crate) struct StartupRecovery {
-    pub(crate) notices: Vec<Notice>,
-    pub(crate) outcomes: Vec<Value>,
-}
-
-/// At start-up: resolve interrupted applies before anything else runs.
-pub(crate) fn recover_at_startup(root: &Path) -> StartupRecovery {
-    let mut out = StartupRecovery {
-        notices: Vec::new(),
-        outcomes: Vec::new(),
-    };
-    if !root.join(".airlock").join("journal.db").exists() {
-        return out;
-    }
-    let (journal, notices) = match Journal::open(root) {
-        Ok(x) => x,
-        Err(e) => {
-            out.notices.push(Notice::JournalUnavailable(e.to_string()));
-            return out;
-        }
-    };
-    match airlock_stage::recover::recover(root, &journal) {
-        Ok(outcomes) => {
-            // A record the journal marked `unknown` was just resolved: its advice to run
-            // `airlock recover` is moot (the outcome below reports it).
-            out.notices.extend(
-                notices
-                    .into_iter()
-                    .filter(|n| !matches!(n, JournalNotice::MarkedUnknown { .. }))
-                    .map(Notice::Journal),
-            );
-            for o in outcomes {
-                let v = serde_json::to_value(&o).unwrap_or(Value::Null);
-                out.notices
-                    .push(Notice::RecoveredAtStartup { outcome: v.clone() });
-                out.outcomes.push(v);
-            }
-        }
-        Err(e) => {
-            out.notices.extend(notices.into_iter().map(Notice::Journal));
-            out.notices.push(Notice::RecoveryFailed(e.to_string()));
-        }
-    }
-    out
 }
 
 pub(crate) fn ask_user(p: &Prepared<'_>, ctx: &CallContext<'_>) -> crate::CallOutcome {
