@@ -1156,3 +1156,54 @@ fn bad_mode_permission_or_profile_values_are_usage_errors_naming_the_choices() {
         );
     }
 }
+
+/// `AIRLOCK_TURN`, read once by the binary, is the turn the journal files an apply under.
+#[test]
+fn the_turn_the_front_end_names_is_the_turn_journaled() {
+    let (_t, ws) = workspace();
+    let args = r#"{"path":"src/new.rs","content":"pub fn f() {}\n"}"#;
+    let o = airlock(&ws, &["--mode", "build", "call", "write_file", args]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = airlock(
+        &ws,
+        &[
+            "--mode",
+            "build",
+            "verify",
+            "--",
+            "echo",
+            "1 passed, 0 failed",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = airlock_cmd(&ws, &["--mode", "build", "apply"])
+        .env("AIRLOCK_TURN", "4242")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(ws.join("src/new.rs").exists());
+    let journal = json_line(&airlock(&ws, &["--json", "journal"]));
+    let applies: Vec<&Value> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["tool"] == "apply")
+        .collect();
+    assert_eq!(applies.len(), 1, "{journal}");
+    assert_eq!(applies[0]["turn"], 4242, "{journal}");
+}
