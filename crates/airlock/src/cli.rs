@@ -6,12 +6,15 @@
 
 use crate::approve::TtyApprover;
 use airlock_kernel::{
-    CallContext, CallOutcome, Cancel, Kernel, KernelConfig, OperatorInputs, Status,
+    CallContext, CallOutcome, Cancel, Kernel, KernelConfig, OperatorInputs, Settings, Status,
 };
+use airlock_policy::modes::{PermissionMode, Profile, WorkMode};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::Arc;
 
 /// Exit code: success.
@@ -70,14 +73,14 @@ struct Global {
     #[arg(long, global = true, default_value = "default")]
     session: String,
     /// Work mode: discuss (read-only), plan (plan artifacts only) or build.
-    #[arg(long, global = true, default_value = "discuss", value_parser = ["discuss", "plan", "build"])]
-    mode: String,
+    #[arg(long, global = true, default_value = "discuss", value_parser = one_of::<WorkMode>(&["discuss", "plan", "build"]))]
+    mode: WorkMode,
     /// Permission mode: auto, or ask the operator for gated calls.
-    #[arg(long, global = true, default_value = "auto", value_parser = ["auto", "ask"])]
-    permission: String,
+    #[arg(long, global = true, default_value = "auto", value_parser = one_of::<PermissionMode>(&["auto", "ask"]))]
+    permission: PermissionMode,
     /// Access profile (default: the widest the mode allows, never unrestricted).
-    #[arg(long, global = true, value_parser = ["readonly", "plan", "allowlist", "allow-all"])]
-    profile: Option<String>,
+    #[arg(long, global = true, value_parser = one_of::<Profile>(&["readonly", "plan", "allowlist", "allow-all"]))]
+    profile: Option<Profile>,
     /// Honour the workspace-local `.airlock/config.toml` (ignored by default).
     #[arg(long, global = true)]
     allow_local_config: bool,
@@ -88,6 +91,18 @@ struct Global {
     /// Machine output (JSON) on stdout; logs always go to stderr.
     #[arg(long, global = true)]
     json: bool,
+    /// What `main` read from the environment (no flag).
+    #[arg(skip)]
+    settings: Settings,
+}
+
+/// A flag's parser: one of `names` (clap lists them in help and errors), parsed into `T`.
+fn one_of<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
 }
 
 #[derive(Subcommand, Debug)]
@@ -226,11 +241,17 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{s}`: out of range"))
 }
 
-/// Entry point; returns the process exit code.
-pub fn main() -> i32 {
+/// The settings that this process's environment describes. The binary's `main` reads them
+/// once and passes them to [`main`]; nothing below it reads environment variables.
+pub fn settings_from_env() -> Settings {
+    Settings::from_vars(std::env::vars_os(), std::env::temp_dir())
+}
+
+/// Entry point with the environment's `settings`; returns the process exit code.
+pub fn main(settings: Settings) -> i32 {
     init_logging();
     airlock_sandbox::timing::mark("main");
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
@@ -238,6 +259,7 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    cli.global.settings = settings;
     let result = run(cli);
     airlock_sandbox::timing::mark("done");
     match result {
@@ -273,7 +295,7 @@ fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Guard { command, batch } => cmd_guard(&g, command, batch),
         Command::Jail { write, paths } => cmd_jail(&g, write, &paths),
-        Command::Demo => crate::demo::run(g.json),
+        Command::Demo => crate::demo::run(g.json, g.settings.clone()),
         Command::Mcp => {
             let kernel = Arc::new(open_kernel(&g)?);
             crate::mcp::serve_stdio(kernel)?;
@@ -418,11 +440,12 @@ fn kernel_config(g: &Global) -> Result<KernelConfig, Box<dyn std::error::Error>>
     Ok(KernelConfig {
         workspace,
         session: g.session.clone(),
-        mode: g.mode.clone(),
-        permission: g.permission.clone(),
-        profile: g.profile.clone(),
+        mode: g.mode,
+        permission: g.permission,
+        profile: g.profile,
         allow_local_config: g.allow_local_config,
         allow_degraded: g.allow_degraded,
+        settings: g.settings.clone(),
     })
 }
 

@@ -4,7 +4,8 @@
 //! fix (the disk untouched), a shell command whose writes are staged, a passing verify, an
 //! atomic apply, and an undo. Exits 0 only when every step behaved as described.
 
-use airlock_kernel::{CallContext, CallOutcome, Cancel, DenyAll, Kernel, KernelConfig};
+use airlock_kernel::{CallContext, CallOutcome, Cancel, DenyAll, Kernel, KernelConfig, Settings};
+use airlock_policy::modes::{PermissionMode, WorkMode};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -97,8 +98,8 @@ impl Demo<'_> {
     }
 }
 
-/// Run the demo; returns the exit code.
-pub fn run(json_out: bool) -> Result<i32, Box<dyn std::error::Error>> {
+/// Run the demo with the environment's `settings`; returns the exit code.
+pub fn run(json_out: bool, settings: Settings) -> Result<i32, Box<dyn std::error::Error>> {
     let dir = tempfile::Builder::new().prefix("airlock-demo-").tempdir()?;
     let ws = dir.path();
     write_sample(ws)?;
@@ -112,11 +113,12 @@ pub fn run(json_out: bool) -> Result<i32, Box<dyn std::error::Error>> {
     let kernel = Kernel::open(KernelConfig {
         workspace: ws.to_path_buf(),
         session: "demo".into(),
-        mode: "build".into(),
-        permission: "auto".into(),
+        mode: WorkMode::Build,
+        permission: PermissionMode::Auto,
         profile: None,
         allow_local_config: false,
         allow_degraded: false,
+        settings,
     })?;
     let mut d = Demo {
         kernel: &kernel,

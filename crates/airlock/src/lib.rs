@@ -2,6 +2,8 @@
 //! both thin layers over [`airlock_kernel::Kernel`]. Logs go to stderr; stdout belongs to
 //! machine output (`--json`) and, under `airlock mcp`, to the protocol.
 
+#![forbid(unsafe_code)]
+
 pub mod approve;
 pub mod cli;
 pub mod demo;

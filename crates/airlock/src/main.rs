@@ -1,3 +1,6 @@
+//! The `airlock` binary: reads its environment once into [`airlock_kernel::Settings`] and runs
+//! the command line ([`airlock::cli`]); re-run with a marker argument, it is a warm sandbox host.
+
 fn main() {
     // A warm sandbox host is this same executable re-run with a marker argument.
     if let Some(code) = airlock_sandbox::host::main_hook() {
@@ -8,5 +11,7 @@ fn main() {
     if let Ok(exe) = std::env::current_exe() {
         airlock_sandbox::host::enable(exe);
     }
-    std::process::exit(airlock::cli::main());
+    // The environment is read here, once; everything below gets it as settings.
+    let settings = airlock::cli::settings_from_env();
+    std::process::exit(airlock::cli::main(settings));
 }

@@ -1103,3 +1103,107 @@ fn a_planted_scratch_directory_is_refused() {
     assert!(text.contains("refusing to keep sandbox scratch"), "{text}");
     assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
 }
+
+#[test]
+fn bad_mode_permission_or_profile_values_are_usage_errors_naming_the_choices() {
+    let (_t, ws) = workspace();
+    for (flag, value, choices) in [
+        ("--mode", "bogus", "[possible values: discuss, plan, build]"),
+        ("--permission", "x", "[possible values: auto, ask]"),
+        (
+            "--profile",
+            "unrestricted",
+            "[possible values: readonly, plan, allowlist, allow-all]",
+        ),
+    ] {
+        let o = airlock(&ws, &[flag, value, "status"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        let upper = flag.trim_start_matches('-').to_uppercase();
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag} <{upper}>'")),
+            "{err}"
+        );
+        assert!(err.contains(choices), "{err}");
+    }
+    // Each accepted value opens a kernel.
+    for args in [
+        [
+            "--mode",
+            "plan",
+            "--permission",
+            "ask",
+            "--profile",
+            "readonly",
+        ],
+        [
+            "--mode",
+            "build",
+            "--permission",
+            "auto",
+            "--profile",
+            "allow-all",
+        ],
+    ] {
+        let mut a: Vec<&str> = args.to_vec();
+        a.push("status");
+        let o = airlock(&ws, &a);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// `AIRLOCK_TURN`, read once by the binary, is the turn the journal files an apply under.
+#[test]
+fn the_turn_the_front_end_names_is_the_turn_journaled() {
+    let (_t, ws) = workspace();
+    let args = r#"{"path":"src/new.rs","content":"pub fn f() {}\n"}"#;
+    let o = airlock(&ws, &["--mode", "build", "call", "write_file", args]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = airlock(
+        &ws,
+        &[
+            "--mode",
+            "build",
+            "verify",
+            "--",
+            "echo",
+            "1 passed, 0 failed",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = airlock_cmd(&ws, &["--mode", "build", "apply"])
+        .env("AIRLOCK_TURN", "4242")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(ws.join("src/new.rs").exists());
+    let journal = json_line(&airlock(&ws, &["--json", "journal"]));
+    let applies: Vec<&Value> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["tool"] == "apply")
+        .collect();
+    assert_eq!(applies.len(), 1, "{journal}");
+    assert_eq!(applies[0]["turn"], 4242, "{journal}");
+}

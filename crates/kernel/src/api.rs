@@ -1,7 +1,10 @@
 //! The kernel's public surface, shared by the CLI and the MCP server.
 
 use airlock_policy::Decision;
+use airlock_policy::modes::{PermissionMode, Profile, WorkMode};
+use airlock_stage::journal::JournalNotice;
 use serde::Serialize;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,17 +158,131 @@ pub struct KernelConfig {
     /// Session name.
     pub session: String,
     /// `discuss`, `plan` or `build`.
-    pub mode: String,
+    pub mode: WorkMode,
     /// `auto` or `ask`.
-    pub permission: String,
+    pub permission: PermissionMode,
     /// `readonly`, `plan`, `allowlist`, `allow-all`; `None` = the widest the mode allows.
-    pub profile: Option<String>,
+    pub profile: Option<Profile>,
     /// Honour `.airlock/config.toml` in the workspace.
     pub allow_local_config: bool,
     /// Operator opt-in: when the host lacks user namespaces or overlayfs (or
     /// `AIRLOCK_SANDBOX=degraded` asks for it), run commands in the degraded copy backend, whose
     /// every result says `degraded: no kernel isolation`. Off: such hosts get a clear error.
     pub allow_degraded: bool,
+    /// What the front end read from its process environment.
+    pub settings: Settings,
+}
+
+/// What airlock takes from its process environment. The front end reads it once (the
+/// `airlock` binary in `main`) and passes it down in [`KernelConfig`]: library code never reads
+/// environment variables itself.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `AIRLOCK_RUN_DIR`: the directory for session scratch (binding when set).
+    pub run_dir: Option<PathBuf>,
+    /// `XDG_RUNTIME_DIR`: session scratch goes to `<it>/airlock` when it is a usable directory.
+    pub runtime_dir: Option<PathBuf>,
+    /// The system's temporary directory (`TMPDIR`, else `/tmp`): session scratch goes to
+    /// `<it>/airlock-<uid>` when neither of the above is usable.
+    pub temp_dir: PathBuf,
+    /// `AIRLOCK_SANDBOX=degraded`: run commands without kernel isolation, which still needs
+    /// the operator's `--allow-degraded`.
+    pub forced_degraded: bool,
+    /// `AIRLOCK_TURN`: the agent turn effects are journaled under (unset or not a number: the
+    /// time of each call).
+    pub turn: Option<u64>,
+    /// `HOME`: whose toolchain directories sandboxed commands see, and the user config's
+    /// fallback location.
+    pub home: Option<PathBuf>,
+    /// `XDG_CONFIG_HOME`: the user config's location (`<it>/airlock/config.toml`).
+    pub xdg_config_home: Option<PathBuf>,
+    /// `PATH`: where a `bash` call's `argv` program is looked up.
+    pub path: Option<OsString>,
+    /// The whole environment, from which the sandbox passes only its allow-list (part of the
+    /// identity of a cached base run).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl Default for Settings {
+    /// No variable set: scratch under `/tmp`, no `HOME`, no `PATH`.
+    fn default() -> Settings {
+        Settings {
+            run_dir: None,
+            runtime_dir: None,
+            temp_dir: PathBuf::from("/tmp"),
+            forced_degraded: false,
+            turn: None,
+            home: None,
+            xdg_config_home: None,
+            path: None,
+            env: Vec::new(),
+        }
+    }
+}
+
+impl Settings {
+    /// The settings that the environment `vars` (name, value) describes, with `temp_dir` as the
+    /// system's temporary directory: the front end passes its process's.
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+        temp_dir: PathBuf,
+    ) -> Settings {
+        let env: Vec<(OsString, OsString)> = vars.into_iter().collect();
+        let get = |name: &str| {
+            env.iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        Settings {
+            run_dir: get("AIRLOCK_RUN_DIR").map(PathBuf::from),
+            runtime_dir: get("XDG_RUNTIME_DIR").map(PathBuf::from),
+            temp_dir,
+            forced_degraded: get("AIRLOCK_SANDBOX").is_some_and(|v| v == "degraded"),
+            turn: get("AIRLOCK_TURN").and_then(|t| t.to_str().and_then(|t| t.parse().ok())),
+            home: get("HOME").map(PathBuf::from),
+            xdg_config_home: get("XDG_CONFIG_HOME").map(PathBuf::from),
+            path: get("PATH"),
+            env: env.clone(),
+        }
+    }
+}
+
+/// Something the operator should know about how the kernel was opened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// A note of the configuration loader: a workspace-local config ignored or honoured, a key
+    /// that only the command line may set, ….
+    Config(String),
+    /// A note of the journal on opening: another process owns it, or a damaged one was moved
+    /// aside.
+    Journal(JournalNotice),
+    /// The journal could not be opened at start-up, so nothing was recovered.
+    JournalUnavailable(String),
+    /// An operation interrupted by an earlier crash was recovered at start-up.
+    RecoveredAtStartup {
+        /// The recovery's outcome for the record, as the `recover` tool reports it.
+        outcome: serde_json::Value,
+    },
+    /// Recovery at start-up failed; `airlock recover` retries it.
+    RecoveryFailed(String),
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notice::Config(text) => f.write_str(text),
+            Notice::Journal(n) => write!(f, "{n}"),
+            Notice::JournalUnavailable(e) => write!(f, "the journal cannot be opened: {e}"),
+            Notice::RecoveredAtStartup { outcome } => {
+                write!(
+                    f,
+                    "recovered an interrupted operation at start-up: {outcome}"
+                )
+            }
+            Notice::RecoveryFailed(e) => write!(f, "recovery at start-up failed: {e}"),
+        }
+    }
 }
 
 /// The bash guard's verdict for one command string, with the normalised command.
@@ -241,6 +358,54 @@ pub(crate) fn string_list(args: &serde_json::Value, key: &str) -> Option<Vec<Str
         .map(|a| a.as_str().map(str::to_string))
         .collect::<Option<Vec<String>>>()?;
     (!list.is_empty()).then_some(list)
+}
+
+#[cfg(test)]
+mod settings_tests {
+    use super::*;
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        list.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    #[test]
+    fn settings_take_each_variable_from_the_given_environment() {
+        let env = vars(&[
+            ("AIRLOCK_RUN_DIR", "/run/a"),
+            ("XDG_RUNTIME_DIR", "/run/user/0"),
+            ("AIRLOCK_SANDBOX", "degraded"),
+            ("AIRLOCK_TURN", "42"),
+            ("HOME", "/home/u"),
+            ("XDG_CONFIG_HOME", "/home/u/.cfg"),
+            ("PATH", "/usr/bin:/bin"),
+        ]);
+        let s = Settings::from_vars(env.clone(), PathBuf::from("/var/tmp"));
+        assert_eq!(s.run_dir, Some(PathBuf::from("/run/a")));
+        assert_eq!(s.runtime_dir, Some(PathBuf::from("/run/user/0")));
+        assert_eq!(s.temp_dir, PathBuf::from("/var/tmp"));
+        assert!(s.forced_degraded);
+        assert_eq!(s.turn, Some(42));
+        assert_eq!(s.home, Some(PathBuf::from("/home/u")));
+        assert_eq!(s.xdg_config_home, Some(PathBuf::from("/home/u/.cfg")));
+        assert_eq!(s.path, Some(OsString::from("/usr/bin:/bin")));
+        assert_eq!(s.env, env);
+    }
+
+    #[test]
+    fn settings_ignore_what_does_not_ask_for_anything() {
+        let s = Settings::from_vars(
+            vars(&[("AIRLOCK_SANDBOX", "namespace"), ("AIRLOCK_TURN", "soon")]),
+            PathBuf::from("/tmp"),
+        );
+        assert!(!s.forced_degraded);
+        assert_eq!(s.turn, None);
+        assert_eq!(s.run_dir, None);
+        assert_eq!(s.home, None);
+        assert_eq!(s.path, None);
+        let d = Settings::default();
+        assert_eq!(d.temp_dir, PathBuf::from("/tmp"));
+        assert!(!d.forced_degraded && d.env.is_empty());
+    }
 }
 
 #[cfg(test)]

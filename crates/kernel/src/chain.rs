@@ -469,6 +469,7 @@ mod tests {
                     allow_degraded: false,
                     expose_sensitive: &[],
                     verify_command: &self.verify_command,
+                    settings: &TEST_SETTINGS,
                 },
                 &self.outcomes,
             )
@@ -541,4 +542,7 @@ mod tests {
         let (r, _) = p.decide("read_file", json!({"path": "a.txt"}));
         assert!(r.is_ok());
     }
+
+    static TEST_SETTINGS: std::sync::LazyLock<crate::api::Settings> =
+        std::sync::LazyLock::new(crate::api::Settings::default);
 }

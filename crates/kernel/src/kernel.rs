@@ -3,16 +3,17 @@
 //! from an earlier crash are recovered before anything else runs.
 
 use crate::api::{CallContext, CallOutcome};
-use crate::api::{KernelConfig, ToolSpec};
+use crate::api::{KernelConfig, Notice, ToolSpec};
 use crate::chain::{self, AskMode, Gates};
 use crate::exec::{ExecCtx, ExecLimits, SessionLocks};
 use crate::output::Status;
 use crate::tools::{self, ToolDef};
 use airlock_policy::Decision;
 use airlock_policy::jail::Jail;
-use airlock_policy::modes::{PermissionMode, Profile, WorkMode};
-use airlock_policy::permission::Policy;
-use airlock_stage::store::Store;
+use airlock_policy::permission::{Policy, PolicyError};
+use airlock_policy::rules::{ConfigError, RuleError};
+use airlock_stage::journal::{Journal, JournalNotice};
+use airlock_stage::store::{StageError, Store};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -32,7 +33,7 @@ pub struct Kernel {
     /// The operator's `[sandbox] expose_sensitive` globs: sensitive workspace files that
     /// sandboxed commands may read.
     pub(crate) expose_sensitive: Vec<globset::GlobMatcher>,
-    pub(crate) notices: Vec<String>,
+    pub(crate) notices: Vec<Notice>,
     /// Outcomes of the recovery run at start-up, reported again by the `recover` tool.
     pub(crate) startup_outcomes: Vec<serde_json::Value>,
     pub(crate) session_approvals: Mutex<HashSet<String>>,
@@ -52,15 +53,19 @@ pub enum OpenError {
         /// Cause.
         source: std::io::Error,
     },
-    /// A flag value is not accepted.
+    /// The operator's choices do not go together (an unrestricted profile without the
+    /// operator's grant, a broken plan-artifact glob).
     #[error("{0}")]
-    Usage(String),
+    Usage(#[from] PolicyError),
     /// The configuration is broken.
     #[error("{0}")]
-    Config(String),
+    Config(#[from] ConfigError),
+    /// A `[sandbox] expose_sensitive` glob of the configuration is broken.
+    #[error("{0}")]
+    ExposeGlob(#[from] RuleError),
     /// The staging store cannot be opened.
     #[error("{0}")]
-    Stage(String),
+    Stage(#[from] StageError),
 }
 
 impl Kernel {
@@ -71,48 +76,36 @@ impl Kernel {
                 path: config.workspace.clone(),
                 source,
             })?;
-        let mode: WorkMode = config
-            .mode
-            .parse()
-            .map_err(|e| OpenError::Usage(format!("--mode: {e}")))?;
-        let permission: PermissionMode = config
-            .permission
-            .parse()
-            .map_err(|e| OpenError::Usage(format!("--permission: {e}")))?;
-        let profile: Option<Profile> = match &config.profile {
-            Some(p) => Some(
-                p.parse()
-                    .map_err(|e| OpenError::Usage(format!("--profile: {e}")))?,
-            ),
-            None => None,
-        };
-        let user_config = airlock_policy::rules::user_config_path();
+        let user_config = airlock_policy::rules::user_config_path_from(
+            config
+                .settings
+                .xdg_config_home
+                .as_deref()
+                .map(Path::as_os_str),
+            config.settings.home.as_deref().map(Path::as_os_str),
+        );
         let cfg = airlock_policy::rules::load_config(
             user_config.as_deref(),
             &root,
             config.allow_local_config,
-        )
-        .map_err(|e| OpenError::Config(e.to_string()))?;
-        let mut notices = cfg.notices.clone();
-        let expose_sensitive = airlock_policy::rules::compile_path_globs(&cfg.expose_sensitive)
-            .map_err(|e| OpenError::Config(e.to_string()))?;
+        )?;
+        let mut notices: Vec<Notice> = cfg.notices.iter().cloned().map(Notice::Config).collect();
+        let expose_sensitive = airlock_policy::rules::compile_path_globs(&cfg.expose_sensitive)?;
         let policy = Policy::new(
-            mode,
-            permission,
-            profile,
+            config.mode,
+            config.permission,
+            config.profile,
             cfg.rules.clone(),
             cfg.plan_artifacts.clone(),
-        )
-        .map_err(|e| OpenError::Usage(e.to_string()))?;
+        )?;
         let jail = Jail::open(&root).map_err(|source| OpenError::Workspace {
             path: root.clone(),
             source,
         })?;
         airlock_sandbox::timing::mark("config, policy, jail");
-        let store =
-            Store::open(&root, &config.session).map_err(|e| OpenError::Stage(e.to_string()))?;
+        let store = Store::open(&root, &config.session)?;
         airlock_sandbox::timing::mark("store open");
-        let startup = crate::exec::workflow::recover_at_startup(&root);
+        let startup = recover_at_startup(&root);
         airlock_sandbox::timing::mark("journal recovery");
         notices.extend(startup.notices);
         Ok(Kernel {
@@ -143,8 +136,8 @@ impl Kernel {
     }
 
     /// Notices to show the operator (ignored local config, recovered journal records, …).
-    pub fn notices(&self) -> Vec<String> {
-        self.notices.clone()
+    pub fn notices(&self) -> &[Notice] {
+        &self.notices
     }
 
     /// Every tool with its schema, sorted by name.
@@ -169,6 +162,54 @@ impl Kernel {
         };
         self.jail.decide(path, access)
     }
+}
+
+/// What start-up recovery did: notices for the operator, and the per-record outcomes that the
+/// `recover` tool reports (so a crash resolved at start-up is still reported by `recover`).
+struct StartupRecovery {
+    notices: Vec<Notice>,
+    outcomes: Vec<Value>,
+}
+
+/// At start-up: resolve interrupted applies before anything else runs.
+fn recover_at_startup(root: &Path) -> StartupRecovery {
+    let mut out = StartupRecovery {
+        notices: Vec::new(),
+        outcomes: Vec::new(),
+    };
+    if !root.join(".airlock").join("journal.db").exists() {
+        return out;
+    }
+    let (journal, notices) = match Journal::open(root) {
+        Ok(x) => x,
+        Err(e) => {
+            out.notices.push(Notice::JournalUnavailable(e.to_string()));
+            return out;
+        }
+    };
+    match airlock_stage::recover::recover(root, &journal) {
+        Ok(outcomes) => {
+            // A record the journal marked `unknown` was just resolved: its advice to run
+            // `airlock recover` is moot (the outcome below reports it).
+            out.notices.extend(
+                notices
+                    .into_iter()
+                    .filter(|n| !matches!(n, JournalNotice::MarkedUnknown { .. }))
+                    .map(Notice::Journal),
+            );
+            for o in outcomes {
+                let v = serde_json::to_value(&o).unwrap_or(Value::Null);
+                out.notices
+                    .push(Notice::RecoveredAtStartup { outcome: v.clone() });
+                out.outcomes.push(v);
+            }
+        }
+        Err(e) => {
+            out.notices.extend(notices.into_iter().map(Notice::Journal));
+            out.notices.push(Notice::RecoveryFailed(e.to_string()));
+        }
+    }
+    out
 }
 
 impl Kernel {
@@ -221,6 +262,7 @@ impl Kernel {
                 allow_degraded: self.config.allow_degraded,
                 expose_sensitive: &self.expose_sensitive,
                 verify_command: &self.verify_command,
+                settings: &self.config.settings,
             },
             &self.startup_outcomes,
         )

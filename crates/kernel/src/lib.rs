@@ -7,16 +7,20 @@
 //! [`Kernel::call`] with a tool name and JSON arguments and get a [`CallOutcome`].
 //!
 //! ```no_run
-//! use airlock_kernel::{CallContext, Cancel, DenyAll, Kernel, KernelConfig};
+//! use airlock_kernel::{CallContext, Cancel, DenyAll, Kernel, KernelConfig, Settings};
+//! use airlock_policy::modes::{PermissionMode, WorkMode};
 //! let kernel = Kernel::open(KernelConfig {
-//!     workspace: ".".into(), session: "default".into(), mode: "build".into(),
-//!     permission: "auto".into(), profile: None, allow_local_config: false, allow_degraded: false,
+//!     workspace: ".".into(), session: "default".into(), mode: WorkMode::Build,
+//!     permission: PermissionMode::Auto, profile: None, allow_local_config: false,
+//!     allow_degraded: false, settings: Settings::default(),
 //! }).unwrap();
 //! let approver = DenyAll::default();
 //! let ctx = CallContext::new(Cancel::new(), &approver);
 //! let out = kernel.call("write_file", r#"{"path":"src/a.rs","content":"x"}"#, &ctx);
 //! assert!(out.ok); // staged, not written
 //! ```
+
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod args;
@@ -25,11 +29,12 @@ mod exec;
 mod host_shape;
 mod kernel;
 pub mod output;
+mod session;
 pub mod tools;
 
 pub use api::{
     Approval, ApprovalRequest, Approver, CallContext, CallOutcome, Cancel, DenyAll, GuardCheck,
-    KernelConfig, OperatorInputs, ToolSpec, guard_check,
+    KernelConfig, Notice, OperatorInputs, Settings, ToolSpec, guard_check,
 };
 pub use kernel::{Kernel, OpenError};
 pub use output::Status;

@@ -1,7 +1,8 @@
 //! The chain through the library API, on real temporary workspaces: bad input gets a clear
 //! error and loses nothing.
 
-use airlock_kernel::{CallContext, CallOutcome, Cancel, DenyAll, Kernel, KernelConfig};
+use airlock_kernel::{CallContext, CallOutcome, Cancel, DenyAll, Kernel, KernelConfig, Settings};
+use airlock_policy::modes::PermissionMode;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -10,11 +11,12 @@ fn open(ws: &Path, mode: &str) -> Kernel {
     Kernel::open(KernelConfig {
         workspace: ws.to_path_buf(),
         session: "t".into(),
-        mode: mode.into(),
-        permission: "auto".into(),
+        mode: mode.parse().expect("a work mode"),
+        permission: PermissionMode::Auto,
         profile: None,
         allow_local_config: false,
         allow_degraded: false,
+        settings: Settings::from_vars(std::env::vars_os(), std::env::temp_dir()),
     })
     .expect("kernel opens")
 }
@@ -223,4 +225,51 @@ fn tool_schemas_reject_unknown_fields() {
         );
         assert!(!spec.description.is_empty());
     }
+}
+
+#[test]
+fn startup_recovery_reports_what_it_resolved_without_the_advice_to_recover() {
+    use airlock_kernel::Notice;
+    use airlock_stage::journal::{Journal, NewRecord};
+    let t = ws();
+    {
+        // A process that died mid-effect leaves a pending record behind.
+        let (j, _) = Journal::open(t.path()).unwrap();
+        j.begin(NewRecord {
+            session: "t".into(),
+            turn: 1,
+            tool: "git_push".into(),
+            args_hash: "h".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    let k = open(t.path(), "build");
+    let notices = k.notices();
+    let recovered: Vec<&Notice> = notices
+        .iter()
+        .filter(|n| matches!(n, Notice::RecoveredAtStartup { .. }))
+        .collect();
+    assert_eq!(recovered.len(), 1, "{notices:?}");
+    assert!(
+        recovered[0]
+            .to_string()
+            .starts_with("recovered an interrupted operation at start-up: {"),
+        "{}",
+        recovered[0]
+    );
+    // The journal's "it is now `unknown` — run `airlock recover`" is moot: recovery just ran.
+    assert!(
+        notices
+            .iter()
+            .all(|n| !n.to_string().contains("run `airlock recover`")),
+        "{notices:?}"
+    );
+    // `recover` reports the same outcome again.
+    let o = call(&k, "recover", json!({}));
+    assert!(
+        o.output.to_string().contains(r#""tool":"git_push""#),
+        "{}",
+        o.output
+    );
 }

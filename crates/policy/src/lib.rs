@@ -13,6 +13,8 @@
 //! assert_eq!(serde_json::to_value(&d).unwrap()["stage"], "jail");
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod decision;
 pub mod guard;
 pub mod host_exec;

@@ -456,17 +456,9 @@ struct RawSandbox {
     expose_sensitive: Vec<toml::Spanned<String>>,
 }
 
-/// The user-level config path: `$XDG_CONFIG_HOME/airlock/config.toml`, else
-/// `$HOME/.config/airlock/config.toml`; `None` when neither variable is usable.
-pub fn user_config_path() -> Option<PathBuf> {
-    user_config_path_from(
-        std::env::var_os("XDG_CONFIG_HOME").as_deref(),
-        std::env::var_os("HOME").as_deref(),
-    )
-}
-
-/// [`user_config_path`] from given variable values. Relative or empty values are ignored, as
-/// the XDG spec says.
+/// The user-level config path from the values of `XDG_CONFIG_HOME` and `HOME` (the caller
+/// reads them): `$XDG_CONFIG_HOME/airlock/config.toml`, else `$HOME/.config/airlock/config.toml`;
+/// `None` when neither is usable. Relative or empty values are ignored, as the XDG spec says.
 pub fn user_config_path_from(
     xdg_config_home: Option<&std::ffi::OsStr>,
     home: Option<&std::ffi::OsStr>,

@@ -297,12 +297,61 @@ pub fn backup_dir_of(id: RecordId) -> String {
     format!(".airlock/backups/{id}")
 }
 
+/// What [`Journal::open`] tells the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalNotice {
+    /// Another airlock process owns the journal: its pending records are left as they are.
+    NotOwner,
+    /// The journal was damaged and moved aside, and a new one was started.
+    Quarantined {
+        /// The journal's path.
+        path: PathBuf,
+        /// What was wrong with it.
+        why: String,
+        /// Where it was moved.
+        moved_to: PathBuf,
+    },
+    /// A record was still pending (its process stopped mid-effect) and is now `unknown`:
+    /// recovery resolves it.
+    MarkedUnknown {
+        /// The record.
+        id: RecordId,
+        /// Its tool.
+        tool: String,
+    },
+}
+
+impl fmt::Display for JournalNotice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JournalNotice::NotOwner => f.write_str(
+                "another airlock process owns this workspace's journal; its pending records are left as they are",
+            ),
+            JournalNotice::Quarantined {
+                path,
+                why,
+                moved_to,
+            } => write!(
+                f,
+                "the journal {} was damaged ({why}); it was moved to {} and a new journal was started — \
+                 records in the old one are not recovered automatically, so check the workspace by hand",
+                path.display(),
+                moved_to.display()
+            ),
+            JournalNotice::MarkedUnknown { id, tool } => write!(
+                f,
+                "journal record {id} ({tool}) was still pending: the process stopped mid-effect; it is now `unknown` — run `airlock recover`"
+            ),
+        }
+    }
+}
+
 impl Journal {
     /// Open (creating if needed) `<workspace>/.airlock/journal.db`. If this process becomes the
     /// owner, records still `pending` become `unknown`. A damaged database is moved aside (with a
     /// timestamp) and a new one started; the returned notices say so, and say which records
     /// became `unknown`.
-    pub fn open(workspace: &Path) -> Result<(Journal, Vec<String>), JournalError> {
+    pub fn open(workspace: &Path) -> Result<(Journal, Vec<JournalNotice>), JournalError> {
         let dir = workspace.join(".airlock");
         fs::create_dir_all(&dir).map_err(|source| JournalError::Io {
             path: dir.clone(),
@@ -313,10 +362,7 @@ impl Journal {
         let lock = take_lock(&dir.join("journal.lock"))?;
         let owner = lock.is_some();
         if !owner {
-            notices.push(
-                "another airlock process owns this workspace's journal; its pending records are left as they are"
-                    .to_string(),
-            );
+            notices.push(JournalNotice::NotOwner);
         }
 
         let conn = match open_checked(&db_path) {
@@ -326,12 +372,11 @@ impl Journal {
                     return Err(JournalError::NotOwner);
                 }
                 let moved = quarantine(&db_path)?;
-                notices.push(format!(
-                    "the journal {} was damaged ({why}); it was moved to {} and a new journal was started — \
-                     records in the old one are not recovered automatically, so check the workspace by hand",
-                    db_path.display(),
-                    moved.display()
-                ));
+                notices.push(JournalNotice::Quarantined {
+                    path: db_path.clone(),
+                    why,
+                    moved_to: moved,
+                });
                 open_checked(&db_path).map_err(|d| match d {
                     Damage::Damaged(why) => JournalError::BadRecord { id: 0, why },
                     Damage::Other(source) => JournalError::Sqlite {
@@ -357,9 +402,7 @@ impl Journal {
         if owner {
             let stale = journal.mark_pending_unknown()?;
             for (id, tool) in stale {
-                notices.push(format!(
-                    "journal record {id} ({tool}) was still pending: the process stopped mid-effect; it is now `unknown` — run `airlock recover`"
-                ));
+                notices.push(JournalNotice::MarkedUnknown { id, tool });
             }
         }
         Ok((journal, notices))
@@ -817,7 +860,7 @@ mod tests {
         }
         let (j, notices) = Journal::open(d.path()).unwrap();
         assert_eq!(notices.len(), 1, "{notices:?}");
-        assert!(notices[0].contains("unknown"));
+        assert!(notices[0].to_string().contains("unknown"));
         let r = j.records().unwrap();
         assert_eq!(r[2].state, RecordState::Unknown);
         assert_eq!(r[0].state, RecordState::Committed);
@@ -833,7 +876,7 @@ mod tests {
         let id = j1.begin(rec("apply", 1)).unwrap();
         let (j2, notices) = Journal::open(d.path()).unwrap();
         assert!(!j2.is_owner());
-        assert!(notices[0].contains("another airlock process"));
+        assert!(notices[0].to_string().contains("another airlock process"));
         assert_eq!(j2.record(id).unwrap().state, RecordState::Pending);
         assert!(matches!(j2.commit(id), Err(JournalError::NotOwner)));
     }
@@ -846,7 +889,7 @@ mod tests {
         fs::write(&db, vec![0x5a; 8192]).unwrap();
         let (j, notices) = Journal::open(d.path()).unwrap();
         assert_eq!(notices.len(), 1, "{notices:?}");
-        assert!(notices[0].contains("damaged"), "{}", notices[0]);
+        assert!(notices[0].to_string().contains("damaged"), "{}", notices[0]);
         let moved: Vec<_> = fs::read_dir(d.path().join(".airlock"))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -12,6 +12,8 @@
 //! are the shared types of `airlock-types`, and which host-exec paths apply refuses is asked of
 //! the caller's [`apply::HostExecGate`] (the kernel passes the policy's).
 
+#![forbid(unsafe_code)]
+
 pub mod blobs;
 pub mod gc;
 pub mod model;

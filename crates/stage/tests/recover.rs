@@ -50,7 +50,10 @@ fn a_crash_at_any_step_of_apply_recovers_to_exactly_pre_or_post() {
         }
         // Restart: the pending record becomes unknown, then recovery resolves it.
         let (j, notices) = Journal::open(&fx.ws).unwrap();
-        assert!(notices.iter().any(|n| n.contains("unknown")), "{notices:?}");
+        assert!(
+            notices.iter().any(|n| n.to_string().contains("unknown")),
+            "{notices:?}"
+        );
         let out = recover(&fx.ws, &j).unwrap();
         assert_eq!(out.len(), 1, "step {at}: {out:?}");
         let tree = fx.tree();

@@ -14,7 +14,10 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut dir = None;
     let mut plain = false;
-    let mut opts = VerifyOptions::default();
+    let mut opts = VerifyOptions {
+        host_env: std::env::vars_os().collect(),
+        ..VerifyOptions::default()
+    };
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     opts.home_binds = [".cargo", ".rustup", ".pyenv"]
         .iter()

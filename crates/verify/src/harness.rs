@@ -1,6 +1,7 @@
 //! `run_verification`: detect, plan, run in a fresh sandbox, parse, sanitise, decide.
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -61,6 +62,9 @@ pub struct VerifyOptions {
     pub cpu_secs: Option<u64>,
     /// Most a run may write to its overlay, in bytes (none: the sandbox's default).
     pub disk: Option<u64>,
+    /// The caller's environment (name, value), as its front end read it: `PATH` reaches the
+    /// runner, and the variables the sandbox passes are part of a cached base run's identity.
+    pub host_env: Vec<(OsString, OsString)>,
 }
 
 impl Default for VerifyOptions {
@@ -80,6 +84,7 @@ impl Default for VerifyOptions {
             memory: None,
             cpu_secs: None,
             disk: None,
+            host_env: Vec::new(),
         }
     }
 }
@@ -345,9 +350,14 @@ fn run_once(
     all_layers.push(report_layer);
     let mut env = plan.env.clone();
     if !opts.env.iter().any(|(k, _)| k == "PATH")
-        && let Ok(path) = std::env::var("PATH")
+        && let Some(path) = opts
+            .host_env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .and_then(|(_, v)| v.to_str())
     {
-        env.push(("PATH".into(), path));
+        env.push(("PATH".into(), path.to_string()));
     }
     env.extend(opts.env.iter().cloned());
     let req = RunRequest {
@@ -669,7 +679,8 @@ fn base_key(
     env.extend(opts.env.iter().cloned());
     let extra: Vec<(std::ffi::OsString, std::ffi::OsString)> =
         env.iter().map(|(k, v)| (k.into(), v.into())).collect();
-    let sandbox_env = airlock_sandbox::env::scrubbed(std::env::vars_os(), &extra, None).ok()?;
+    let sandbox_env =
+        airlock_sandbox::env::scrubbed(opts.host_env.iter().cloned(), &extra, None).ok()?;
     let mut binds: Vec<&Path> = opts.home_binds.iter().map(PathBuf::as_path).collect();
     binds.extend(opts.ro_binds.iter().map(PathBuf::as_path));
     let path_var = sandbox_env

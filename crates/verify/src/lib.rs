@@ -44,6 +44,8 @@
 //! println!("{}", serde_json::to_string(&report).unwrap());
 //! # Ok::<(), airlock_verify::VerifyError>(())
 //! ```
+
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod adapter;

@@ -70,6 +70,8 @@ fn options(timeout_secs: u64) -> VerifyOptions {
             .filter(|p| p.exists())
             .collect(),
         ro_binds: vec![node_modules()],
+        // What a front end passes: this process's environment.
+        host_env: std::env::vars_os().collect(),
         ..VerifyOptions::default()
     }
 }

@@ -376,11 +376,12 @@ mod tests {
         let kernel = Kernel::open(airlock_kernel::KernelConfig {
             workspace: dir.to_path_buf(),
             session: "mcp-unit".into(),
-            mode: "build".into(),
-            permission: "ask".into(),
+            mode: airlock_policy::modes::WorkMode::Build,
+            permission: airlock_policy::modes::PermissionMode::Ask,
             profile: None,
             allow_local_config: false,
             allow_degraded: false,
+            settings: crate::cli::settings_from_env(),
         })
         .expect("open a kernel on a temp workspace");
         AirlockServer::new(

@@ -85,11 +85,11 @@ pub struct HomeExposure {
     pub masked: Vec<PathBuf>,
 }
 
-/// The exposure of the caller's `$HOME` (none without one); `cache` keeps the credential
-/// scan's per-directory results between runs.
-pub fn home_exposure(cache: Option<&Path>) -> HomeExposure {
-    match std::env::var_os("HOME").map(PathBuf::from) {
-        Some(home) if home.is_absolute() => home_exposure_of(&home, TOOLCHAIN_PATHS, cache),
+/// The exposure of the caller's `$HOME` (none without one, or a relative one); `cache` keeps
+/// the credential scan's per-directory results between runs.
+pub fn home_exposure(home: Option<&Path>, cache: Option<&Path>) -> HomeExposure {
+    match home {
+        Some(home) if home.is_absolute() => home_exposure_of(home, TOOLCHAIN_PATHS, cache),
         _ => HomeExposure::default(),
     }
 }

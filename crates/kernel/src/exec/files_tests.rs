@@ -56,6 +56,7 @@ impl Fixture {
                 allow_degraded: false,
                 expose_sensitive: &[],
                 verify_command: &self.verify_command,
+                settings: &TEST_SETTINGS,
             },
             &self.outcomes,
         )
@@ -296,3 +297,6 @@ fn read_file_pages_the_merged_view() {
     assert!(text.contains("     2\tbeta"), "{text}");
     assert!(text.contains("untrusted repository data from `notes.txt`"));
 }
+
+static TEST_SETTINGS: std::sync::LazyLock<crate::api::Settings> =
+    std::sync::LazyLock::new(crate::api::Settings::default);

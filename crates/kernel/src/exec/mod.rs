@@ -16,6 +16,7 @@ mod files_tests;
 
 use crate::api::{CallContext, CallOutcome};
 use crate::output::Status;
+use crate::session::SessionError;
 use airlock_policy::RelPath;
 use airlock_policy::guard::GuardedScript;
 use airlock_policy::jail::{Access, ConfinedPath, Jail};
@@ -73,6 +74,9 @@ pub(crate) struct ExecCtx<'k> {
     pub(crate) verify_command: &'k Option<Vec<String>>,
     /// Outcomes of the recovery run at start-up, reported again by `recover`.
     pub(crate) startup_outcomes: &'k Vec<Value>,
+    /// What the front end read from its environment (run and runtime directories, HOME, PATH,
+    /// the forced sandbox backend, the turn).
+    pub(crate) settings: &'k crate::api::Settings,
 }
 
 /// The parts of an [`ExecCtx`] that come from the operator's configuration.
@@ -85,6 +89,8 @@ pub(crate) struct ExecLimits<'k> {
     pub(crate) expose_sensitive: &'k [globset::GlobMatcher],
     /// The operator's configured test command.
     pub(crate) verify_command: &'k Option<Vec<String>>,
+    /// What the front end read from its environment.
+    pub(crate) settings: &'k crate::api::Settings,
 }
 
 /// The state one session's executors share: its write gate and run lock.
@@ -126,6 +132,7 @@ impl<'k> ExecCtx<'k> {
             expose_sensitive: limits.expose_sensitive,
             verify_command: limits.verify_command,
             startup_outcomes,
+            settings: limits.settings,
         }
     }
 
@@ -134,21 +141,40 @@ impl<'k> ExecCtx<'k> {
         self.session
     }
 
+    /// Where this session's sandboxed runs take place.
+    pub(crate) fn run_place(&self) -> crate::session::RunPlace<'_> {
+        crate::session::RunPlace {
+            root: self.root,
+            session: self.session,
+            store: self.store,
+            settings: self.settings,
+        }
+    }
+
     /// Take the session's run lock, waiting for a running command of the same session.
-    pub(crate) fn session_run(&self) -> Result<SessionRun<'_>, String> {
+    pub(crate) fn session_run(&self) -> Result<SessionRun<'_>, SessionError> {
         let guard = self.exec_lock.lock().unwrap_or_else(|e| e.into_inner());
         let dir = self.root.join(".airlock").join("locks");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|source| SessionError::LockDir {
+            dir: dir.clone(),
+            source,
+        })?;
         let path = dir.join(format!("{}.lock", self.session()));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| format!("cannot open the session lock `{}`: {e}", path.display()))?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| format!("cannot lock the session `{}`: {e}", self.session()))?;
+            .map_err(|source| SessionError::LockOpen {
+                path: path.clone(),
+                source,
+            })?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).map_err(|source| {
+            SessionError::Lock {
+                session: self.session().to_string(),
+                source,
+            }
+        })?;
         Ok(SessionRun {
             _guard: guard,
             _file: file,

@@ -1,11 +1,12 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
-use super::shell::{prepare_session_run, run_exposure};
+use super::shell::run_exposure;
 use super::{Call, Confined, ExecCtx, failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::args::{DiffArgs, Int, VerifyArgs};
 use crate::output::Status;
+use crate::session::prepare_session_run;
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
 use airlock_stage::apply::{ApplyContext, ApplyError, HostExecGate, apply_verified};
@@ -123,7 +124,7 @@ pub(crate) fn verify(
         Ok(g) => g,
         Err(e) => return failure(e, Status::Failed),
     };
-    let (dirs, snapshot) = match prepare_session_run(k) {
+    let (dirs, snapshot) = match prepare_session_run(&k.run_place()) {
         Ok(x) => x,
         Err(e) => return failure(e, Status::Failed),
     };
@@ -162,6 +163,7 @@ pub(crate) fn verify(
         memory: ctx.operator.memory_bytes,
         cpu_secs: ctx.operator.cpu_secs,
         disk: ctx.operator.disk_bytes,
+        host_env: k.settings.env.clone(),
         ..airlock_verify::VerifyOptions::default()
     };
     let scratch = dirs
@@ -365,7 +367,7 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
     };
     let ctx = ApplyContext {
         host_exec: std::sync::Arc::new(PolicyHostExec(grant)),
-        ..ApplyContext::new(k.session(), turn_id())
+        ..ApplyContext::new(k.session(), turn_id(k))
     };
     // The blobs of the snapshot are read during the apply: no collection meanwhile.
     let pin = match k.store.blobs().pin() {
@@ -451,16 +453,13 @@ fn denial(d: Decision) -> crate::CallOutcome {
 
 /// The agent turn an effect belongs to: `AIRLOCK_TURN` when the front end sets it, otherwise
 /// the current time in milliseconds (unique per call).
-fn turn_id() -> u64 {
-    std::env::var("AIRLOCK_TURN")
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            t.as_millis() as u64
-        })
+fn turn_id(k: &ExecCtx<'_>) -> u64 {
+    k.settings.turn.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        t.as_millis() as u64
+    })
 }
 
 pub(crate) fn undo(k: &ExecCtx<'_>) -> crate::CallOutcome {
@@ -472,7 +471,7 @@ pub(crate) fn undo(k: &ExecCtx<'_>) -> crate::CallOutcome {
         Ok(j) => j,
         Err(o) => return o,
     };
-    let ctx = ApplyContext::new(k.session(), turn_id());
+    let ctx = ApplyContext::new(k.session(), turn_id(k));
     match undo_last(k.root, &journal, &ctx) {
         Ok(report) => {
             let _ = journal.finish_turn(&ctx.session, ctx.turn);
@@ -539,55 +538,6 @@ pub(crate) fn recover(k: &ExecCtx<'_>) -> crate::CallOutcome {
         }
         Err(e) => failure(e.to_string(), Status::Failed),
     }
-}
-
-/// What start-up recovery did: notices for the operator, and the per-record outcomes that the
-/// `recover` tool reports (so a crash resolved at start-up is still reported by `recover`).
-pub(crate) struct StartupRecovery {
-    pub(crate) notices: Vec<String>,
-    pub(crate) outcomes: Vec<Value>,
-}
-
-/// At start-up: resolve interrupted applies before anything else runs.
-pub(crate) fn recover_at_startup(root: &Path) -> StartupRecovery {
-    let mut out = StartupRecovery {
-        notices: Vec::new(),
-        outcomes: Vec::new(),
-    };
-    if !root.join(".airlock").join("journal.db").exists() {
-        return out;
-    }
-    let (journal, notices) = match Journal::open(root) {
-        Ok(x) => x,
-        Err(e) => {
-            out.notices
-                .push(format!("the journal cannot be opened: {e}"));
-            return out;
-        }
-    };
-    match airlock_stage::recover::recover(root, &journal) {
-        Ok(outcomes) => {
-            // The journal's own "run `airlock recover`" advice is moot: it just ran.
-            out.notices.extend(
-                notices
-                    .into_iter()
-                    .filter(|n| !n.contains("run `airlock recover`")),
-            );
-            for o in outcomes {
-                let v = serde_json::to_value(&o).unwrap_or(Value::Null);
-                out.notices.push(format!(
-                    "recovered an interrupted operation at start-up: {v}"
-                ));
-                out.outcomes.push(v);
-            }
-        }
-        Err(e) => {
-            out.notices.extend(notices);
-            out.notices
-                .push(format!("recovery at start-up failed: {e}"));
-        }
-    }
-    out
 }
 
 pub(crate) fn ask_user(question: &str, ctx: &CallContext<'_>) -> crate::CallOutcome {

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Fails when library code of a crate other than the front end reads environment variables.
+# The `airlock` binary reads its environment once, in `main` (`airlock_kernel::Settings`), and
+# passes it down; policy, stage, verify and kernel take what they need as arguments.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+crates=(crates/types/src crates/policy/src crates/stage/src crates/verify/src crates/kernel/src)
+pattern='env::(var|var_os|vars|vars_os|temp_dir|home_dir)\b|option_env!'
+if hits=$(grep -rnE "$pattern" "${crates[@]}"); then
+    echo "$hits"
+    echo "library code reads the environment: take the value from the caller (Settings) instead" >&2
+    exit 1
+fi
+echo "no environment reads in ${crates[*]}"
