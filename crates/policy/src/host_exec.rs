@@ -37,7 +37,7 @@
 //! `Makefile`, `package.json` (run by the user's own build and test commands).
 
 use crate::decision::{Decision, Stage};
-use crate::jail::fold;
+use crate::names::fold;
 use crate::path::RelPath;
 use std::ffi::OsStr;
 

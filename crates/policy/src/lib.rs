@@ -20,6 +20,7 @@ pub mod guard;
 pub mod host_exec;
 pub mod jail;
 pub mod modes;
+pub mod names;
 pub mod path;
 pub mod permission;
 pub mod rules;

@@ -64,8 +64,8 @@
 mod resolve;
 mod sensitive;
 
-pub(crate) use sensitive::fold;
-pub use sensitive::{fold_name, host_credential_components, sensitive_rule};
+pub use crate::names::fold_name;
+pub use sensitive::{host_credential_components, sensitive_rule};
 
 use crate::decision::{Decision, Stage};
 use crate::modes::OperatorGrant;
