@@ -157,6 +157,9 @@ enum Command {
     Mcp,
     /// The built-in end-to-end example on a bundled sample project.
     Demo,
+    /// Register airlock in a coding agent's configuration (claude, codex, gemini, cursor,
+    /// goose); `--print` shows it without writing.
+    Setup(crate::setup::SetupArgs),
 }
 
 /// Per-run resource ceilings the operator may set on `exec` and `verify`.
@@ -240,6 +243,12 @@ fn run(cli: Cli) -> CliResult {
         Command::Guard { command, batch } => cmd_guard(&g, command, batch),
         Command::Jail { write, paths } => cmd_jail(&g, write, &paths),
         Command::Demo => crate::demo::run(g.json),
+        Command::Setup(args) => Ok(crate::setup::command(
+            &args,
+            g.workspace.as_deref(),
+            &g.permission,
+            g.profile.as_deref(),
+        )),
         Command::Mcp => {
             let kernel = Arc::new(open_kernel(&g)?);
             crate::mcp::serve_stdio(kernel)?;
