@@ -206,12 +206,13 @@ impl ToolDef {
         // Certainly valid: no need to compile the full validator (see `fast`). Anything else,
         // a rejection included, goes to `jsonschema`, which words the error.
         if fast::check(self.schema(), args) == Some(true) {
-            return Ok(());
+            return args::exactly_one_of(self.name, args);
         }
         self.validate_full(args)
     }
 
-    /// Validate with the compiled `jsonschema` validator only (the authority `fast` is held to).
+    /// Validate with the compiled `jsonschema` validator and the one rule outside the schema
+    /// ([`args::exactly_one_of`]): the authority `fast` is held to.
     pub fn validate_full(&self, args: &Value) -> Result<(), Decision> {
         let validator = self
             .validator
@@ -254,7 +255,7 @@ impl ToolDef {
                 ),
             ));
         }
-        Ok(())
+        args::exactly_one_of(self.name, args)
     }
 }
 
