@@ -168,10 +168,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # -- OpenAI Responses -----------------------------------------------------------------
     def openai(self, req, path):
         offered = []
+        namespaced = {}
         for t in req.get("tools") or []:
             offered.append(t.get("name") or t.get("function", {}).get("name", ""))
-            for sub in t.get("tools") or []:  # namespaced tools
-                offered.append("%s__%s" % (t.get("name", ""), sub.get("name", "")))
+            for sub in t.get("tools") or []:  # a namespace of tools (Codex's MCP servers)
+                full = "%s__%s" % (t.get("name", ""), sub.get("name", ""))
+                namespaced[full] = (t.get("name", ""), sub.get("name", ""))
+                offered.append(full)
         results = []
         for item in req.get("input") or []:
             if item.get("type") in ("function_call_output", "custom_tool_call_output"):
@@ -183,6 +186,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if call:
             item = {"type": "function_call", "id": "fc_%02d" % n, "call_id": "call_%02d" % n,
                     "name": call[0], "arguments": json.dumps(call[1]), "status": "completed"}
+            if call[0] in namespaced:
+                item["namespace"], item["name"] = namespaced[call[0]]
         else:
             item = {"type": "message", "role": "assistant", "id": "msg_%02d" % n,
                     "status": "completed",
