@@ -161,6 +161,7 @@ fn gemini_setup_is_connected_in_gemini_mcp_list() {
         s["tools"]["exclude"],
         json!(["web_fetch", "run_shell_command", "replace", "WriteFileTool"])
     );
+    assert_eq!(s["tools"]["allowed"], json!(["write_file"]));
     assert_eq!(s["mcpServers"]["airlock"]["trust"], true);
     assert_eq!(s["mcpServers"]["airlock"]["timeout"], 900000);
     let trusted = read_json(&env.home.join(".gemini/trustedFolders.json"));

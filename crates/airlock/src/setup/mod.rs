@@ -338,6 +338,10 @@ pub fn plan(opts: &Options) -> Result<Plan, SetupError> {
                         strs(&["write_file"]),
                         "it would hide airlock's write_file too",
                     ),
+                    // A headless run excludes the built-ins that need approval by name, and
+                    // that name hides an MCP tool of the same name; allowing the name keeps
+                    // airlock's `write_file` (the built-in stays excluded by class name).
+                    Op::Union(k(&["tools", "allowed"]), strs(&["write_file"])),
                 ],
             });
             if opts.trust {
@@ -355,8 +359,8 @@ pub fn plan(opts: &Options) -> Result<Plan, SetupError> {
             }
             steps.push(
                 "`trust: true` skips Gemini CLI's own confirmation for airlock's tools (airlock \
-                 decides; it also keeps them in headless runs); `tools.core` would hide \
-                 airlock's tools, so do not set it."
+                 decides); `tools.allowed: [\"write_file\"]` keeps airlock's write_file in \
+                 headless runs; `tools.core` would hide airlock's tools, so do not set it."
                     .to_string(),
             );
             "gemini mcp list   # ✓ airlock: … - Connected".to_string()
