@@ -28,10 +28,10 @@ LOGGED = set()
 def airlock_name(offered, tool):
     """The client's name for airlock's `tool` among the offered names."""
     for name in offered:
-        if name == tool:
+        if "airlock" in name and (name.endswith("__" + tool) or name.endswith("_" + tool)):
             return name
     for name in offered:
-        if "airlock" in name and (name.endswith("__" + tool) or name.endswith("_" + tool)):
+        if name == tool:
             return name
     return None
 

@@ -123,7 +123,8 @@ fn check_run(env: &Env, standin: &StandIn, client_output: &str, errors_flagged: 
     let r = standin.results();
     let show = || format!("client output:\n{client_output}\nresults:\n{r:#?}");
     assert_eq!(r.len(), 8, "{}", show());
-    let text = |i: usize| r[i]["text"].as_str().unwrap_or("").to_string();
+    // Gemini CLI quotes a tool error's result inside its own JSON string.
+    let text = |i: usize| r[i]["text"].as_str().unwrap_or("").replace("\\\"", "\"");
     let err = |i: usize| r[i]["is_error"].as_bool().unwrap_or(false);
     for (i, step) in r.iter().enumerate() {
         assert_eq!(step["step"], i, "{}", show());
@@ -243,4 +244,43 @@ fn codex_drives_the_whole_loop_through_airlock() {
         .env("STANDIN_API_KEY", "stand-in");
     let output = run(cmd);
     check_run(&env, &standin, &output, false);
+}
+
+#[test]
+fn gemini_cli_drives_the_whole_loop_through_airlock() {
+    let env = Env::new();
+    project(&env);
+    env.setup(&["gemini", "--trust"]);
+    let dir = tempfile::tempdir().unwrap();
+    let standin = StandIn::start("gemini", dir.path());
+    // The stand-in as Gemini CLI's API (an API key, the base URL from the environment).
+    std::fs::write(
+        env.home.join(".gemini/settings.json"),
+        r#"{"security": {"auth": {"selectedType": "gemini-api-key"}}}"#,
+    )
+    .unwrap();
+    let mut cmd = env.client_command("gemini");
+    cmd.args(["-p", "Fix the failing test."])
+        .env("GEMINI_API_KEY", "stand-in")
+        .env(
+            "GOOGLE_GEMINI_BASE_URL",
+            format!("http://127.0.0.1:{}", standin.port),
+        );
+    let output = run(cmd);
+    check_run(&env, &standin, &output, true);
+    // Gemini CLI offered airlock's write_file and none of its own write, edit or shell tools.
+    let offered = &standin.results()[0]["offered"];
+    let offered: Vec<&str> = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(offered.contains(&"mcp_airlock_write_file"), "{offered:?}");
+    for builtin in ["write_file", "replace", "run_shell_command"] {
+        assert!(
+            !offered.contains(&builtin),
+            "{builtin} offered: {offered:?}"
+        );
+    }
 }
