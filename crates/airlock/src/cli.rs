@@ -160,6 +160,9 @@ enum Command {
     /// Register airlock in a coding agent's configuration (claude, codex, gemini, cursor,
     /// goose); `--print` shows it without writing.
     Setup(crate::setup::SetupArgs),
+    /// Questions gated calls of MCP clients that cannot ask are waiting on; answer one with
+    /// `once|session|deny ID`.
+    Approvals(crate::mcp::queue::ApprovalsArgs),
 }
 
 /// Per-run resource ceilings the operator may set on `exec` and `verify`.
@@ -243,6 +246,16 @@ fn run(cli: Cli) -> CliResult {
         Command::Guard { command, batch } => cmd_guard(&g, command, batch),
         Command::Jail { write, paths } => cmd_jail(&g, write, &paths),
         Command::Demo => crate::demo::run(g.json),
+        Command::Approvals(args) => {
+            let workspace = match &g.workspace {
+                Some(w) => w.clone(),
+                None => std::env::current_dir()?,
+            };
+            let workspace = workspace.canonicalize().unwrap_or(workspace);
+            Ok(crate::mcp::queue::command(
+                &args, &workspace, &g.session, g.json,
+            ))
+        }
         Command::Setup(args) => Ok(crate::setup::command(
             &args,
             g.workspace.as_deref(),

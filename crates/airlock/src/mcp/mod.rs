@@ -5,7 +5,8 @@
 //! kernel's validator, not serde, judges them) on a blocking thread. Denials come back as tool
 //! errors carrying the decision JSON. The operator picks mode, permission and profile on the
 //! command line; nothing the model sends changes them. In ask mode, gated calls are put to the
-//! operator through MCP elicitation ([`approval`]).
+//! operator through MCP elicitation ([`approval`]), or, when the client cannot ask, through the
+//! approval queue that `airlock approvals` answers ([`queue`]).
 //!
 //! Robustness: messages are capped at [`transport::MAX_LINE_BYTES`] per line (longer ones are
 //! discarded while streaming and answered with an error), malformed JSON gets a Parse error,
@@ -16,6 +17,7 @@
 pub mod approval;
 pub mod calls;
 pub mod outcome;
+pub mod queue;
 pub mod server;
 pub mod transport;
 
