@@ -269,7 +269,7 @@ fn run(cli: Cli) -> CliResult {
         }
         Command::Tools => {
             let kernel = open_kernel(&g)?;
-            let tools = kernel.tools();
+            let tools = crate::mcp::offered_tools(&kernel);
             if g.json {
                 println!("{}", serde_json::to_string_pretty(&tools)?);
             } else {

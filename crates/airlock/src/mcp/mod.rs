@@ -29,6 +29,23 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use transport::LineTransport;
 
+/// The tools an agent is offered: the kernel's registry, less `ask_user` where the permission
+/// stage refuses it whatever is asked (outside ask mode), so no model is offered a tool that
+/// cannot work. `airlock tools` and MCP `tools/list` both list these.
+pub fn offered_tools(kernel: &Kernel) -> Vec<airlock_kernel::ToolSpec> {
+    let trail = kernel.explain("ask_user", r#"{"question":"?"}"#);
+    let ask_user_refused = trail["trail"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|step| step["decision"] == "deny" && step["rule"] == "ask_user_in_auto");
+    kernel
+        .tools()
+        .into_iter()
+        .filter(|t| !(ask_user_refused && t.name == "ask_user"))
+        .collect()
+}
+
 /// How long the server waits, after the client left, for cancelled calls to wind down.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 

@@ -75,7 +75,10 @@ pub struct AirlockServer {
 impl AirlockServer {
     /// A handler over `kernel`; `handle` is the runtime the protocol runs on.
     pub fn new(kernel: Arc<Kernel>, calls: Arc<Calls>, handle: Handle) -> AirlockServer {
-        let tools = kernel.tools().into_iter().map(to_mcp_tool).collect();
+        let tools = super::offered_tools(&kernel)
+            .into_iter()
+            .map(to_mcp_tool)
+            .collect();
         AirlockServer {
             kernel,
             tools,
