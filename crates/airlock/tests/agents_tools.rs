@@ -85,3 +85,52 @@ fn ask_user_is_offered_only_in_ask_mode() {
     assert!(cli.contains(&"ask_user".to_string()), "{cli:?}");
     assert_eq!(mcp_tools(ws, &ask), cli);
 }
+
+/// `discard` works wherever `status` does: in every mode and profile, since it only drops what
+/// the session staged (nothing on disk changes).
+#[test]
+fn discard_is_allowed_wherever_status_is() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    std::fs::write(ws.join("a.txt"), "disk\n").unwrap();
+    let airlock = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .arg("--workspace")
+            .arg(ws)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let staged = airlock(&[
+        "--mode",
+        "build",
+        "call",
+        "write_file",
+        r#"{"path":"a.txt","content":"staged\n"}"#,
+    ]);
+    assert!(
+        staged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&staged.stderr)
+    );
+    for flags in [
+        &[][..],
+        &["--mode", "discuss"],
+        &["--mode", "plan"],
+        &["--mode", "build", "--profile", "readonly"],
+        &["--mode", "plan", "--profile", "plan"],
+    ] {
+        let status = airlock(&[flags, &["status"]].concat());
+        assert!(status.status.success(), "status {flags:?}");
+        let out = airlock(&[flags, &["discard"]].concat());
+        assert!(
+            out.status.success(),
+            "discard {flags:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let status = airlock(&["--json", "status"]);
+    let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["entries"], json!([]), "{v}");
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "disk\n");
+}
