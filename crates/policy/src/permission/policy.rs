@@ -330,6 +330,12 @@ fn describe_subjects(subjects: &[String]) -> String {
     }
 }
 
+/// `discard`: it drops the session's staged changes and touches nothing on disk, so no mode or
+/// profile ceiling refuses it.
+fn drops_staged_only(req: &ToolRequest<'_>) -> bool {
+    req.tool == "discard"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,10 +398,4 @@ mod tests {
         assert_eq!(p.decide_named("rm_rf", &[]).decision, Verdict::Deny);
         assert!(p.decide_named("grep", &["x".to_string()]).is_allow());
     }
-}
-
-/// `discard`: it drops the session's staged changes and touches nothing on disk, so no mode or
-/// profile ceiling refuses it.
-fn drops_staged_only(req: &ToolRequest<'_>) -> bool {
-    req.tool == "discard"
 }
