@@ -8,7 +8,7 @@
 //! name; anything but `once`, `session` or `deny` is a denial.
 
 use airlock_kernel::{Approval, ApprovalRequest, Cancel};
-use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -27,7 +27,7 @@ pub fn queue_timeout() -> Duration {
 }
 
 /// One queued question, as `airlock approvals --json` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending {
     /// The question's id (what `airlock approvals once|session|deny` names).
     pub id: String,
@@ -45,6 +45,32 @@ pub struct Pending {
     pub created_ms: u64,
     /// When the call stops waiting (Unix ms).
     pub expires_ms: u64,
+}
+
+impl Pending {
+    /// As JSON (the question file, and `airlock approvals --json`).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id, "tool": self.tool, "summary": self.summary, "stage": self.stage,
+            "rule": self.rule, "reason": self.reason, "created_ms": self.created_ms,
+            "expires_ms": self.expires_ms,
+        })
+    }
+
+    /// From a question file's JSON; `None` if it is not one.
+    pub fn from_json(v: &Value) -> Option<Pending> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(Pending {
+            id: s("id")?,
+            tool: s("tool")?,
+            summary: s("summary")?,
+            stage: s("stage")?,
+            rule: s("rule")?,
+            reason: s("reason")?,
+            created_ms: v.get("created_ms")?.as_u64()?,
+            expires_ms: v.get("expires_ms")?.as_u64()?,
+        })
+    }
 }
 
 /// The queue directory of one session.
@@ -108,7 +134,7 @@ pub fn ask(
         expires_ms: created + timeout.as_millis() as u64,
     };
     let queued = std::fs::create_dir_all(&dir)
-        .and_then(|_| write_atomic(&question, &serde_json::to_vec(&pending).unwrap_or_default()));
+        .and_then(|_| write_atomic(&question, pending.to_json().to_string().as_bytes()));
     if let Err(e) = queued {
         return Approval::Deny(format!(
             "it needs the operator's approval, but {why_queue}, and the approval queue could \
@@ -161,7 +187,8 @@ pub fn list(workspace: &Path, session: &str) -> Vec<Pending> {
         }
         let Some(p) = std::fs::read(&path)
             .ok()
-            .and_then(|b| serde_json::from_slice::<Pending>(&b).ok())
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| Pending::from_json(&v))
         else {
             continue;
         };
@@ -208,10 +235,8 @@ pub fn command(args: &ApprovalsArgs, workspace: &Path, session: &str, json: bool
         [] => {
             let pending = list(workspace, session);
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into())
-                );
+                let all: Vec<Value> = pending.iter().map(Pending::to_json).collect();
+                println!("{}", Value::Array(all));
             } else if pending.is_empty() {
                 println!("No question is waiting for the operator in session `{session}`.");
             } else {
