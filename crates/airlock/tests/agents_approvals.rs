@@ -17,12 +17,17 @@ struct Server {
 
 impl Server {
     fn start(ws: &Path, queue_secs: &str) -> Server {
+        Server::start_with_path(ws, queue_secs, std::env::var_os("PATH").unwrap_or_default())
+    }
+
+    fn start_with_path(ws: &Path, queue_secs: &str, path: std::ffi::OsString) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
             .args(["--mode", "build", "--permission", "ask", "--workspace"])
             .arg(ws)
             .arg("mcp")
             .env("AIRLOCK_APPROVAL_QUEUE_SECS", queue_secs)
             .env("AIRLOCK_LOG", "error")
+            .env("PATH", path)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -184,4 +189,46 @@ fn an_unanswered_question_times_out_as_a_denial_that_says_so() {
     assert!(t.contains("elicitation"), "{t}");
     assert!(t.contains("\"stage\""), "{t}");
     assert_eq!(approvals(&ws, &["--json"]).1.trim(), "[]");
+}
+
+#[test]
+fn a_queued_question_is_announced_by_a_desktop_notification_where_one_can_be_shown() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    // A stand-in `notify-send` that records what it was asked to show.
+    let shown = t.path().join("shown");
+    let script = bin.join("notify-send");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\n",
+            shown.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut path = std::ffi::OsString::from(&bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let mut server = Server::start_with_path(&ws, "60", path);
+    server.call_bash(2, "echo notified-run");
+    let id = one_pending(&ws)["id"].as_str().unwrap().to_string();
+    let start = Instant::now();
+    while !std::fs::read_to_string(&shown).is_ok_and(|s| s.contains(&id)) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no notification");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = std::fs::read_to_string(&shown).unwrap();
+    assert!(
+        text.contains("airlock approvals once|session|deny"),
+        "{text}"
+    );
+    assert!(text.contains("notified-run"), "{text}");
+    assert_eq!(approvals(&ws, &["deny", &id]).0, 0);
+    assert_eq!(server.response(2)["result"]["isError"], true);
 }

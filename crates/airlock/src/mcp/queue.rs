@@ -5,7 +5,8 @@
 //! `airlock approvals once|session|deny ID` answers one from another terminal (the answer is
 //! written beside it atomically as `<id>.answer`). Unanswered, the call is denied with a reason
 //! that says the wait for the operator timed out. Answers are read only for the question they
-//! name; anything but `once`, `session` or `deny` is a denial.
+//! name; anything but `once`, `session` or `deny` is a denial. Where `notify-send` exists, a
+//! desktop notification names the question and the command that answers it.
 
 use airlock_kernel::{Approval, ApprovalRequest, Cancel};
 use serde_json::{Value, json};
@@ -146,6 +147,10 @@ pub fn ask(
         req.tool,
         req.summary
     );
+    notify(&format!(
+        "`{}`: {}\nAnswer: airlock approvals once|session|deny {id}",
+        req.tool, req.summary
+    ));
     let start = Instant::now();
     let result = loop {
         if let Ok(text) = std::fs::read_to_string(&answer) {
@@ -173,6 +178,22 @@ pub fn ask(
     let _ = std::fs::remove_file(&question);
     let _ = std::fs::remove_file(&answer);
     result
+}
+
+/// A desktop notification where one can be shown (`notify-send` on the PATH); best effort,
+/// never waited on by the call.
+fn notify(body: &str) {
+    let child = std::process::Command::new("notify-send")
+        .args(["--app-name=airlock", "airlock: approval needed", body])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Ok(mut child) = child {
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+    }
 }
 
 /// The questions waiting in a session's queue, oldest first (expired ones are removed).
