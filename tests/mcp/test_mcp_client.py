@@ -289,10 +289,14 @@ def test_ask_mode_puts_gated_calls_to_the_operator(workspace: Path, mode: str) -
 def test_ask_mode_without_elicitation_denies_and_says_why(workspace: Path, mode: str) -> None:
     async def go() -> None:
         flags = ("--mode", "build", "--permission", "ask")
-        async with Client(params(workspace, *flags), mode=mode) as client:
+        # Without elicitation the question waits in the approval queue (`airlock approvals`);
+        # unanswered, it is denied when the wait is over.
+        server = params(workspace, *flags, env={"AIRLOCK_APPROVAL_QUEUE_SECS": "1"})
+        async with Client(server, mode=mode) as client:
             r = await client.call_tool("bash", {"command": "echo never"})
             assert r.is_error
             assert "elicitation" in text_of(r), text_of(r)
+            assert "waiting for the operator timed out" in text_of(r), text_of(r)
 
     run(go)
 

@@ -198,6 +198,12 @@ enum Command {
     Mcp,
     /// The built-in end-to-end example on a bundled sample project.
     Demo,
+    /// Register airlock in a coding agent's configuration (claude, codex, gemini, cursor,
+    /// goose); `--print` shows it without writing.
+    Setup(crate::setup::SetupArgs),
+    /// Questions gated calls of MCP clients that cannot ask are waiting on; answer one with
+    /// `once|session|deny ID`.
+    Approvals(crate::mcp::queue::ApprovalsArgs),
 }
 
 /// Per-run resource ceilings the operator may set on `exec` and `verify`.
@@ -296,6 +302,22 @@ fn run(cli: Cli) -> CliResult {
         Command::Guard { command, batch } => cmd_guard(&g, command, batch),
         Command::Jail { write, paths } => cmd_jail(&g, write, &paths),
         Command::Demo => crate::demo::run(g.json, g.settings.clone()),
+        Command::Approvals(args) => {
+            let workspace = match &g.workspace {
+                Some(w) => w.clone(),
+                None => std::env::current_dir()?,
+            };
+            let workspace = workspace.canonicalize().unwrap_or(workspace);
+            Ok(crate::mcp::queue::command(
+                &args, &workspace, &g.session, g.json,
+            ))
+        }
+        Command::Setup(args) => Ok(crate::setup::command(
+            &args,
+            g.workspace.as_deref(),
+            g.permission.as_str(),
+            g.profile.map(|p| p.as_str()),
+        )),
         Command::Mcp => {
             let kernel = Arc::new(open_kernel(&g)?);
             crate::mcp::serve_stdio(kernel)?;
@@ -303,7 +325,7 @@ fn run(cli: Cli) -> CliResult {
         }
         Command::Tools => {
             let kernel = open_kernel(&g)?;
-            let tools = kernel.tools();
+            let tools = crate::mcp::offered_tools(&kernel);
             if g.json {
                 println!("{}", serde_json::to_string_pretty(&tools)?);
             } else {

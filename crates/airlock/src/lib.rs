@@ -8,3 +8,4 @@ pub mod approve;
 pub mod cli;
 pub mod demo;
 pub mod mcp;
+pub mod setup;

@@ -186,6 +186,7 @@ pub struct WriteFileArgs {
     pub content: String,
     /// `utf8` (default) or `base64`.
     #[serde(default)]
+    #[schemars(extend("default" = "utf8"))]
     pub encoding: Encoding,
     /// Make the file executable (mode 755 instead of 644).
     #[serde(default)]
@@ -238,7 +239,6 @@ pub struct MoveFileArgs {
 /// `bash`: run a shell command in the sandbox over workspace + staged changes.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("oneOf" = [{"required": ["command"]}, {"required": ["argv"]}]))]
 pub struct BashArgs {
     /// The command (bash syntax). Its writes are staged, never written to the workspace.
     #[schemars(length(min = 1, max = 65536))]
@@ -282,6 +282,7 @@ pub struct DiffArgs {
 /// Tools without arguments (`status`, `discard`, `apply`, `undo`, `journal`, `recover`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("properties" = {}))]
 pub struct NoArgs {}
 
 /// `ask_user`: put a question to the operator (ASK mode only).
@@ -397,4 +398,26 @@ impl Check for AskUserArgs {
     fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
         len("question", &self.question, 1, Some(4096))
     }
+}
+
+/// The rule a tool's schema cannot state in a form every model API accepts: `bash` takes
+/// exactly one of `command` and `argv` (present keys, as a schema's `required` counts them).
+/// A violation is a denial at stage `validation` naming the argument, like a schema violation.
+pub fn exactly_one_of(
+    tool: &str,
+    args: &serde_json::Value,
+) -> Result<(), airlock_policy::Decision> {
+    if tool != "bash" {
+        return Ok(());
+    }
+    let (pointer, what) = match (args.get("command").is_some(), args.get("argv").is_some()) {
+        (true, false) | (false, true) => return Ok(()),
+        (true, true) => ("/argv", "give `command` or `argv`, not both"),
+        (false, false) => ("/", "`command` or `argv` is required"),
+    };
+    Err(airlock_policy::Decision::deny(
+        airlock_policy::Stage::Validation,
+        "command_or_argv",
+        format!("Argument `{pointer}` of `{tool}` is invalid: {what}."),
+    ))
 }

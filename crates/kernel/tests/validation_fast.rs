@@ -4,6 +4,7 @@
 //! schema validator's JSON pointer and message. Arguments are drawn both at random and from
 //! each schema's own property names and value shapes, so valid calls are common.
 
+use airlock_kernel::args::exactly_one_of;
 use airlock_kernel::tools::registry;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -105,13 +106,25 @@ fn typed_arguments_decide_typical_calls() {
     }
     let bad = json!({"command": "", "extra": 1});
     assert!(reg["bash"].parse_typed(&bad).is_err());
-    for bad in [
-        json!({}),
-        json!({"command": "x", "argv": ["x"]}),
-        json!({"argv": []}),
+    let bad = json!({"argv": []});
+    assert!(reg["bash"].parse_typed(&bad).is_err(), "{bad}");
+    assert!(reg["bash"].validate_full(&bad).is_err(), "{bad}");
+    // Exactly one of `command` and `argv`: a kernel rule (model APIs refuse a top-level
+    // `oneOf`), denied at stage validation by both entry points, naming the argument.
+    for (bad, pointer) in [
+        (json!({}), "`/`"),
+        (json!({"command": "x", "argv": ["x"]}), "`/argv`"),
     ] {
+        assert!(exactly_one_of("bash", &bad).is_err(), "{bad}");
         assert!(reg["bash"].parse_typed(&bad).is_err(), "{bad}");
-        assert!(reg["bash"].validate_full(&bad).is_err(), "{bad}");
+        for d in [
+            reg["bash"].validate(&bad).unwrap_err(),
+            reg["bash"].validate_full(&bad).unwrap_err(),
+        ] {
+            assert_eq!(d.stage, airlock_policy::Stage::Validation, "{bad}");
+            assert_eq!(d.rule, "command_or_argv", "{bad}");
+            assert!(d.reason.contains(pointer), "{bad}: {}", d.reason);
+        }
     }
 }
 

@@ -61,11 +61,13 @@ fn discuss_denies_every_writing_tool_whatever_else_is_set() {
     for perm in [PermissionMode::Auto, PermissionMode::Ask] {
         for profile in [None, Some(Profile::AllowAll), Some(Profile::Allowlist)] {
             let mut p = policy(WorkMode::Discuss, perm, profile, rules(&["*"], &[], &[]));
-            for tool in WRITING_TOOLS {
+            // `discard` only drops what the session staged: allowed wherever `status` is.
+            for tool in WRITING_TOOLS.iter().filter(|t| **t != "discard") {
                 let d = decide(&p, tool, &subjects_for(tool));
                 assert_decision(&d, Verdict::Deny, "mode_discuss_readonly");
                 assert!(d.reason.contains(tool), "{}", d.reason);
             }
+            assert!(decide(&p, "discard", &[]).is_allow());
             for tool in READ_TOOLS {
                 assert!(decide(&p, tool, &["src"]).is_allow(), "{tool}");
             }
@@ -176,7 +178,7 @@ fn readonly_profile_denies_writes_even_in_build() {
         Some(Profile::Readonly),
         rules(&["write_file", "bash"], &[], &[]),
     );
-    for tool in WRITING_TOOLS {
+    for tool in WRITING_TOOLS.iter().filter(|t| **t != "discard") {
         assert_decision(
             &decide(&p, tool, &subjects_for(tool)),
             Verdict::Deny,
@@ -184,6 +186,7 @@ fn readonly_profile_denies_writes_even_in_build() {
         );
     }
     assert!(decide(&p, "grep", &["src"]).is_allow());
+    assert!(decide(&p, "discard", &[]).is_allow());
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! - on protocol 2026-07-28 and later, where the server may not send requests, through a
 //!   multi-round tool call: the call returns an `InputRequiredResult` carrying the same form, and
 //!   the client retries with the operator's answer;
-//! - with neither, the call is denied with a reason that says so.
+//! - with neither, the question waits in the approval queue ([`super::queue`]) that the operator
+//!   answers with `airlock approvals`; unanswered, it is denied when the wait times out.
 //!
 //! The answer is "once", "session" (kept in memory by the kernel for this session, never
 //! persisted) or "deny".
@@ -127,6 +128,20 @@ pub enum McpApprover {
         /// The question this round could not answer.
         asked: Mutex<Option<ApprovalRequest>>,
     },
+    /// The client cannot ask: the question waits in the approval queue ([`super::queue`]),
+    /// answered with `airlock approvals` from another terminal, or times out as a denial.
+    Queue {
+        /// The workspace (the queue lives in its `.airlock/approvals/<session>/`).
+        workspace: std::path::PathBuf,
+        /// The session.
+        session: String,
+        /// How long to wait.
+        timeout: Duration,
+        /// The call's cancellation flag.
+        cancel: Cancel,
+        /// Why the client could not ask.
+        why: String,
+    },
     /// Nobody can be asked; every gated call is denied with this reason.
     Unavailable(String),
 }
@@ -147,6 +162,13 @@ impl Approver for McpApprover {
     fn approve(&self, req: &ApprovalRequest) -> Approval {
         match self {
             McpApprover::Unavailable(reason) => Approval::Deny(reason.clone()),
+            McpApprover::Queue {
+                workspace,
+                session,
+                timeout,
+                cancel,
+                why,
+            } => super::queue::ask(workspace, session, req, *timeout, cancel, why),
             McpApprover::Rounds { answered, asked } => {
                 let q = Question::of(req);
                 if let Some((_, a)) = answered.iter().find(|(k, _)| *k == q) {

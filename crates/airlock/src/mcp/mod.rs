@@ -5,7 +5,8 @@
 //! kernel's validator, not serde, judges them) on a blocking thread. Denials come back as tool
 //! errors carrying the decision JSON. The operator picks mode, permission and profile on the
 //! command line; nothing the model sends changes them. In ask mode, gated calls are put to the
-//! operator through MCP elicitation ([`approval`]).
+//! operator through MCP elicitation ([`approval`]), or, when the client cannot ask, through the
+//! approval queue that `airlock approvals` answers ([`queue`]).
 //!
 //! Robustness: messages are capped at [`transport::MAX_LINE_BYTES`] per line (longer ones are
 //! discarded while streaming and answered with an error), malformed JSON gets a Parse error,
@@ -16,6 +17,7 @@
 pub mod approval;
 pub mod calls;
 pub mod outcome;
+pub mod queue;
 pub mod server;
 pub mod transport;
 
@@ -26,6 +28,23 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use transport::LineTransport;
+
+/// The tools an agent is offered: the kernel's registry, less `ask_user` where the permission
+/// stage refuses it whatever is asked (outside ask mode), so no model is offered a tool that
+/// cannot work. `airlock tools` and MCP `tools/list` both list these.
+pub fn offered_tools(kernel: &Kernel) -> Vec<airlock_kernel::ToolSpec> {
+    let trail = kernel.explain("ask_user", r#"{"question":"?"}"#);
+    let ask_user_refused = trail["trail"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|step| step["decision"] == "deny" && step["rule"] == "ask_user_in_auto");
+    kernel
+        .tools()
+        .into_iter()
+        .filter(|t| !(ask_user_refused && t.name == "ask_user"))
+        .collect()
+}
 
 /// How long the server waits, after the client left, for cancelled calls to wind down.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);

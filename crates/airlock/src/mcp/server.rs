@@ -75,7 +75,10 @@ pub struct AirlockServer {
 impl AirlockServer {
     /// A handler over `kernel`; `handle` is the runtime the protocol runs on.
     pub fn new(kernel: Arc<Kernel>, calls: Arc<Calls>, handle: Handle) -> AirlockServer {
-        let tools = kernel.tools().into_iter().map(to_mcp_tool).collect();
+        let tools = super::offered_tools(&kernel)
+            .into_iter()
+            .map(to_mcp_tool)
+            .collect();
         AirlockServer {
             kernel,
             tools,
@@ -109,11 +112,15 @@ impl AirlockServer {
             .and_then(|c| c.elicitation.as_ref())
             .is_some_and(|e| e.form.is_some() || e.url.is_none());
         if !form {
-            return McpApprover::Unavailable(
-                "it needs the operator's approval, but this MCP client does not support \
-                 elicitation, so the operator cannot be asked; ask the operator to allow it"
+            return McpApprover::Queue {
+                workspace: self.kernel.workspace().to_path_buf(),
+                session: self.kernel.session().to_string(),
+                timeout: super::queue::queue_timeout(),
+                cancel: cancel.clone(),
+                why: "this MCP client does not support elicitation, so it cannot ask the \
+                      operator"
                     .into(),
-            );
+            };
         }
         let modern = ctx
             .protocol_version()

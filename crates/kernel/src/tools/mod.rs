@@ -341,7 +341,8 @@ impl ToolDef {
         }
     }
 
-    /// Validate with the compiled `jsonschema` validator of the published schema only.
+    /// Validate with the compiled `jsonschema` validator of the published schema and the one
+    /// rule outside it ([`crate::args::exactly_one_of`]).
     pub fn validate_full(&self, args: &Value) -> Result<(), Decision> {
         let validator = self
             .validator
@@ -384,7 +385,7 @@ impl ToolDef {
                 ),
             ));
         }
-        Ok(())
+        crate::args::exactly_one_of(self.name, args)
     }
 }
 

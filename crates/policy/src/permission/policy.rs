@@ -17,10 +17,11 @@
 //!    not gated: it runs in a throwaway sandbox and is read-only on the workspace.
 //! 7. Allow (`user_rule_allow` when an allow rule matched, else `permission_allow`).
 //!
-//! Mode ceilings: DISCUSS allows read, meta and `ask_user` only; `verify` counts as a
-//! write-class effect there because it executes project code. PLAN additionally allows writes
-//! (and `apply`/`undo`) whose every path matches a plan-artifact glob, plus `discard` (it only
-//! drops staged changes); shell commands and `verify` are denied. BUILD and EXECUTE add no
+//! Mode ceilings: DISCUSS allows read, meta and `ask_user` only, plus `discard` in every mode
+//! and profile (wherever `status` shows staged changes, `discard` may drop them; it changes
+//! nothing on disk); `verify` counts as a write-class effect there because it executes project
+//! code. PLAN additionally allows writes (and `apply`/`undo`) whose every path matches a
+//! plan-artifact glob; shell commands and `verify` are denied. BUILD and EXECUTE add no
 //! ceiling. The `readonly` and `plan` profiles impose the same ceilings as DISCUSS and PLAN.
 
 use crate::decision::{Decision, Stage};
@@ -244,7 +245,7 @@ impl Policy {
     }
 
     fn mode_ceiling(&self, req: &ToolRequest<'_>) -> Option<Decision> {
-        if req.class.is_read_only() {
+        if req.class.is_read_only() || drops_staged_only(req) {
             return None;
         }
         match self.mode {
@@ -262,7 +263,7 @@ impl Policy {
     }
 
     fn profile_ceiling(&self, req: &ToolRequest<'_>) -> Option<Decision> {
-        if req.class.is_read_only() {
+        if req.class.is_read_only() || drops_staged_only(req) {
             return None;
         }
         match self.profile {
@@ -327,6 +328,12 @@ fn describe_subjects(subjects: &[String]) -> String {
     } else {
         shown.join(", ")
     }
+}
+
+/// `discard`: it drops the session's staged changes and touches nothing on disk, so no mode or
+/// profile ceiling refuses it.
+fn drops_staged_only(req: &ToolRequest<'_>) -> bool {
+    req.tool == "discard"
 }
 
 #[cfg(test)]
