@@ -69,7 +69,8 @@ fn score() -> Score {
                     s.same_family += 1;
                 }
             } else {
-                s.misses.push(format!("{}: [{}] {:?}", n + 1, case.family, case.cmd));
+                s.misses
+                    .push(format!("{}: [{}] {:?}", n + 1, case.family, case.cmd));
             }
         } else {
             s.benign += 1;
@@ -130,5 +131,5 @@ fn redteam2_ratchet() {
     );
 }
 
-const RECALL_FLOOR: f64 = 0.41;
+const RECALL_FLOOR: f64 = 0.78;
 const FP_CEILING: f64 = 0.05;

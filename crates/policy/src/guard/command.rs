@@ -3,6 +3,7 @@
 //! another command given after their own options.
 
 use super::normalize::Arg;
+use super::programs::{self, Role, WrapperSpec, has_role};
 
 /// How a program reads its options.
 #[derive(Debug, Clone, Copy)]
@@ -186,6 +187,8 @@ pub(crate) enum Wrap {
     NoCommand,
     /// Names a command without running it (`command -v rm`).
     Inspect,
+    /// Runs these shell command lines (`nix-shell --run CMD`, `gdb -ex 'shell CMD'`).
+    Code(Vec<Arg>),
 }
 
 /// Commands that change the root directory or enter namespaces, where the command they run
@@ -201,10 +204,7 @@ pub(crate) fn changes_root(name: &str) -> Option<&'static str> {
 
 /// Commands that raise privileges.
 pub(crate) fn is_privilege(name: &str) -> bool {
-    matches!(
-        name,
-        "sudo" | "doas" | "pkexec" | "su" | "run0" | "sudoedit" | "sg"
-    )
+    has_role(name, Role::Privilege)
 }
 
 fn run_at(parsed: &Parsed<'_>, args_len: usize) -> Wrap {
@@ -279,37 +279,6 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 Wrap::NoCommand
             }
         }
-        "doas" => run_at(&parse_args(args, &Spec::posix("uC", &[])), args.len()),
-        "pkexec" => run_at(&parse_args(args, &Spec::posix("", &["user"])), args.len()),
-        "run0" => run_at(
-            &parse_args(
-                args,
-                &Spec::posix(
-                    "uDg",
-                    &[
-                        "user",
-                        "chdir",
-                        "group",
-                        "setenv",
-                        "unit",
-                        "property",
-                        "slice",
-                        "nice",
-                        "description",
-                    ],
-                ),
-            ),
-            args.len(),
-        ),
-        "nice" => run_at(
-            &parse_args(args, &Spec::posix("n", &["adjustment"])),
-            args.len(),
-        ),
-        "nohup" | "builtin" | "setsid" | "unbuffer" | "fakeroot" | "torsocks" | "eatmydata"
-        | "catchsegv" | "proxychains" | "proxychains4" | "firejail" | "systemd-run" => {
-            run_at(&parse_args(args, &Spec::posix("", &[])), args.len())
-        }
-        "exec" => run_at(&parse_args(args, &Spec::posix("a", &[])), args.len()),
         // `chroot [--userspec=U:G] NEWROOT [cmd …]`
         "chroot" => {
             let parsed = parse_args(args, &Spec::posix("", &["userspec", "groups"]));
@@ -352,7 +321,6 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 run_at(&parsed, args.len())
             }
         }
-        "ssh-agent" => run_at(&parse_args(args, &Spec::posix("aEPt", &[])), args.len()),
         "command" => {
             let parsed = parse_args(args, &Spec::posix("", &[]));
             if parsed.has_short('v') || parsed.has_short('V') {
@@ -361,19 +329,11 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 run_at(&parsed, args.len())
             }
         }
-        "time" => run_at(
-            &parse_args(args, &Spec::posix("fo", &["format", "output"])),
-            args.len(),
-        ),
         "timeout" => {
             let parsed = parse_args(args, &Spec::posix("sk", &["signal", "kill-after"]));
             // The first operand is the duration.
             after_first_operand(parsed.rest, args.len())
         }
-        "stdbuf" => run_at(
-            &parse_args(args, &Spec::posix("ioe", &["input", "output", "error"])),
-            args.len(),
-        ),
         "ionice" => {
             let parsed = parse_args(
                 args,
@@ -415,16 +375,6 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
             // `flock LOCKFILE cmd …`
             after_first_operand(parsed.rest, args.len())
         }
-        "strace" | "ltrace" => {
-            let parsed = parse_args(
-                args,
-                &Spec::posix(
-                    "oeEpsSuIXabPn",
-                    &["output", "signal", "trace", "attach", "user"],
-                ),
-            );
-            run_at(&parsed, args.len())
-        }
         // Project runners: `uv run python -c …`, `poetry run …` run their operands.
         "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "pixi" | "conda" | "mamba"
         | "micromamba" | "bundle" | "pnpm" | "yarn" | "npm" => {
@@ -433,7 +383,8 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 return Wrap::No;
             };
             let runs = match name {
-                "bundle" | "pnpm" | "yarn" | "npm" => sub.text == "exec",
+                "pnpm" | "yarn" => sub.text == "exec" || sub.text == "dlx",
+                "bundle" | "npm" => sub.text == "exec",
                 _ => sub.text == "run",
             };
             if !runs {
@@ -470,7 +421,7 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 Wrap::NoCommand
             }
         }
-        "busybox" => {
+        "busybox" | "toybox" => {
             if args.is_empty() || args[0].text.starts_with('-') {
                 Wrap::Inspect
             } else {
@@ -485,9 +436,170 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 start: 0,
                 prepend: prepend.iter().map(|w| Arg::literal(*w)).collect(),
             },
-            None => Wrap::No,
+            None => match programs::program(name).and_then(|p| p.wrapper.as_ref()) {
+                Some(spec) => unwrap_by_spec(spec, args),
+                None => Wrap::No,
+            },
         },
     }
+}
+
+/// A shell line carried in `arg`, keeping what the guard knows of the word it came from.
+fn code_from(arg: &Arg, text: &str) -> Arg {
+    Arg {
+        text: text.to_owned(),
+        ..arg.clone()
+    }
+}
+
+/// The value of an option: the rest of the word, else the next word.
+fn option_value(args: &[Arg], i: usize, rest: &str) -> (Option<Arg>, usize) {
+    if rest.is_empty() {
+        (args.get(i + 1).cloned(), 2)
+    } else {
+        (Some(code_from(&args[i], rest)), 1)
+    }
+}
+
+/// An escape value (`shell rm -rf ~`, `!rm -rf ~`) as the shell line it runs.
+fn escape(spec: &WrapperSpec, value: &Arg) -> Option<Arg> {
+    let text = value.text.trim_start_matches(':').trim_start();
+    spec.escape_prefixes
+        .iter()
+        .find_map(|p| text.strip_prefix(p.as_str()))
+        .map(|code| code_from(value, code))
+}
+
+/// Unwrap a wrapper described by its table entry: options, code options and escapes, a
+/// subcommand, its own operands, then the command.
+fn unwrap_by_spec(spec: &WrapperSpec, args: &[Arg]) -> Wrap {
+    let mut i = 0;
+    if let Some(sub) = &spec.subcommand {
+        while i < args.len() && args[i].text.starts_with('-') {
+            i += 1;
+        }
+        match args.get(i) {
+            Some(a) if sub.split('|').any(|s| s == a.text) => i += 1,
+            _ => return Wrap::No,
+        }
+    }
+    let (mut codes, rest) = wrapper_options(spec, args, i);
+    i = rest;
+    if let Some(after) = &spec.after
+        && let Some(k) = args.iter().position(|a| &a.text == after)
+        && k + 1 < args.len()
+    {
+        return Wrap::Run {
+            start: k + 1,
+            prepend: Vec::new(),
+        };
+    }
+    if !codes.is_empty() {
+        return Wrap::Code(std::mem::take(&mut codes));
+    }
+    if !spec.runs_operands || spec.after.is_some() {
+        return Wrap::No;
+    }
+    // `mise exec node@20 -- cmd`: after a subcommand, its own operands end at `--`.
+    if spec.subcommand.is_some()
+        && let Some(k) = args[i.min(args.len())..]
+            .iter()
+            .position(|a| a.text == "--")
+    {
+        i += k;
+    } else {
+        i += spec.operands;
+    }
+    if i < args.len() && args[i].text == "--" {
+        i += 1;
+    }
+    if i >= args.len() {
+        return Wrap::NoCommand;
+    }
+    if spec.joined {
+        let text = args[i..]
+            .iter()
+            .map(|a| a.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        return Wrap::Code(vec![code_from(&args[i], &text)]);
+    }
+    Wrap::Run {
+        start: i,
+        prepend: Vec::new(),
+    }
+}
+
+/// Walk a wrapper's options from `i`: the shell lines its code options carry, and where its
+/// operands start.
+fn wrapper_options(spec: &WrapperSpec, args: &[Arg], mut i: usize) -> (Vec<Arg>, usize) {
+    let mut codes = Vec::new();
+    while i < args.len() {
+        let t = args[i].text.as_str();
+        if t == "--" {
+            return (codes, i + 1);
+        }
+        if spec.words.iter().any(|w| w == t) {
+            if let Some(v) = args.get(i + 1) {
+                let name = t.trim_start_matches('-');
+                if spec.escape_options.iter().any(|o| o == name) {
+                    codes.extend(escape(spec, v));
+                }
+            }
+            i += 2;
+            continue;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            let takes = spec
+                .long
+                .iter()
+                .chain(&spec.long_code)
+                .chain(&spec.escape_options)
+                .any(|l| l == name);
+            let v = match value {
+                Some(v) => Some(code_from(&args[i], v)),
+                None if takes => args.get(i + 1).cloned(),
+                None => None,
+            };
+            if let Some(v) = &v {
+                if spec.long_code.iter().any(|l| l == name) {
+                    codes.push(v.clone());
+                } else if spec.escape_options.iter().any(|l| l == name) {
+                    codes.extend(escape(spec, v));
+                }
+            }
+            i += if value.is_none() && takes { 2 } else { 1 };
+            continue;
+        }
+        let Some(cluster) = t.strip_prefix('-').filter(|c| !c.is_empty()) else {
+            break;
+        };
+        let mut step = 1;
+        for (k, c) in cluster.char_indices() {
+            let rest = &cluster[k + c.len_utf8()..];
+            let is_escape = spec
+                .escape_options
+                .iter()
+                .any(|o| o.len() == 1 && o.starts_with(c));
+            if spec.code.contains(c) || spec.values.contains(c) || is_escape {
+                let (v, used) = option_value(args, i, rest);
+                step = used;
+                if let Some(v) = v {
+                    if spec.code.contains(c) {
+                        codes.push(v);
+                    } else if is_escape {
+                        codes.extend(escape(spec, &v));
+                    }
+                }
+                break;
+            }
+        }
+        i += step;
+    }
+    (codes, i)
 }
 
 /// Programs that are another command under a package name: `rimraf X` is `rm -rf X`.

@@ -844,6 +844,13 @@ impl Walker {
                 Wrap::No => break,
                 Wrap::Inspect => return Output::unknown(),
                 Wrap::NoCommand => return rules::wrapper_alone(self, &name, &argv, stdin),
+                Wrap::Code(codes) => {
+                    let shown = display_argv(&argv);
+                    for code in &codes {
+                        self.run_code(code, stdin, &shown);
+                    }
+                    return Output::unknown();
+                }
                 Wrap::Run { start, prepend } => {
                     let mut next = prepend;
                     next.extend(argv.drain(1 + start..));

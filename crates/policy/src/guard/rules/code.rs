@@ -6,6 +6,7 @@
 use super::super::Family;
 use super::super::command::{Spec, parse_args, program_name};
 use super::super::normalize::{Arg, Input, Output, Taint};
+use super::super::programs::{self, LangSpec, Role, has_role};
 use super::super::walk::{Walker, stream_input};
 use super::destruction::FindParts;
 use super::env_dump::code_dumps_env;
@@ -13,134 +14,14 @@ use super::exfiltration::{code_runs_download, code_sends_data};
 use super::target::plain_path;
 
 fn is_shell(name: &str) -> bool {
-    matches!(
-        name,
-        "bash"
-            | "sh"
-            | "dash"
-            | "zsh"
-            | "ksh"
-            | "mksh"
-            | "ash"
-            | "yash"
-            | "fish"
-            | "pdksh"
-            | "posh"
-            | "rbash"
-            | "lksh"
-            | "csh"
-            | "tcsh"
-    )
+    has_role(name, Role::Shell)
 }
 
-/// How an interpreter reads its command line.
-struct Lang {
-    /// Short options whose value is a program.
-    inline: &'static str,
-    /// Long options whose value is a program.
-    long_inline: &'static [&'static str],
-    /// Short options taking a value (attached or next word).
-    val: &'static str,
-    /// Short options taking only an attached value (the rest of the cluster).
-    attached: &'static str,
-    /// Long options taking the next word as value.
-    long_val: &'static [&'static str],
-    /// Runs a module or a named file instead of a script operand (`python -m`).
-    module: &'static str,
-}
-
-fn lang(name: &str) -> Option<Lang> {
-    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    let l = match base {
-        "python" | "pypy" => Lang {
-            inline: "c",
-            long_inline: &[],
-            val: "WXQ",
-            attached: "",
-            long_val: &["check-hash-based-pycs"],
-            module: "m",
-        },
-        "node" | "nodejs" | "bun" => Lang {
-            inline: "ep",
-            long_inline: &["eval", "print"],
-            val: "rC",
-            attached: "",
-            long_val: &[
-                "require",
-                "import",
-                "loader",
-                "experimental-loader",
-                "conditions",
-                "input-type",
-            ],
-            module: "",
-        },
-        "perl" => Lang {
-            inline: "eE",
-            long_inline: &[],
-            val: "IMm",
-            attached: "l0Cixd",
-            long_val: &[],
-            module: "",
-        },
-        "ruby" => Lang {
-            inline: "e",
-            long_inline: &[],
-            val: "rICEF",
-            attached: "0WTxiK",
-            long_val: &[
-                "encoding",
-                "external-encoding",
-                "internal-encoding",
-                "enable",
-                "disable",
-            ],
-            module: "",
-        },
-        "php" => Lang {
-            inline: "rBRE",
-            long_inline: &[],
-            val: "cdzt",
-            attached: "",
-            long_val: &[],
-            module: "fF",
-        },
-        "lua" | "luajit" => Lang {
-            inline: "e",
-            long_inline: &[],
-            val: "l",
-            attached: "",
-            long_val: &[],
-            module: "",
-        },
-        "osascript" => Lang {
-            inline: "e",
-            long_inline: &[],
-            val: "ls",
-            attached: "",
-            long_val: &[],
-            module: "",
-        },
-        // Tcl reads its program from a file operand or standard input only.
-        "tclsh" | "wish" => Lang {
-            inline: "",
-            long_inline: &[],
-            val: "",
-            attached: "",
-            long_val: &[],
-            module: "",
-        },
-        "Rscript" | "julia" | "elixir" | "deno" => Lang {
-            inline: "eE",
-            long_inline: &["eval", "print"],
-            val: "",
-            attached: "",
-            long_val: &[],
-            module: "",
-        },
-        _ => return None,
-    };
-    Some(l)
+/// How an interpreter reads its command line: its entry in the program table.
+fn lang(name: &str) -> Option<&'static LangSpec> {
+    programs::program(name)
+        .filter(|p| p.roles.contains(&Role::Interpreter))
+        .and_then(|p| p.interpreter.as_ref())
 }
 
 enum Program<'a> {
@@ -151,11 +32,14 @@ enum Program<'a> {
     Info,
 }
 
-fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
+fn scan<'a>(l: &LangSpec, args: &'a [Arg]) -> Program<'a> {
     let mut i = 0;
     let mut info = false;
     while i < args.len() {
         let t = args[i].text.as_str();
+        if t.starts_with('-') && l.words.iter().any(|w| w.eq_ignore_ascii_case(t)) {
+            return Program::Inline(args.get(i + 1).cloned().unwrap_or_default());
+        }
         if t == "--" {
             return args.get(i + 1).map_or(Program::Stdin, Program::Script);
         }
@@ -166,7 +50,7 @@ fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
             let (name, value) = long
                 .split_once('=')
                 .map_or((long, None), |(n, v)| (n, Some(v)));
-            if l.long_inline.contains(&name) {
+            if l.long_inline.iter().any(|n| n == name) {
                 return Program::Inline(match value {
                     Some(v) => Arg::literal(v),
                     None => args.get(i + 1).cloned().unwrap_or_default(),
@@ -175,7 +59,7 @@ fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
             if matches!(name, "version" | "help") {
                 info = true;
             }
-            if value.is_none() && l.long_val.contains(&name) {
+            if value.is_none() && l.long_values.iter().any(|n| n == name) {
                 i += 1;
             }
             i += 1;
@@ -201,9 +85,17 @@ fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
                     return Program::Inline(code);
                 }
                 if l.module.contains(c) {
+                    let module = if rest.is_empty() {
+                        args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
+                    } else {
+                        rest
+                    };
+                    if l.repl_modules.contains(&module) {
+                        return Program::Inline(Arg::literal(format!("-m {module}")));
+                    }
                     return Program::Module;
                 }
-                if l.val.contains(c) {
+                if l.values.contains(c) {
                     skip_next = rest.is_empty();
                     break;
                 }
@@ -252,22 +144,7 @@ pub(super) fn check(
         if name.starts_with("deno") {
             return Some(deno(w, args, stdin, shown));
         }
-        return Some(interpreter(w, &l, args, stdin, shown));
-    }
-    if matches!(name, "pwsh" | "powershell" | "powershell.exe") {
-        let inline = args.iter().position(|a| {
-            matches!(
-                a.text.to_ascii_lowercase().as_str(),
-                "-c" | "-command" | "-e" | "-ec" | "-encodedcommand" | "-commandwithargs" | "-cwa"
-            )
-        });
-        if let Some(i) = inline {
-            let code = args.get(i + 1).cloned().unwrap_or_default();
-            inline_program(w, &code, shown);
-        } else {
-            run_stdin(w, stdin, shown, false);
-        }
-        return Some(Output::unknown());
+        return Some(interpreter(w, l, args, stdin, shown));
     }
     match name {
         "eval" => {
@@ -725,7 +602,7 @@ fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
     }
 }
 
-fn interpreter(w: &mut Walker, l: &Lang, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+fn interpreter(w: &mut Walker, l: &LangSpec, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let program = scan(l, args);
     // Code that prints the environment hands the secrets to whatever reads its output.
     let dumps_env = matches!(&program, Program::Inline(c) if code_dumps_env(&c.text));
@@ -1265,47 +1142,47 @@ mod tests {
     fn interpreter_command_lines() {
         let py = lang("python3").unwrap_or_else(|| panic!("python3 is an interpreter"));
         assert!(matches!(
-            scan(&py, &words(&["-c", "print(1)"])),
+            scan(py, &words(&["-c", "print(1)"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&py, &words(&["-Bc", "print(1)"])),
+            scan(py, &words(&["-Bc", "print(1)"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&py, &words(&["-m", "pip", "install"])),
+            scan(py, &words(&["-m", "pip", "install"])),
             Program::Module
         ));
         assert!(matches!(
-            scan(&py, &words(&["tools/gen.py", "-c"])),
+            scan(py, &words(&["tools/gen.py", "-c"])),
             Program::Script(_)
         ));
-        assert!(matches!(scan(&py, &words(&["--version"])), Program::Info));
+        assert!(matches!(scan(py, &words(&["--version"])), Program::Info));
         let perl = lang("perl").unwrap_or_else(|| panic!("perl is an interpreter"));
         assert!(matches!(
-            scan(&perl, &words(&["-ne", "print", "f"])),
+            scan(perl, &words(&["-ne", "print", "f"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&perl, &words(&["-lne", "print"])),
+            scan(perl, &words(&["-lne", "print"])),
             Program::Inline(_)
         ));
         let ruby = lang("ruby").unwrap_or_else(|| panic!("ruby is an interpreter"));
         assert!(matches!(
-            scan(&ruby, &words(&["-rjson", "-e", "p 1"])),
+            scan(ruby, &words(&["-rjson", "-e", "p 1"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&ruby, &words(&["-rjson", "x.rb"])),
+            scan(ruby, &words(&["-rjson", "x.rb"])),
             Program::Script(_)
         ));
         let node = lang("node").unwrap_or_else(|| panic!("node is an interpreter"));
         assert!(matches!(
-            scan(&node, &words(&["-pe", "1"])),
+            scan(node, &words(&["-pe", "1"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&node, &words(&["--test", "test/"])),
+            scan(node, &words(&["--test", "test/"])),
             Program::Script(_)
         ));
     }

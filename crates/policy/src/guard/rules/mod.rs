@@ -14,86 +14,18 @@ pub(crate) mod target;
 use super::Family;
 use super::command::{Spec, is_assignment, parse_args, program_name};
 use super::normalize::{Arg, Input, Output, Taint, decode_ansi_c, decode_base64, display_argv};
+use super::programs::{Role, denials, has_role};
 use super::walk::Walker;
 use target::{Cwd, plain_path};
 
 /// Programs that fetch content from the network onto stdout or into a file.
 pub(crate) fn is_downloader(name: &str) -> bool {
-    matches!(
-        name,
-        "curl"
-            | "wget"
-            | "fetch"
-            | "aria2c"
-            | "http"
-            | "https"
-            | "xh"
-            | "xhs"
-            | "lwp-request"
-            | "lwp-download"
-            | "GET"
-            | "ftp"
-            | "tftp"
-            | "nc"
-            | "ncat"
-            | "netcat"
-            | "socat"
-            | "telnet"
-            | "lynx"
-    )
+    has_role(name, Role::Downloader)
 }
 
 /// Programs that print the contents of the files given as operands.
 fn is_file_reader(name: &str) -> bool {
-    matches!(
-        name,
-        "cat"
-            | "tac"
-            | "head"
-            | "tail"
-            | "base64"
-            | "base32"
-            | "basenc"
-            | "xxd"
-            | "od"
-            | "hexdump"
-            | "strings"
-            | "less"
-            | "more"
-            | "nl"
-            | "gzip"
-            | "gunzip"
-            | "zcat"
-            | "bzip2"
-            | "bzcat"
-            | "xz"
-            | "xzcat"
-            | "zstd"
-            | "tar"
-            | "zip"
-            | "openssl"
-            | "gpg"
-            | "sed"
-            | "awk"
-            | "gawk"
-            | "grep"
-            | "egrep"
-            | "fgrep"
-            | "rg"
-            | "cut"
-            | "sort"
-            | "uniq"
-            | "jq"
-            | "yq"
-            | "paste"
-            | "column"
-            | "fold"
-            | "fmt"
-            | "rev"
-            | "dd"
-            | "sqlite3"
-            | "tee"
-    )
+    has_role(name, Role::Reader)
 }
 
 /// Judge one command after its wrappers were peeled off; return what it writes to stdout.
@@ -130,6 +62,9 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
     exfiltration::check(w, &name, args, stdin, &shown);
     carried::check(w, &name, args, stdin, &shown);
     privilege::check(w, &name, args, &shown);
+    for (family, reason) in denials(&name, args) {
+        w.deny(family, format!("`{shown}` {reason}."));
+    }
     if let Some(out) = code::check(w, &name, argv, stdin, &shown) {
         return out;
     }
@@ -697,15 +632,13 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
                 args.iter().filter(|a| !a.text.starts_with('-')).collect();
             // The first operand of a filter language is its program, not a file
             // (`jq -r .url`, `grep KEY`), unless the program came from an option.
-            let program_first = matches!(
-                name,
-                "jq" | "yq" | "sed" | "awk" | "gawk" | "grep" | "egrep" | "fgrep" | "rg"
-            ) && !args.iter().any(|a| {
-                matches!(
-                    a.text.as_str(),
-                    "-e" | "-f" | "--expression" | "--file" | "--from-file"
-                )
-            });
+            let program_first = has_role(name, Role::Filter)
+                && !args.iter().any(|a| {
+                    matches!(
+                        a.text.as_str(),
+                        "-e" | "-f" | "--expression" | "--file" | "--from-file"
+                    )
+                });
             if program_first && !operands.is_empty() {
                 operands.remove(0);
             }
