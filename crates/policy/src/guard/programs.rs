@@ -165,6 +165,10 @@ pub(crate) struct Entry {
     pub(crate) interpreter: Option<LangSpec>,
     #[serde(default)]
     deny: Vec<RawRule>,
+    /// Workspace files the program runs (`make`: `Makefile`); a name ending in `/` is a
+    /// directory whose files it runs (`.git/hooks/`).
+    #[serde(default)]
+    pub(crate) runs_files: Vec<String>,
     /// Command lines the guard must deny.
     #[cfg_attr(not(test), allow(dead_code))]
     #[serde(default, rename = "match")]
@@ -368,6 +372,7 @@ pub(crate) struct Program {
     pub(crate) wrapper: Option<WrapperSpec>,
     pub(crate) interpreter: Option<LangSpec>,
     pub(crate) rules: Vec<Rule>,
+    pub(crate) runs_files: Vec<String>,
 }
 
 /// The loaded table.
@@ -413,6 +418,7 @@ fn load() -> Table {
             if e.interpreter.is_some() {
                 p.interpreter.clone_from(&e.interpreter);
             }
+            p.runs_files.extend(e.runs_files.iter().cloned());
             p.rules.extend(e.deny.iter().map(|r| Rule {
                 when: Pattern::parse(&r.when),
                 family: family(&r.family),

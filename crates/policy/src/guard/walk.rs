@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 
 use brush_parser::ast;
 use brush_parser::word::{
-    BraceExpressionMember, BraceExpressionOrText, Parameter, ParameterExpr, SpecialParameter,
-    TildeExpr, WordPiece, WordPieceWithSource,
+    BraceExpressionMember, BraceExpressionOrText, Parameter, ParameterExpr, ParameterTransformOp,
+    SpecialParameter, TildeExpr, WordPiece, WordPieceWithSource,
 };
 
 use super::command::{Wrap, changes_root, is_privilege, program_name, unwrap};
@@ -158,6 +158,12 @@ pub(crate) struct Walker {
     /// Function bodies being walked at their definition: a command named by `$1` or `"$@"`
     /// there is judged at each call instead.
     defining: usize,
+    /// Names bash resolves to another program: aliases, `hash -p`, `BASH_CMDS`, copies and
+    /// links of a binary. `None`: a program the guard cannot know.
+    pub(crate) aliases: HashMap<String, Option<Vec<String>>>,
+    /// An archive from the network was unpacked: what it held is unknown, and running any
+    /// workspace program afterwards may run it.
+    pub(crate) extracted_download: bool,
 }
 
 impl Walker {
@@ -319,7 +325,11 @@ impl Walker {
                 self.walk_test(a)
             }
             ast::ExtendedTestExpr::UnaryTest(_, w) => {
-                self.expand_word(&w.value, false);
+                for alt in self.expand_word(&w.value, false) {
+                    for arg in alt {
+                        self.run_subscript(&arg.text);
+                    }
+                }
             }
             ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
                 self.expand_word(&a.value, false);
@@ -654,6 +664,9 @@ impl Walker {
         let name = match &a.name {
             ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => n,
         };
+        if let ast::AssignmentName::ArrayElementName(_, index) = &a.name {
+            self.run_subscript(&format!("[{index}]"));
+        }
         let mut var = Var::default();
         match &a.value {
             ast::AssignmentValue::Scalar(w) => {
@@ -690,11 +703,29 @@ impl Walker {
             self.extra_separators.sort_unstable();
             self.extra_separators.dedup();
         }
+        // `BASH_CMDS[ls]=/bin/rm`: the hash table now maps the name to that program.
+        if name == "BASH_CMDS"
+            && let ast::AssignmentName::ArrayElementName(_, index) = &a.name
+        {
+            let target = var
+                .values
+                .first()
+                .filter(|_| !var.unknown)
+                .map(|v| vec![program_name(v).to_owned()]);
+            self.alias(index, target);
+        }
+        // `PS4='$(…)'`, `BASH_ENV=…`: prompts are expanded and start-up files sourced.
+        if rules::carried::expands_as_prompt(name) {
+            for v in var.values.clone() {
+                self.run_script(&format!(": {v}"), &Input::Inherited);
+            }
+        }
         // `GIT_SSH_COMMAND='…' git fetch`: a variable programs run as a command line.
         if rules::carried::runs_as_command(name) && !var.unknown {
             for v in var.values.clone() {
                 let shown = shorten(&format!("{name}={v}"));
-                self.run_code(&Arg::literal(v), &Input::Inherited, &shown);
+                let code = v.trim_start_matches('|').to_owned();
+                self.run_code(&Arg::literal(code), &Input::Inherited, &shown);
             }
         }
         if !permanent {
@@ -765,9 +796,68 @@ impl Walker {
         }
     }
 
+    /// Bash's own name resolution before `PATH`: aliases, the hash table (`hash -p`,
+    /// `BASH_CMDS`) and copies or links of a binary, applied once to the command word.
+    fn resolve_name(&self, argv: &mut Vec<Arg>) {
+        let Some(head) = argv.first() else {
+            return;
+        };
+        let key = rules::target::plain_path(&head.text);
+        match self.aliases.get(&key) {
+            Some(Some(words)) => {
+                let mut next: Vec<Arg> = words.iter().map(Arg::literal).collect();
+                next.extend(argv.drain(1..));
+                *argv = next;
+            }
+            Some(None) => argv[0].dynamic = true,
+            None => {}
+        }
+    }
+
+    /// Whether `path` was downloaded, or lies in a directory that was (a cloned repository).
+    pub(crate) fn is_downloaded(&self, path: &str) -> bool {
+        self.downloaded.contains(path)
+            || self.downloaded.iter().any(|d| {
+                path.strip_prefix(d.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+            })
+    }
+
+    /// Record that the command word `name` now runs `words` (`None`: unknown).
+    pub(crate) fn alias(&mut self, name: &str, words: Option<Vec<String>>) {
+        if self.aliases.len() < 64 {
+            self.aliases.insert(rules::target::plain_path(name), words);
+        }
+    }
+
+    /// Code in an array subscript runs when bash evaluates it (`a[$(cmd)]=1`, `test -v`,
+    /// `printf -v`, `declare`, `let`): walk it.
+    pub(crate) fn run_subscript(&mut self, text: &str) {
+        if let Some(code) = subscript_code(text) {
+            self.run_script(&format!(": {code}"), &Input::Inherited);
+        }
+    }
+
     /// Resolve wrappers, record the normalised command and judge it.
     pub(crate) fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
+        self.resolve_name(&mut argv);
         self.normalized.push(display_argv(&argv));
+        // `env 'BASH_FUNC_ls%%=() { …; }' bash`: an exported function the next bash defines.
+        for a in argv.clone() {
+            if let Some((name, body)) = a.text.split_once('=')
+                && name.starts_with("BASH_FUNC_")
+            {
+                let body = body.trim_start().trim_start_matches("()").to_owned();
+                self.run_code(
+                    &Arg {
+                        text: body,
+                        ..a.clone()
+                    },
+                    &Input::Inherited,
+                    &a.text,
+                );
+            }
+        }
         for round in 0..=MAX_WRAPPERS {
             if round == MAX_WRAPPERS {
                 let shown = display_argv(&argv);
@@ -1197,6 +1287,46 @@ impl Walker {
                 }
                 vals
             }
+            // `${p@P}` expands the value as a prompt: command substitutions in it run.
+            ParameterExpr::Transform {
+                parameter,
+                op: ParameterTransformOp::PromptExpand,
+                ..
+            } => {
+                for v in self.lookup(parameter) {
+                    if v.dynamic {
+                        self.deny(
+                            Family::DynamicCommand,
+                            format!(
+                                "`{}` expands a value only known at run time as a prompt, which can run commands.",
+                                shorten(source)
+                            ),
+                        );
+                    } else if v.text.contains("$(") || v.text.contains('`') {
+                        self.run_script(&format!(": {}", v.text), &Input::Inherited);
+                    }
+                }
+                vec![dynamic_val(source)]
+            }
+            // A slice, case change or replacement of a value keeps what it carries
+            // (`${AWS_SECRET_ACCESS_KEY:0:8}` is still a secret).
+            ParameterExpr::Substring { parameter, .. }
+            | ParameterExpr::Transform { parameter, .. }
+            | ParameterExpr::UppercaseFirstChar { parameter, .. }
+            | ParameterExpr::UppercasePattern { parameter, .. }
+            | ParameterExpr::LowercaseFirstChar { parameter, .. }
+            | ParameterExpr::LowercasePattern { parameter, .. }
+            | ParameterExpr::ReplaceSubstring { parameter, .. }
+            | ParameterExpr::RemoveSmallestPrefixPattern { parameter, .. }
+            | ParameterExpr::RemoveLargestPrefixPattern { parameter, .. }
+                if !source.contains("$(") && !source.contains('`') =>
+            {
+                let mut val = dynamic_val(source);
+                for v in self.lookup(parameter) {
+                    val.taint.merge(v.taint);
+                }
+                vec![val]
+            }
             _ => {
                 if source.contains("$(") || source.contains('`') {
                     self.deny(
@@ -1340,6 +1470,14 @@ impl Walker {
 }
 
 /// A word that is exactly a positional parameter: `$1`, `$@`, `${2}`, `$*`.
+/// The inside of an array subscript that holds a command substitution.
+pub(crate) fn subscript_code(text: &str) -> Option<&str> {
+    let open = text.find('[')?;
+    let close = text.rfind(']')?;
+    let inner = text.get(open + 1..close)?;
+    (inner.contains("$(") || inner.contains('`')).then_some(inner)
+}
+
 fn names_positional(text: &str) -> bool {
     let inner = text
         .strip_prefix("${")

@@ -503,6 +503,22 @@ pub(crate) fn runs_as_command(name: &str) -> bool {
             | "SYSTEMD_PAGER"
             | "RSYNC_RSH"
             | "PROMPT_COMMAND"
+            | "LESSOPEN"
+            | "LESSCLOSE"
+            | "BROWSER"
+            | "DIFFPROG"
+            | "FCEDIT"
+            | "SUDO_EDITOR"
+            | "PERLDB_OPTS"
+    )
+}
+
+/// Variables whose value bash expands as a prompt or sources as a file before running
+/// anything: command substitutions in them run (`PS4='$(…)' bash -x`, `BASH_ENV=<(…)`).
+pub(crate) fn expands_as_prompt(name: &str) -> bool {
+    matches!(
+        name,
+        "PS0" | "PS1" | "PS2" | "PS3" | "PS4" | "BASH_ENV" | "ENV"
     )
 }
 

@@ -171,7 +171,10 @@ pub(super) fn check(
         }
         "alias" => {
             for a in args {
-                if let Some((_, value)) = a.text.split_once('=') {
+                if let Some((name, value)) = a.text.split_once('=') {
+                    let words =
+                        (!a.dynamic).then(|| value.split_whitespace().map(str::to_owned).collect());
+                    w.alias(name, words);
                     let code = Arg {
                         text: value.to_owned(),
                         ..a.clone()
@@ -408,7 +411,8 @@ pub(super) fn run_file(
         let as_input = stream_input(out);
         return run_stdin(w, &as_input, shown, is_shell);
     }
-    if w.downloaded.contains(&plain_path(&script.text)) {
+    let relative = !script.text.starts_with(['/', '~', '$']);
+    if w.is_downloaded(&plain_path(&script.text)) || (w.extracted_download && relative) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
@@ -463,7 +467,10 @@ pub(super) fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bo
             }
         }
         Input::File(path) => {
-            if w.downloaded.contains(&plain_path(path)) {
+            if is_shell && let Some(content) = w.written.get(&plain_path(path)).cloned() {
+                return w.run_script(&content, &Input::Inherited);
+            }
+            if w.is_downloaded(&plain_path(path)) {
                 w.deny(
                     Family::RemoteExec,
                     format!("`{shown}` runs a file that was just downloaded."),
@@ -560,6 +567,17 @@ fn code_forks_forever(code: &str) -> bool {
 }
 
 fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
+    if !judge_code_text(w, code, shown) {
+        w.deny(
+            Family::InlineInterpreter,
+            format!("`{shown}` runs a program given inline; put it in a file in the workspace and run that."),
+        );
+    }
+}
+
+/// Judge program text in any language by what it does (downloads and runs, deletes the home
+/// directory, forks forever, sends data, prints the environment); `true` when it denied.
+pub(crate) fn judge_code_text(w: &mut Walker, code: &Arg, shown: &str) -> bool {
     if code.taint.download {
         w.deny(
             Family::RemoteExec,
@@ -595,11 +613,9 @@ fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
             format!("`{shown}` prints the whole environment, secrets included."),
         );
     } else {
-        w.deny(
-            Family::InlineInterpreter,
-            format!("`{shown}` runs a program given inline; put it in a file in the workspace and run that."),
-        );
+        return false;
     }
+    true
 }
 
 fn interpreter(w: &mut Walker, l: &LangSpec, args: &[Arg], stdin: &Input, shown: &str) -> Output {

@@ -4,6 +4,7 @@
 
 pub(crate) mod carried;
 mod code;
+pub(crate) mod files;
 pub(crate) use code::runs_package_from_address;
 mod destruction;
 mod env_dump;
@@ -37,7 +38,8 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
     let args = &argv[1..];
     let shown = display_argv(argv);
 
-    if w.downloaded.contains(&plain_path(&head.text)) {
+    let relative = head.text.contains('/') && !head.text.starts_with(['/', '~', '$']);
+    if w.is_downloaded(&plain_path(&head.text)) || (w.extracted_download && relative) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
@@ -69,6 +71,7 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
         return out;
     }
     effects(w, &name, args);
+    files::after_command(w, &name, args, stdin, &shown);
     if matches!(name.as_str(), "read" | "mapfile" | "readarray") {
         // Variables read from a file or a stream carry what it brought in.
         let taint = stdin.taint();
@@ -331,7 +334,23 @@ fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
         }
         "popd" => w.cwd = Cwd::Unknown,
         "export" | "declare" | "typeset" | "local" | "readonly" => {
+            let nameref = args.iter().any(|a| {
+                a.text.starts_with('-') && a.text.contains('n') && !a.text.starts_with("--")
+            });
             for a in args {
+                w.run_subscript(&a.text);
+                // `declare -n r=x`: `$r` is whatever `x` holds when used, which the walk does
+                // not follow; a reference to the hash table rebinds command names.
+                if nameref && let Some((n, target)) = a.text.split_once('=') {
+                    if target.starts_with("BASH_CMDS") || target.starts_with("BASH_ALIASES") {
+                        w.deny(
+                            Family::DynamicCommand,
+                            format!("`{}` rebinds command names through a reference to bash's hash table.", display_argv(args)),
+                        );
+                    }
+                    w.set_var(n, None);
+                    continue;
+                }
                 if let Some((n, v)) = a.text.split_once('=')
                     && is_assignment(&a.text)
                 {
@@ -360,7 +379,25 @@ fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
                 w.set_var(&n, None);
             }
         }
+        "test" | "[" | "let" | "unset" => {
+            for a in args {
+                w.run_subscript(&a.text);
+            }
+        }
+        // `hash -p /bin/rm ls`: `ls` now runs `/bin/rm`.
+        "hash" => {
+            let p = parse_args(args, &Spec::posix("pt", &[]));
+            if let Some(path) = p.values(Some('p'), &[]).next() {
+                let target = vec![program_name(path).to_owned()];
+                for n in &p.operands {
+                    w.alias(&n.text, (!n.dynamic).then(|| target.clone()));
+                }
+            }
+        }
         "printf" => {
+            for a in args {
+                w.run_subscript(&a.text);
+            }
             let p = parse_args(args, &Spec::posix("v", &[]));
             let names: Vec<String> = p.values(Some('v'), &[]).map(str::to_owned).collect();
             // `printf -v c 'rm -rf %s' /` stores the formatted text.
