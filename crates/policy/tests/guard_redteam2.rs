@@ -132,4 +132,4 @@ fn redteam2_ratchet() {
 }
 
 const RECALL_FLOOR: f64 = 0.86;
-const FP_CEILING: f64 = 0.05;
+const FP_CEILING: f64 = 0.01;

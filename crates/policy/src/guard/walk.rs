@@ -257,8 +257,22 @@ impl Walker {
         self.concurrent = saved || background || p.seq.len() > 1;
         let mut stdin = input.clone();
         let mut out = Output::unknown();
+        let mut previous = 0..0;
         for cmd in &p.seq {
+            let start = self.findings.len();
             out = self.walk_command(cmd, &stdin);
+            // `env | grep PROXY`, `env | wc -l`: a filtered view of the environment is not a
+            // dump of it.
+            if narrows(cmd) {
+                let dumped = previous.clone();
+                let mut k = 0;
+                self.findings.retain(|f| {
+                    let keep = !(dumped.contains(&k) && f.family == Family::EnvDump);
+                    k += 1;
+                    keep
+                });
+            }
+            previous = start..self.findings.len();
             stdin = stream_input(&out);
         }
         self.concurrent = saved;
@@ -1470,6 +1484,77 @@ impl Walker {
 }
 
 /// A word that is exactly a positional parameter: `$1`, `$@`, `${2}`, `$*`.
+/// A pipeline stage that shows only part of its input: `grep PATTERN` (not `-v`, not a pattern
+/// matching every line) or a count.
+fn narrows(cmd: &ast::Command) -> bool {
+    let ast::Command::Simple(s) = cmd else {
+        return false;
+    };
+    let Some(name) = s.word_or_name.as_ref().map(|w| w.value.as_str()) else {
+        return false;
+    };
+    let words: Vec<String> = s
+        .suffix
+        .iter()
+        .flat_map(|p| p.0.iter())
+        .filter_map(|i| match i {
+            ast::CommandPrefixOrSuffixItem::Word(w) => {
+                Some(w.value.trim_matches(['\'', '"']).to_owned())
+            }
+            _ => None,
+        })
+        .collect();
+    match name {
+        "wc" => true,
+        "grep" | "egrep" | "fgrep" | "rg" => {
+            // `-v` shows the rest, `-c` is read as a probe for the names it counts.
+            let inverted = words.iter().any(|w| {
+                w.starts_with('-') && !w.starts_with("--") && (w.contains('v') || w.contains('c'))
+                    || w == "--invert-match"
+                    || w == "--count"
+            });
+            let pattern = words.iter().find(|w| !w.starts_with('-'));
+            !inverted
+                && pattern.is_some_and(|p| {
+                    let lower = p.to_ascii_lowercase();
+                    // A pattern naming secrets selects exactly the secrets.
+                    let secretish = [
+                        "key",
+                        "token",
+                        "secret",
+                        "pass",
+                        "auth",
+                        "cred",
+                        "aws",
+                        "api",
+                        "priv",
+                        "session",
+                        "cookie",
+                        "gh",
+                        "git",
+                        "npm",
+                        "pat",
+                        "azure",
+                        "gcp",
+                        "google",
+                        "openai",
+                        "anthropic",
+                        "slack",
+                        "stripe",
+                        "db",
+                        "database",
+                        "url",
+                        "dsn",
+                    ]
+                    .iter()
+                    .any(|s| lower.contains(s));
+                    !secretish && p.chars().filter(|c| c.is_ascii_alphanumeric()).count() >= 3
+                })
+        }
+        _ => false,
+    }
+}
+
 /// The inside of an array subscript that holds a command substitution.
 pub(crate) fn subscript_code(text: &str) -> Option<&str> {
     let open = text.find('[')?;

@@ -729,6 +729,52 @@ fn deno(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     Output::unknown()
 }
 
+/// A file name that suggests secrets (`.env`, `credentials`, `id_rsa`, `*.pem`).
+fn looks_secret(path: &str) -> bool {
+    let base = program_name(path).to_ascii_lowercase();
+    base.starts_with(".env")
+        || [
+            "secret",
+            "credential",
+            "token",
+            "passw",
+            "id_rsa",
+            "id_ed25519",
+            "netrc",
+            "key",
+        ]
+        .iter()
+        .any(|s| base.contains(s))
+        || base.ends_with(".pem")
+}
+
+/// `curl -O`/`--remote-name`, `wget` without a body: the operands are addresses fetched into
+/// files.
+fn fetches_to_files(program: &str, args: &[Arg]) -> bool {
+    let sends = |t: &str| {
+        t.starts_with("--data")
+            || t.starts_with("--post")
+            || t.starts_with("--body")
+            || t.starts_with("--upload")
+            || t == "-d"
+            || t == "-T"
+            || t == "-F"
+            || t.starts_with("--form")
+            || t.starts_with("--json")
+    };
+    if args.iter().any(|a| sends(&a.text)) {
+        return false;
+    }
+    match program_name(program) {
+        "curl" => args.iter().any(|a| {
+            a.text.starts_with("--remote-name")
+                || (a.text.starts_with('-') && !a.text.starts_with("--") && a.text.contains('O'))
+        }),
+        "wget" | "wget2" | "aria2c" => true,
+        _ => false,
+    }
+}
+
 fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
     let mut i = 0;
     let mut replace: Option<String> = None;
@@ -861,7 +907,26 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
     } else {
         stdin.taint()
     };
-    if items.is_empty() && runtime_items && (item_taint.secret || item_taint.download) {
+    // `xargs -n1 curl -O < urls.txt`: each item is a whole address to download from, not
+    // data put into a request, unless the items come from a secret file or the environment.
+    let secret_source = arg_file
+        .as_deref()
+        .or(match stdin {
+            Input::File(p) => Some(p.as_str()),
+            _ => None,
+        })
+        .is_some_and(looks_secret);
+    let downloads_items = replace.is_none()
+        && !secret_source
+        && !stdin.taint().env_secret
+        && cmd
+            .first()
+            .is_some_and(|c| fetches_to_files(&c.text, &cmd[1..]));
+    if items.is_empty()
+        && runtime_items
+        && !downloads_items
+        && (item_taint.secret || item_taint.download)
+    {
         cmd = cmd
             .into_iter()
             .map(|mut a| {

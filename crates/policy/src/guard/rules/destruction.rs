@@ -168,18 +168,8 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
                 }
             }
         }
-        "mkfs" | "mke2fs" | "mkswap" | "newfs" => {
-            w.deny(
-                Family::Destruction,
-                format!("`{shown}` creates a filesystem, erasing the device."),
-            );
-        }
-        _ if name.starts_with("mkfs.") => {
-            w.deny(
-                Family::Destruction,
-                format!("`{shown}` creates a filesystem, erasing the device."),
-            );
-        }
+        "mkfs" | "mke2fs" | "mkswap" | "newfs" => formats(w, args, shown),
+        _ if name.starts_with("mkfs.") => formats(w, args, shown),
         "wipefs" | "blkdiscard" | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "sgdisk" | "gdisk"
         | "hdparm" => {
             let listing = args.iter().any(|a| {
@@ -380,6 +370,27 @@ pub(super) fn git_subcommand(args: &[Arg]) -> Option<(usize, &str)> {
     None
 }
 
+/// `mkfs`: a filesystem on a device erases it; on a regular file in the workspace
+/// (`mkfs.ext4 -F disk.img`) it builds an image.
+fn formats(w: &mut Walker, args: &[Arg], shown: &str) {
+    let target = args
+        .iter()
+        .rev()
+        .find(|a| !a.text.starts_with('-') && !a.text.chars().all(|c| c.is_ascii_digit()));
+    let image = target.is_some_and(|t| {
+        !t.dynamic
+            && !t.text.starts_with(['/', '~', '$'])
+            && !t.text.contains("..")
+            && t.text.contains('.')
+    });
+    if !image {
+        w.deny(
+            Family::Destruction,
+            format!("`{shown}` creates a filesystem, erasing the device."),
+        );
+    }
+}
+
 fn git(w: &mut Walker, args: &[Arg], shown: &str) {
     let Some((i, sub)) = git_subcommand(args) else {
         return;
@@ -391,7 +402,16 @@ fn git(w: &mut Walker, args: &[Arg], shown: &str) {
             let force = p.has('f', "force");
             let dry = p.has('n', "dry-run");
             let wide = p.has_short('x') || p.has_short('d') || p.has_short('X');
-            if force && wide && !dry {
+            // Pathspecs inside the workspace scope the clean to them.
+            let scoped = !p.operands.is_empty()
+                && p.operands.iter().all(|o| {
+                    !o.dynamic
+                        && !matches!(o.text.as_str(), "." | "./" | "*" | ":/" | ":/*")
+                        && classify(&o.text, &w.cwd).is_none()
+                        && !o.text.starts_with(['/', '~'])
+                        && !o.text.contains("..")
+                });
+            if force && wide && !dry && !scoped {
                 w.deny(
                     Family::Destruction,
                     format!("`{shown}` deletes untracked and ignored files, which no history can restore."),

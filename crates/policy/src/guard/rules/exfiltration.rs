@@ -302,6 +302,14 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
                 );
                 return;
             }
+            // `openssl x509`, `openssl dgst`: only `s_client` and friends open a connection.
+            if name == "openssl"
+                && !args.first().is_some_and(|a| {
+                    matches!(a.text.as_str(), "s_client" | "s_time" | "ocsp" | "s_server")
+                })
+            {
+                return;
+            }
             let attaches = matches!(name, "mail" | "mailx" | "mutt")
                 && args
                     .iter()
@@ -357,7 +365,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
         }
         "scp" => {
             let p = parse_args(args, &Spec::gnu("cFiJloPS", &[]));
-            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| is_remote(&a.text))
+            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| sends_off(&a.text))
         }
         "rsync" => {
             let p = parse_args(
@@ -389,7 +397,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
                     ],
                 ),
             );
-            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| is_remote(&a.text))
+            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| sends_off(&a.text))
         }
         "sftp" => {
             let p = parse_args(args, &Spec::posix("BbcDFiJloPRS", &[]));
@@ -629,6 +637,11 @@ fn reverse_shell_nc(args: &[Arg]) -> bool {
                 && (t.ends_with('e') || t.ends_with('c'))
                 && t[1..].chars().all(|c| c.is_ascii_alphabetic()))
     })
+}
+
+/// A remote operand on another machine: the loopback host (`localhost:/tmp/`) stays here.
+fn sends_off(text: &str) -> bool {
+    is_remote(text) && !is_loopback_url(text)
 }
 
 /// `host:path`, `user@host:path`, `rsync://host/…`: a remote operand of scp/rsync.
