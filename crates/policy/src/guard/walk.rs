@@ -561,6 +561,14 @@ impl Walker {
     fn after_output(&mut self, out: Output, out_file: Option<String>) -> Output {
         match out_file {
             Some(path) => {
+                let shown = self.normalized.last().cloned().unwrap_or_default();
+                rules::files::on_write(
+                    self,
+                    &path,
+                    out.text.as_deref(),
+                    out.taint.download,
+                    &shown,
+                );
                 let file = rules::target::plain_path(&path);
                 if out.taint.download {
                     self.downloaded.insert(file.clone());

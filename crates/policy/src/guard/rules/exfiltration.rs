@@ -267,7 +267,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
                     ],
                 ),
             );
-            let local = all_loopback(&p.operands);
+            let local = all_loopback(&p.operands) && !redirects_host(args);
             !local && (p.has_long("post-file") || p.has_long("body-file"))
         }
         "http" | "https" | "xh" | "xhs" => httpie(args, stdin_secret),
@@ -452,9 +452,32 @@ fn sends_secret_env(name: &str, args: &[Arg]) -> bool {
     }
 }
 
+/// Options that send a request somewhere other than the host in its URL (`--connect-to`,
+/// `--resolve`, a proxy): a loopback URL is no longer local.
+fn redirects_host(args: &[Arg]) -> bool {
+    args.iter().any(|a| {
+        let t = a.text.as_str();
+        [
+            "--connect-to",
+            "--resolve",
+            "--proxy",
+            "--preproxy",
+            "--socks",
+            "--proxy1.0",
+            "--doh-url",
+        ]
+        .iter()
+        .any(|o| t.starts_with(o))
+            || t == "-x"
+            || (t.starts_with("-x") && !t.starts_with("--"))
+            || t.contains("proxy=")
+            || t.starts_with("use_proxy")
+    })
+}
+
 fn curl(args: &[Arg], stdin_secret: bool) -> bool {
     let p = parse_args(args, &CURL);
-    if all_loopback(&p.operands) {
+    if all_loopback(&p.operands) && !redirects_host(args) {
         return false;
     }
     let data_longs = [
