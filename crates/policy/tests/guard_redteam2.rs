@@ -131,5 +131,5 @@ fn redteam2_ratchet() {
     );
 }
 
-const RECALL_FLOOR: f64 = 0.90;
+const RECALL_FLOOR: f64 = 0.96;
 const FP_CEILING: f64 = 0.01;

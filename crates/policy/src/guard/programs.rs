@@ -202,6 +202,8 @@ enum Token {
     /// Some argument names the home or root directory, or a host directory outside the
     /// workspace.
     Home,
+    /// Some argument is a size of 100 GiB or more (`1T`, `500G`).
+    Huge,
 }
 
 /// A rule's condition: alternatives separated by ` || `, each a sequence of tokens. Words
@@ -231,6 +233,7 @@ impl Pattern {
                     tokens.push(match word {
                         "@address" => Token::Address,
                         "@home" => Token::Home,
+                        "@huge" => Token::Huge,
                         _ => match word.as_bytes()[0] {
                             b'+' => Token::Flag(alts(&word[1..])),
                             b'!' => Token::NoFlag(alts(&word[1..])),
@@ -290,6 +293,9 @@ fn matches_all(tokens: &[Token], args: &[Arg]) -> bool {
                 .any(|a| texts.iter().any(|t| a.contains(t.as_str()))),
             Token::Address => lower.iter().any(|a| is_address(a)),
             Token::Home => lower.iter().any(|a| names_home(a)),
+            Token::Huge => lower
+                .iter()
+                .any(|a| size_bytes(a).is_some_and(|n| n >= 100 << 30)),
         };
         if !ok {
             return false;
@@ -355,6 +361,26 @@ pub(crate) fn names_home(text: &str) -> bool {
         || ["/home", "/root", "/users"]
             .iter()
             .any(|d| host == *d || host.starts_with(&format!("{d}/")))
+}
+
+/// A size as `fallocate`/`truncate`/`dd` read it (`10M`, `1T`, `5GiB`), in bytes.
+pub(crate) fn size_bytes(text: &str) -> Option<u64> {
+    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    let n: u64 = digits.parse().ok()?;
+    let unit = text[digits.len()..]
+        .trim_end_matches("ib")
+        .trim_end_matches('b');
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        "e" => 60,
+        _ => return None,
+    };
+    n.checked_mul(1u64.checked_shl(shift)?)
 }
 
 /// A compiled deny rule.
@@ -539,6 +565,9 @@ mod tests {
         assert!(!p.matches(&args("image prune -f")));
         let p = Pattern::parse("~drop table");
         assert!(p.matches(&args("-c DROP TABLE")) || p.matches(&[Arg::literal("DROP TABLE x")]));
+        assert_eq!(size_bytes("1t"), Some(1 << 40));
+        assert_eq!(size_bytes("10m"), Some(10 << 20));
+        assert_eq!(size_bytes("test.bin"), None);
         let p = Pattern::parse("");
         assert!(p.matches(&args("-h now")) && !p.matches(&args("--help")));
         let p = Pattern::parse("install @address || config set registry*");

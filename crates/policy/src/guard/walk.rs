@@ -164,6 +164,8 @@ pub(crate) struct Walker {
     /// An archive from the network was unpacked: what it held is unknown, and running any
     /// workspace program afterwards may run it.
     pub(crate) extracted_download: bool,
+    /// A proxy variable was set (`http_proxy=…`): requests to the loopback host may leave.
+    pub(crate) proxy_env: bool,
 }
 
 impl Walker {
@@ -688,6 +690,9 @@ impl Walker {
         };
         if let ast::AssignmentName::ArrayElementName(_, index) = &a.name {
             self.run_subscript(&format!("[{index}]"));
+        }
+        if name.to_ascii_lowercase().ends_with("_proxy") {
+            self.proxy_env = true;
         }
         let mut var = Var::default();
         match &a.value {

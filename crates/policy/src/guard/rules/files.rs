@@ -171,6 +171,38 @@ fn shell_lines(kind: Autorun, content: &str) -> Vec<String> {
     }
 }
 
+/// The command lines program text hands to a shell: the first string literal after
+/// `system(`, `popen(`, `check_output(`, `run(`, `call(`, `Popen(`, `exec(`, `spawn(`.
+pub(crate) fn shell_outs(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for call in [
+        "system(",
+        "popen(",
+        "check_output(",
+        "run(",
+        "call(",
+        "Popen(",
+        "execSync(",
+        "spawn(",
+    ] {
+        for (at, _) in code.match_indices(call) {
+            let rest = &code[at + call.len()..];
+            let rest = rest.trim_start().trim_start_matches('[');
+            let Some(q) = rest
+                .chars()
+                .next()
+                .filter(|c| matches!(c, '"' | '\'' | '`'))
+            else {
+                continue;
+            };
+            if let Some(end) = rest[1..].find(q) {
+                out.push(rest[1..1 + end].to_owned());
+            }
+        }
+    }
+    out
+}
+
 /// The recipe lines of a Makefile (tab-led lines, and what follows `;` on a rule line).
 pub(crate) fn make_recipes(content: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -245,7 +277,11 @@ pub(crate) fn on_write(
         return;
     };
     if kind == Autorun::Python {
-        judge_code_text(w, &Arg::literal(text), shown);
+        if !judge_code_text(w, &Arg::literal(text), shown) {
+            for line in shell_outs(text) {
+                w.run_script(&line, &Input::Inherited);
+            }
+        }
         return;
     }
     if kind == Autorun::Shell
@@ -260,6 +296,16 @@ pub(crate) fn on_write(
     for line in shell_lines(kind, text) {
         w.run_script(&line, &Input::Inherited);
     }
+}
+
+/// Kernel control files whose writing takes the host down or changes it for everyone
+/// (`/proc/sysrq-trigger`, `/proc/sys/…`, `/sys/power/state`).
+pub(crate) fn controls_host(path: &str) -> bool {
+    path == "/proc/sysrq-trigger"
+        || path.starts_with("/proc/sys/")
+        || path.starts_with("/sys/power/")
+        || path.starts_with("/sys/class/")
+        || path.starts_with("/sys/kernel/")
 }
 
 /// What a command's input holds: known text, and whether it is a download.
@@ -291,6 +337,12 @@ fn content_of_arg(w: &Walker, a: &Arg, stdin: &Input) -> (Option<String>, bool) 
 
 /// Record that `path` now holds `content` (or a download), and judge what it will run.
 fn record(w: &mut Walker, path: &str, content: Option<String>, download: bool, shown: &str) {
+    if controls_host(path) {
+        w.deny(
+            Family::HostAvailability,
+            format!("`{shown}` writes `{path}`, a kernel control file of the host."),
+        );
+    }
     let file = plain_path(path);
     if download {
         w.downloaded.insert(file.clone());
@@ -338,6 +390,18 @@ pub(crate) fn after_command(w: &mut Walker, name: &str, args: &[Arg], stdin: &In
                 args.iter()
                     .find_map(|a| a.text.strip_prefix(key).map(|v| (a, v)))
             };
+            let endless = value("if=")
+                .is_some_and(|(_, v)| matches!(v, "/dev/zero" | "/dev/urandom" | "/dev/random"))
+                && value("count=").is_none();
+            if let Some((_, of)) = value("of=")
+                && endless
+                && !of.starts_with("/dev/")
+            {
+                w.deny(
+                    Family::HostAvailability,
+                    format!("`{shown}` writes without end until the disk is full."),
+                );
+            }
             if let Some((_, of)) = value("of=") {
                 let (content, download) = match value("if=") {
                     Some((a, v)) => content_of_arg(
@@ -452,6 +516,15 @@ fn consumers(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
             args,
             &Spec::gnu("fCIjlo", &["file", "makefile", "directory"]),
         );
+        // `make CC='rm -rf ~;' x`: command variables run as the recipes' programs.
+        for op in &p.operands {
+            if let Some((var, value)) = op.text.split_once('=')
+                && var.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                && !var.is_empty()
+            {
+                w.run_script(value, &Input::Inherited);
+            }
+        }
         for f in p
             .values(Some('f'), &["file", "makefile"])
             .map(str::to_owned)

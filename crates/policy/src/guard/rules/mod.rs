@@ -217,6 +217,20 @@ fn prints_stored_credential(name: &str, args: &[Arg]) -> bool {
 /// Reading a host credential file (`cat ~/.ssh/id_rsa`, `cp ~/.aws/credentials .`,
 /// `tar czf k.tgz ~/.ssh`) or exporting secret keys: the first step of carrying them off.
 fn check_credential_read(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+    // `curl file:///home/u/.netrc`: a downloader reading a local file.
+    if is_downloader(name) {
+        for a in args {
+            if let Some(path) = a.text.strip_prefix("file://")
+                && let Some(file) = target::host_credential(path, &w.cwd)
+            {
+                w.deny(
+                    Family::Exfiltration,
+                    format!("`{shown}` reads the host credential `{file}`, outside the workspace."),
+                );
+                return;
+            }
+        }
+    }
     let copies = matches!(name, "cp" | "scp" | "rsync" | "install" | "ln" | "mv");
     if !is_file_reader(name) && !copies {
         return;
@@ -294,6 +308,12 @@ pub(crate) fn check_redirect(
         w.deny(
             Family::Privilege,
             format!("The redirect to `{path}` rewrites a file that decides who is root."),
+        );
+    }
+    if writes && files::controls_host(path) {
+        w.deny(
+            Family::HostAvailability,
+            format!("The redirect to `{path}` writes a kernel control file of the host."),
         );
     }
     if writes && target::is_device(path) {
@@ -611,6 +631,21 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             Cwd::Workspace(down) => Output::text(format!("{}\n", vec![".."; down.len()].join("/"))),
             _ => passthrough(),
         },
+        // `git archive`, `git bundle create -`, `docker save`: the repository or an image on
+        // stdout, as file contents.
+        "git" | "docker" | "podman"
+            if args
+                .iter()
+                .any(|a| matches!(a.text.as_str(), "archive" | "bundle" | "save" | "export"))
+                && !args.iter().any(|a| {
+                    a.text == "-o" || a.text.starts_with("--output") || a.text.ends_with(".bundle")
+                }) =>
+        {
+            let mut out = passthrough();
+            out.taint.secret = true;
+            out.files_only = true;
+            out
+        }
         "whoami" | "id" | "hostname" | "uname" | "groups" | "logname" => Output {
             taint: Taint {
                 secret: true,
