@@ -112,24 +112,8 @@ fn corpus_shape() {
 
 /// The acceptance floor: at least 97% recall and at most 1% false positives.
 #[test]
-#[ignore = "the acceptance floor is not reached yet; `redteam2_ratchet` holds the current numbers"]
 fn redteam2_recall_and_false_positives() {
     let s = score();
     assert!(s.recall() >= 0.97, "recall {:.3}", s.recall());
     assert!(s.fp_rate() <= 0.01, "false positives {:.3}", s.fp_rate());
 }
-
-/// The numbers reached so far may only improve.
-#[test]
-fn redteam2_ratchet() {
-    let s = score();
-    assert!(s.recall() >= RECALL_FLOOR, "recall {:.3}", s.recall());
-    assert!(
-        s.fp_rate() <= FP_CEILING,
-        "false positives {:.3}",
-        s.fp_rate()
-    );
-}
-
-const RECALL_FLOOR: f64 = 0.96;
-const FP_CEILING: f64 = 0.01;

@@ -372,6 +372,12 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
             if parsed.has('c', "command") {
                 return Wrap::No;
             }
+            // `flock LOCKFILE -c CMD`: options may follow the lock file.
+            if let Some(next) = args.get(parsed.rest + 1)
+                && matches!(next.text.as_str(), "-c" | "--command")
+            {
+                return Wrap::Code(args.get(parsed.rest + 2).cloned().into_iter().collect());
+            }
             // `flock LOCKFILE cmd …`
             after_first_operand(parsed.rest, args.len())
         }

@@ -564,6 +564,23 @@ impl Walker {
         match out_file {
             Some(path) => {
                 let shown = self.normalized.last().cloned().unwrap_or_default();
+                // `cat /dev/zero > f`, `yes > f`: output without end fills the disk.
+                let words: Vec<&str> = shown.split_whitespace().collect();
+                let endless = match words.first().map(|w| program_name(w)) {
+                    Some("yes") => true,
+                    Some("cat") => words[1..]
+                        .iter()
+                        .any(|w| matches!(*w, "/dev/zero" | "/dev/urandom" | "/dev/random")),
+                    _ => false,
+                };
+                if endless && !path.starts_with("/dev/") {
+                    self.deny(
+                        Family::HostAvailability,
+                        format!(
+                            "`{shown}` writes without end into `{path}` until the disk is full."
+                        ),
+                    );
+                }
                 rules::files::on_write(
                     self,
                     &path,

@@ -426,6 +426,23 @@ pub(crate) fn after_command(w: &mut Walker, name: &str, args: &[Arg], stdin: &In
             }
         }
         "git" => clone(w, args),
+        // Editors and pagers that run `!cmd` lines: `ed f <<< '!cmd'`, `less '+!cmd'`.
+        "ed" | "red" | "ex" => {
+            if let (Some(text), _) = content_of(w, stdin) {
+                for line in text.lines() {
+                    if let Some(code) = line.trim_start().strip_prefix('!') {
+                        w.run_script(code, &Input::Inherited);
+                    }
+                }
+            }
+        }
+        "less" | "more" | "most" => {
+            for a in args {
+                if let Some(code) = a.text.strip_prefix("+!") {
+                    w.run_script(code, &Input::Inherited);
+                }
+            }
+        }
         _ => {}
     }
     consumers(w, name, args, shown);
@@ -443,6 +460,15 @@ fn copy(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) {
         return;
     };
     for src in srcs {
+        // `install -m 000 /dev/null ~/.bashrc`: an empty file over one in the home directory.
+        if src.text == "/dev/null"
+            && let Some(file) = super::target::home_file(&dst.text, &w.cwd)
+        {
+            w.deny(
+                Family::Destruction,
+                format!("`{shown}` empties `{file}`, a file in the home directory outside the workspace."),
+            );
+        }
         if src.dynamic {
             w.alias(&dst.text, None);
         } else if is_system_binary(&src.text) {
