@@ -308,6 +308,14 @@ fn word_matches(pattern: &str, word: &str) -> bool {
     if pattern == "*" {
         return true;
     }
+    if let Some((prefix, suffix)) = pattern.split_once('*')
+        && !prefix.is_empty()
+        && !suffix.is_empty()
+    {
+        return word.len() >= prefix.len() + suffix.len()
+            && word.starts_with(prefix)
+            && word.ends_with(suffix);
+    }
     if let Some(prefix) = pattern.strip_suffix('*') {
         return word.starts_with(prefix);
     }
