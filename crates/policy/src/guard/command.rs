@@ -225,60 +225,8 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
         return Wrap::Inspect;
     }
     match name {
-        "env" => {
-            let spec = Spec::posix("uCSP", &["unset", "chdir", "split-string"]);
-            let parsed = parse_args(args, &spec);
-            // Assignments after the options belong to env, not to the command.
-            let mut start = parsed.rest;
-            while start < args.len() && is_assignment(&args[start].text) {
-                start += 1;
-            }
-            let prepend: Vec<Arg> = parsed
-                .values(Some('S'), &["split-string"])
-                .flat_map(|s| s.split_whitespace().map(Arg::literal).collect::<Vec<_>>())
-                .collect();
-            if parsed.has_long("help") || parsed.has_long("version") {
-                Wrap::Inspect
-            } else if start < args.len() || !prepend.is_empty() {
-                Wrap::Run { start, prepend }
-            } else {
-                Wrap::NoCommand
-            }
-        }
-        "sudo" | "sudoedit" => {
-            let spec = Spec::posix(
-                "ugpCDhrtTURc",
-                &[
-                    "user",
-                    "group",
-                    "prompt",
-                    "close-from",
-                    "chdir",
-                    "host",
-                    "role",
-                    "type",
-                    "command-timeout",
-                    "other-user",
-                    "chroot",
-                ],
-            );
-            let parsed = parse_args(args, &spec);
-            if parsed.has('V', "version") || parsed.has('h', "help") && parsed.rest >= args.len() {
-                return Wrap::Inspect;
-            }
-            let mut start = parsed.rest;
-            while start < args.len() && is_assignment(&args[start].text) {
-                start += 1;
-            }
-            if start < args.len() {
-                Wrap::Run {
-                    start,
-                    prepend: Vec::new(),
-                }
-            } else {
-                Wrap::NoCommand
-            }
-        }
+        "env" => unwrap_env(args),
+        "sudo" | "sudoedit" => unwrap_sudo(args),
         // `chroot [--userspec=U:G] NEWROOT [cmd …]`
         "chroot" => {
             let parsed = parse_args(args, &Spec::posix("", &["userspec", "groups"]));
@@ -364,69 +312,10 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
             // `taskset MASK cmd` or `taskset -c LIST cmd`: the first operand is the mask.
             after_first_operand(parsed.rest, args.len())
         }
-        "flock" => {
-            let parsed = parse_args(
-                args,
-                &Spec::posix("wEc", &["timeout", "conflict-exit-code", "command"]),
-            );
-            if parsed.has('c', "command") {
-                return Wrap::No;
-            }
-            // `flock LOCKFILE -c CMD`: options may follow the lock file.
-            if let Some(next) = args.get(parsed.rest + 1)
-                && matches!(next.text.as_str(), "-c" | "--command")
-            {
-                return Wrap::Code(args.get(parsed.rest + 2).cloned().into_iter().collect());
-            }
-            // `flock LOCKFILE cmd …`
-            after_first_operand(parsed.rest, args.len())
-        }
+        "flock" => unwrap_flock(args),
         // Project runners: `uv run python -c …`, `poetry run …` run their operands.
         "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "pixi" | "conda" | "mamba"
-        | "micromamba" | "bundle" | "pnpm" | "yarn" | "npm" => {
-            let top = parse_args(args, &Spec::posix("", &[]));
-            let Some(sub) = args.get(top.rest) else {
-                return Wrap::No;
-            };
-            let runs = match name {
-                "pnpm" | "yarn" => sub.text == "exec" || sub.text == "dlx",
-                "bundle" | "npm" => sub.text == "exec",
-                _ => sub.text == "run",
-            };
-            if !runs {
-                return Wrap::No;
-            }
-            let rest = &args[top.rest + 1..];
-            let parsed = parse_args(
-                rest,
-                &Spec::posix(
-                    "pnw",
-                    &[
-                        "with",
-                        "with-requirements",
-                        "python",
-                        "env-file",
-                        "directory",
-                        "project",
-                        "package",
-                        "extra",
-                        "group",
-                        "index",
-                        "name",
-                        "prefix",
-                        "environment",
-                    ],
-                ),
-            );
-            if parsed.rest < rest.len() {
-                Wrap::Run {
-                    start: top.rest + 1 + parsed.rest,
-                    prepend: Vec::new(),
-                }
-            } else {
-                Wrap::NoCommand
-            }
-        }
+        | "micromamba" | "bundle" | "pnpm" | "yarn" | "npm" => unwrap_project_runner(name, args),
         "busybox" | "toybox" => {
             if args.is_empty() || args[0].text.starts_with('-') {
                 Wrap::Inspect
@@ -447,6 +336,129 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 None => Wrap::No,
             },
         },
+    }
+}
+
+/// How `env` carries a command.
+fn unwrap_env(args: &[Arg]) -> Wrap {
+    let spec = Spec::posix("uCSP", &["unset", "chdir", "split-string"]);
+    let parsed = parse_args(args, &spec);
+    // Assignments after the options belong to env, not to the command.
+    let mut start = parsed.rest;
+    while start < args.len() && is_assignment(&args[start].text) {
+        start += 1;
+    }
+    let prepend: Vec<Arg> = parsed
+        .values(Some('S'), &["split-string"])
+        .flat_map(|s| s.split_whitespace().map(Arg::literal).collect::<Vec<_>>())
+        .collect();
+    if parsed.has_long("help") || parsed.has_long("version") {
+        Wrap::Inspect
+    } else if start < args.len() || !prepend.is_empty() {
+        Wrap::Run { start, prepend }
+    } else {
+        Wrap::NoCommand
+    }
+}
+
+/// How `sudo sudoedit` carries a command.
+fn unwrap_sudo(args: &[Arg]) -> Wrap {
+    let spec = Spec::posix(
+        "ugpCDhrtTURc",
+        &[
+            "user",
+            "group",
+            "prompt",
+            "close-from",
+            "chdir",
+            "host",
+            "role",
+            "type",
+            "command-timeout",
+            "other-user",
+            "chroot",
+        ],
+    );
+    let parsed = parse_args(args, &spec);
+    if parsed.has('V', "version") || parsed.has('h', "help") && parsed.rest >= args.len() {
+        return Wrap::Inspect;
+    }
+    let mut start = parsed.rest;
+    while start < args.len() && is_assignment(&args[start].text) {
+        start += 1;
+    }
+    if start < args.len() {
+        Wrap::Run {
+            start,
+            prepend: Vec::new(),
+        }
+    } else {
+        Wrap::NoCommand
+    }
+}
+
+/// How `flock` carries a command.
+fn unwrap_flock(args: &[Arg]) -> Wrap {
+    let parsed = parse_args(
+        args,
+        &Spec::posix("wEc", &["timeout", "conflict-exit-code", "command"]),
+    );
+    if parsed.has('c', "command") {
+        return Wrap::No;
+    }
+    // `flock LOCKFILE -c CMD`: options may follow the lock file.
+    if let Some(next) = args.get(parsed.rest + 1)
+        && matches!(next.text.as_str(), "-c" | "--command")
+    {
+        return Wrap::Code(args.get(parsed.rest + 2).cloned().into_iter().collect());
+    }
+    // `flock LOCKFILE cmd …`
+    after_first_operand(parsed.rest, args.len())
+}
+
+/// How the project runners (`uv run`, `poetry run`, `npm exec`, …) carry a command.
+fn unwrap_project_runner(name: &str, args: &[Arg]) -> Wrap {
+    let top = parse_args(args, &Spec::posix("", &[]));
+    let Some(sub) = args.get(top.rest) else {
+        return Wrap::No;
+    };
+    let runs = match name {
+        "pnpm" | "yarn" => sub.text == "exec" || sub.text == "dlx",
+        "bundle" | "npm" => sub.text == "exec",
+        _ => sub.text == "run",
+    };
+    if !runs {
+        return Wrap::No;
+    }
+    let rest = &args[top.rest + 1..];
+    let parsed = parse_args(
+        rest,
+        &Spec::posix(
+            "pnw",
+            &[
+                "with",
+                "with-requirements",
+                "python",
+                "env-file",
+                "directory",
+                "project",
+                "package",
+                "extra",
+                "group",
+                "index",
+                "name",
+                "prefix",
+                "environment",
+            ],
+        ),
+    );
+    if parsed.rest < rest.len() {
+        Wrap::Run {
+            start: top.rest + 1 + parsed.rest,
+            prepend: Vec::new(),
+        }
+    } else {
+        Wrap::NoCommand
     }
 }
 

@@ -169,172 +169,18 @@ pub(super) fn check(
             }
             Some(Output::text(String::new()))
         }
-        "alias" => {
-            for a in args {
-                if let Some((name, value)) = a.text.split_once('=') {
-                    let words =
-                        (!a.dynamic).then(|| value.split_whitespace().map(str::to_owned).collect());
-                    w.alias(name, words);
-                    let code = Arg {
-                        text: value.to_owned(),
-                        ..a.clone()
-                    };
-                    w.run_code(&code, &Input::Inherited, shown);
-                }
-            }
-            Some(Output::text(String::new()))
-        }
+        "alias" => run_alias(w, args, shown),
         "su" | "sg" | "runuser" | "newgrp" | "script" | "flock" => {
-            let inspect = args
-                .iter()
-                .all(|a| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V"));
-            let switches_user = matches!(name, "su" | "sg" | "runuser" | "newgrp");
-            if switches_user && (args.is_empty() || !inspect) {
-                w.deny(
-                    Family::Privilege,
-                    format!("`{shown}` runs commands as another user or group."),
-                );
-            }
-            let values = if name == "script" {
-                "cEIOBT"
-            } else {
-                "cswgGEOqtu"
-            };
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    values,
-                    &[
-                        "command",
-                        "shell",
-                        "group",
-                        "supp-group",
-                        "whitelist-environment",
-                        "user",
-                    ],
-                ),
-            );
-            let codes: Vec<String> = p
-                .values(Some('c'), &["command"])
-                .map(str::to_owned)
-                .collect();
-            let dynamic = args.iter().any(|a| a.dynamic);
-            let taint = taint_of(args);
-            for c in codes {
-                let code = Arg {
-                    text: c,
-                    dynamic,
-                    taint,
-                    proc_sub: None,
-                };
-                w.run_code(&code, stdin, shown);
-            }
-            // `runuser -u USER cmd …` runs its operands as a command line.
-            if name == "runuser" && p.has('u', "user") && !p.operands.is_empty() {
-                let argv: Vec<Arg> = p.operands.iter().map(|a| (*a).clone()).collect();
-                w.run_argv(argv, stdin);
-            }
-            if name == "sg" && !p.has('c', "command") && p.operands.len() >= 2 {
-                let code = join(
-                    &p.operands[1..]
-                        .iter()
-                        .map(|a| (*a).clone())
-                        .collect::<Vec<_>>(),
-                );
-                w.run_code(&code, stdin, shown);
-            }
-            Some(Output::unknown())
+            run_su(w, name, args, stdin, shown)
         }
         // `machinectl shell|login [USER@]MACHINE` opens a shell as another user.
-        "machinectl" => {
-            let p = parse_args(args, &Spec::gnu("M", &["machine", "uid"]));
-            if p.operands
-                .first()
-                .is_some_and(|a| matches!(a.text.as_str(), "shell" | "login"))
-            {
-                w.deny(
-                    Family::Privilege,
-                    format!("`{shown}` opens a shell as another user."),
-                );
-            }
-            None
-        }
+        "machinectl" => run_machinectl(w, args, shown),
         // `npx -c 'cmd'` runs a shell command line.
-        "npx" | "pnpx" | "bunx" => {
-            let p = parse_args(args, &Spec::posix("pc", &["package", "call"]));
-            let codes: Vec<Arg> = p
-                .values(Some('c'), &["call"])
-                .map(|c| Arg {
-                    text: c.to_owned(),
-                    dynamic: args.iter().any(|a| a.dynamic),
-                    taint: taint_of(args),
-                    proc_sub: None,
-                })
-                .collect();
-            for code in &codes {
-                w.run_code(code, stdin, shown);
-            }
-            None
-        }
-        "watch" => {
-            let p = parse_args(args, &Spec::posix("nq", &["interval"]));
-            let rest = &args[p.rest.min(args.len())..];
-            if rest.is_empty() {
-                return Some(Output::unknown());
-            }
-            if p.has('x', "exec") {
-                Some(w.run_argv(rest.to_vec(), &Input::Inherited))
-            } else {
-                Some(w.run_code(&join(rest), &Input::Inherited, shown))
-            }
-        }
+        "npx" | "pnpx" | "bunx" => run_npx(w, args, stdin, shown),
+        "watch" => run_watch(w, args, shown),
         "xargs" => Some(xargs(w, args, stdin)),
-        "jq" | "gojq" | "jaq" => {
-            // `jq -n env`, `jq -n '$ENV'`: the whole environment as JSON.
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    "fL",
-                    &[
-                        "from-file",
-                        "arg",
-                        "argjson",
-                        "slurpfile",
-                        "rawfile",
-                        "indent",
-                    ],
-                ),
-            );
-            if p.operands.first().is_some_and(|f| jq_dumps_env(&f.text)) {
-                w.deny(
-                    Family::EnvDump,
-                    format!("`{shown}` prints the whole environment, secrets included."),
-                );
-            }
-            None
-        }
-        "awk" | "gawk" | "mawk" | "nawk" => {
-            if args.iter().any(|a| a.text.contains("in ENVIRON")) {
-                w.deny(
-                    Family::EnvDump,
-                    format!("`{shown}` prints the whole environment, secrets included."),
-                );
-            }
-            let runs_shell = args.iter().any(|a| {
-                a.text.contains("system(")
-                    || a.text.contains("| getline")
-                    || a.text.contains("|&")
-                    || a.text.contains("| \"")
-                    || a.text.contains("|\"")
-            });
-            if runs_shell {
-                w.deny(
-                    Family::InlineInterpreter,
-                    format!("`{shown}` runs shell commands from an inline awk program."),
-                );
-            }
-            None
-        }
+        "jq" | "gojq" | "jaq" => run_jq(w, args, shown),
+        "awk" | "gawk" | "mawk" | "nawk" => run_awk(w, args, shown),
         "find" => {
             find(w, args);
             None
@@ -342,6 +188,182 @@ pub(super) fn check(
         "parallel" => Some(parallel(w, args, stdin, shown)),
         _ => None,
     }
+}
+
+/// What `alias` runs or reveals.
+fn run_alias(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    for a in args {
+        if let Some((name, value)) = a.text.split_once('=') {
+            let words = (!a.dynamic).then(|| value.split_whitespace().map(str::to_owned).collect());
+            w.alias(name, words);
+            let code = Arg {
+                text: value.to_owned(),
+                ..a.clone()
+            };
+            w.run_code(&code, &Input::Inherited, shown);
+        }
+    }
+    Some(Output::text(String::new()))
+}
+
+/// What `su sg runuser newgrp` runs or reveals.
+fn run_su(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) -> Option<Output> {
+    let inspect = args
+        .iter()
+        .all(|a| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V"));
+    let switches_user = matches!(name, "su" | "sg" | "runuser" | "newgrp");
+    if switches_user && (args.is_empty() || !inspect) {
+        w.deny(
+            Family::Privilege,
+            format!("`{shown}` runs commands as another user or group."),
+        );
+    }
+    let values = if name == "script" {
+        "cEIOBT"
+    } else {
+        "cswgGEOqtu"
+    };
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            values,
+            &[
+                "command",
+                "shell",
+                "group",
+                "supp-group",
+                "whitelist-environment",
+                "user",
+            ],
+        ),
+    );
+    let codes: Vec<String> = p
+        .values(Some('c'), &["command"])
+        .map(str::to_owned)
+        .collect();
+    let dynamic = args.iter().any(|a| a.dynamic);
+    let taint = taint_of(args);
+    for c in codes {
+        let code = Arg {
+            text: c,
+            dynamic,
+            taint,
+            proc_sub: None,
+        };
+        w.run_code(&code, stdin, shown);
+    }
+    // `runuser -u USER cmd …` runs its operands as a command line.
+    if name == "runuser" && p.has('u', "user") && !p.operands.is_empty() {
+        let argv: Vec<Arg> = p.operands.iter().map(|a| (*a).clone()).collect();
+        w.run_argv(argv, stdin);
+    }
+    if name == "sg" && !p.has('c', "command") && p.operands.len() >= 2 {
+        let code = join(
+            &p.operands[1..]
+                .iter()
+                .map(|a| (*a).clone())
+                .collect::<Vec<_>>(),
+        );
+        w.run_code(&code, stdin, shown);
+    }
+    Some(Output::unknown())
+}
+
+/// What `machinectl` runs or reveals.
+fn run_machinectl(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    let p = parse_args(args, &Spec::gnu("M", &["machine", "uid"]));
+    if p.operands
+        .first()
+        .is_some_and(|a| matches!(a.text.as_str(), "shell" | "login"))
+    {
+        w.deny(
+            Family::Privilege,
+            format!("`{shown}` opens a shell as another user."),
+        );
+    }
+    None
+}
+
+/// What `npx pnpx bunx` runs or reveals.
+fn run_npx(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Option<Output> {
+    let p = parse_args(args, &Spec::posix("pc", &["package", "call"]));
+    let codes: Vec<Arg> = p
+        .values(Some('c'), &["call"])
+        .map(|c| Arg {
+            text: c.to_owned(),
+            dynamic: args.iter().any(|a| a.dynamic),
+            taint: taint_of(args),
+            proc_sub: None,
+        })
+        .collect();
+    for code in &codes {
+        w.run_code(code, stdin, shown);
+    }
+    None
+}
+
+/// What `watch` runs or reveals.
+fn run_watch(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    let p = parse_args(args, &Spec::posix("nq", &["interval"]));
+    let rest = &args[p.rest.min(args.len())..];
+    if rest.is_empty() {
+        return Some(Output::unknown());
+    }
+    if p.has('x', "exec") {
+        Some(w.run_argv(rest.to_vec(), &Input::Inherited))
+    } else {
+        Some(w.run_code(&join(rest), &Input::Inherited, shown))
+    }
+}
+
+/// What `jq gojq jaq` runs or reveals.
+fn run_jq(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    // `jq -n env`, `jq -n '$ENV'`: the whole environment as JSON.
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            "fL",
+            &[
+                "from-file",
+                "arg",
+                "argjson",
+                "slurpfile",
+                "rawfile",
+                "indent",
+            ],
+        ),
+    );
+    if p.operands.first().is_some_and(|f| jq_dumps_env(&f.text)) {
+        w.deny(
+            Family::EnvDump,
+            format!("`{shown}` prints the whole environment, secrets included."),
+        );
+    }
+    None
+}
+
+/// What `awk gawk mawk nawk` runs or reveals.
+fn run_awk(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    if args.iter().any(|a| a.text.contains("in ENVIRON")) {
+        w.deny(
+            Family::EnvDump,
+            format!("`{shown}` prints the whole environment, secrets included."),
+        );
+    }
+    let runs_shell = args.iter().any(|a| {
+        a.text.contains("system(")
+            || a.text.contains("| getline")
+            || a.text.contains("|&")
+            || a.text.contains("| \"")
+            || a.text.contains("|\"")
+    });
+    if runs_shell {
+        w.deny(
+            Family::InlineInterpreter,
+            format!("`{shown}` runs shell commands from an inline awk program."),
+        );
+    }
+    None
 }
 
 fn taint_of(args: &[Arg]) -> Taint {
