@@ -504,7 +504,9 @@ fn unwrap_by_spec(spec: &WrapperSpec, args: &[Arg]) -> Wrap {
     let (mut codes, rest) = wrapper_options(spec, args, i);
     i = rest;
     if let Some(after) = &spec.after
-        && let Some(k) = args.iter().position(|a| &a.text == after)
+        && let Some(k) = args
+            .iter()
+            .position(|a| after.split('|').any(|w| w == a.text))
         && k + 1 < args.len()
     {
         return Wrap::Run {
@@ -512,11 +514,15 @@ fn unwrap_by_spec(spec: &WrapperSpec, args: &[Arg]) -> Wrap {
             prepend: Vec::new(),
         };
     }
-    if !codes.is_empty() {
-        return Wrap::Code(std::mem::take(&mut codes));
+    if !codes.is_empty() && !spec.joined {
+        return Wrap::Code(codes);
     }
     if !spec.runs_operands || spec.after.is_some() {
-        return Wrap::No;
+        return if codes.is_empty() {
+            Wrap::No
+        } else {
+            Wrap::Code(codes)
+        };
     }
     // `mise exec node@20 -- cmd`: after a subcommand, its own operands end at `--`.
     if spec.subcommand.is_some()
@@ -532,7 +538,11 @@ fn unwrap_by_spec(spec: &WrapperSpec, args: &[Arg]) -> Wrap {
         i += 1;
     }
     if i >= args.len() {
-        return Wrap::NoCommand;
+        return if codes.is_empty() {
+            Wrap::NoCommand
+        } else {
+            Wrap::Code(codes)
+        };
     }
     if spec.joined {
         let text = args[i..]
@@ -540,7 +550,8 @@ fn unwrap_by_spec(spec: &WrapperSpec, args: &[Arg]) -> Wrap {
             .map(|a| a.text.as_str())
             .collect::<Vec<_>>()
             .join(" ");
-        return Wrap::Code(vec![code_from(&args[i], &text)]);
+        codes.push(code_from(&args[i], &text));
+        return Wrap::Code(codes);
     }
     Wrap::Run {
         start: i,
