@@ -199,9 +199,10 @@ enum Token {
     Text(Vec<String>),
     /// Some argument is an address (`https://…`, `git+…`, `github:…`).
     Address,
-    /// Some argument names the home or root directory, or a host directory outside the
-    /// workspace.
+    /// Some argument names the home or root directory itself (`~`, `/`, `$HOME`, `/home`).
     Home,
+    /// Some argument names a path in the home directory or in `/home`, `/root`.
+    HostPath,
     /// Some argument is a size of 100 GiB or more (`1T`, `500G`).
     Huge,
 }
@@ -233,6 +234,7 @@ impl Pattern {
                     tokens.push(match word {
                         "@address" => Token::Address,
                         "@home" => Token::Home,
+                        "@hostpath" => Token::HostPath,
                         "@huge" => Token::Huge,
                         _ => match word.as_bytes()[0] {
                             b'+' => Token::Flag(alts(&word[1..])),
@@ -293,6 +295,7 @@ fn matches_all(tokens: &[Token], args: &[Arg]) -> bool {
                 .any(|a| texts.iter().any(|t| a.contains(t.as_str()))),
             Token::Address => lower.iter().any(|a| is_address(a)),
             Token::Home => lower.iter().any(|a| names_home(a)),
+            Token::HostPath => lower.iter().any(|a| names_host_path(a)),
             Token::Huge => lower
                 .iter()
                 .any(|a| size_bytes(a).is_some_and(|n| n >= 100 << 30)),
@@ -345,9 +348,35 @@ fn flag_matches(flag: &str, arg: &str) -> bool {
     arg == flag
 }
 
+/// The public registries package managers use by default: naming one is not an address of
+/// the command line's choosing.
+const OFFICIAL_REGISTRIES: &[&str] = &[
+    "pypi.org",
+    "pypi.python.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "rubygems.org",
+    "crates.io",
+    "index.crates.io",
+    "static.crates.io",
+    "proxy.golang.org",
+    "repo.maven.apache.org",
+    "repo1.maven.org",
+    "api.nuget.org",
+    "packagist.org",
+    "hackage.haskell.org",
+];
+
 /// A package or file named by address rather than by a registry name or a local path.
 pub(crate) fn is_address(text: &str) -> bool {
     let t = text.split_once('=').map_or(text, |(_, v)| v);
+    let host = t
+        .split_once("://")
+        .map_or("", |(_, r)| r.split(['/', ':', '?']).next().unwrap_or(""));
+    if OFFICIAL_REGISTRIES.contains(&host) {
+        return false;
+    }
     t.contains("://")
         || t.starts_with("git+")
         || t.starts_with("github:")
@@ -356,19 +385,29 @@ pub(crate) fn is_address(text: &str) -> bool {
         || t.starts_with("git@")
 }
 
-/// A word naming the home or root directory or a host directory outside the workspace, also as
-/// the host side of a mount (`/:/host`, `~:/w`) or an option value (`--directory=~`).
+/// A word naming the home or root directory itself, also as the host side of a mount (`/:/host`,
+/// `~:/w`) or an option value (`--directory=~`).
 pub(crate) fn names_home(text: &str) -> bool {
     let t = text.split_once('=').map_or(text, |(_, v)| v);
-    let host = t.split(':').next().unwrap_or(t).trim_end_matches('/');
-    host.is_empty() && t.starts_with('/')
-        || host == "~"
-        || host.starts_with("~/")
-        || host.starts_with("$home")
-        || host.starts_with("${home")
-        || ["/home", "/root", "/users"]
+    let host = t
+        .split(':')
+        .next()
+        .unwrap_or(t)
+        .trim_end_matches(['/', '*']);
+    (host.is_empty() && t.starts_with('/'))
+        || matches!(
+            host,
+            "~" | "$home" | "${home}" | "/home" | "/root" | "/users" | "~root"
+        )
+}
+
+/// A word naming the home directory or a path under it (`~/.ssh`, `/home/u/x`, `/root/x`).
+pub(crate) fn names_host_path(text: &str) -> bool {
+    let t = text.split_once('=').map_or(text, |(_, v)| v);
+    names_home(t)
+        || ["~/", "$home/", "${home}/", "/home/", "/root/", "/users/"]
             .iter()
-            .any(|d| host == *d || host.starts_with(&format!("{d}/")))
+            .any(|p| t.starts_with(p))
 }
 
 /// A size as `fallocate`/`truncate`/`dd` read it (`10M`, `1T`, `5GiB`), in bytes.
@@ -496,6 +535,12 @@ pub(crate) fn has_role(name: &str, role: Role) -> bool {
 
 /// The table's rules over `name args`: each match with its family and sentence. Pure.
 pub(crate) fn denials(name: &str, args: &[Arg]) -> Vec<(Family, &'static str)> {
+    if args
+        .iter()
+        .any(|a| matches!(a.text.as_str(), "--help" | "-help" | "--version"))
+    {
+        return Vec::new();
+    }
     match program(name) {
         Some(p) => p
             .rules
