@@ -15,6 +15,8 @@
 //! - `wrapper = { … }` and `interpreter = { … }`: how the program carries a command or a program.
 //! - `deny = [{ when, family, reason }]`: rules over the command line. `when` is a [`Pattern`];
 //!   `family` a rule id (CLI.md); `reason` completes the sentence "`<command>` …".
+//! - `runs_files` / `runs_when`: workspace files the program runs (`make`: `Makefile`; a name
+//!   ending in `/` is a directory, `.git/hooks/`) and the command lines that run them.
 //! - `match` / `not_match`: command lines the guard must deny / allow. A unit test loads the
 //!   table and runs every example through the whole guard, so an entry cannot drift from what
 //!   the guard does.
@@ -169,6 +171,10 @@ pub(crate) struct Entry {
     /// directory whose files it runs (`.git/hooks/`).
     #[serde(default)]
     pub(crate) runs_files: Vec<String>,
+    /// When the program runs those files: a [`Pattern`] over its command line (`git`: only
+    /// `commit`, `merge`, … run hooks); always when absent.
+    #[serde(default)]
+    runs_when: Option<String>,
     /// Command lines the guard must deny.
     #[cfg_attr(not(test), allow(dead_code))]
     #[serde(default, rename = "match")]
@@ -446,6 +452,15 @@ pub(crate) struct Program {
     pub(crate) interpreter: Option<LangSpec>,
     pub(crate) rules: Vec<Rule>,
     pub(crate) runs_files: Vec<String>,
+    /// When it runs them (see [`Entry`]).
+    pub(crate) runs_when: Option<Pattern>,
+}
+
+impl Program {
+    /// Whether the command line `args` runs the program's workspace files.
+    pub(crate) fn runs_files_now(&self, args: &[Arg]) -> bool {
+        !self.runs_files.is_empty() && self.runs_when.as_ref().is_none_or(|p| p.matches(args))
+    }
 }
 
 /// The loaded table.
@@ -492,6 +507,9 @@ fn load() -> Table {
                 p.interpreter.clone_from(&e.interpreter);
             }
             p.runs_files.extend(e.runs_files.iter().cloned());
+            if let Some(when) = &e.runs_when {
+                p.runs_when = Some(Pattern::parse(when));
+            }
             p.rules.extend(e.deny.iter().map(|r| Rule {
                 when: Pattern::parse(&r.when),
                 family: family(&r.family),

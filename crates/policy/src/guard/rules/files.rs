@@ -534,7 +534,7 @@ fn consumers(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
             format!("`{shown}` runs `{name}`, which a download just replaced."),
         );
     }
-    let Some(program) = programs::program(name).filter(|p| !p.runs_files.is_empty()) else {
+    let Some(program) = programs::program(name).filter(|p| p.runs_files_now(args)) else {
         return;
     };
     if name.starts_with("make") || name == "gmake" {
