@@ -445,7 +445,7 @@ pub(crate) fn after_command(w: &mut Walker, name: &str, args: &[Arg], stdin: &In
         }
         _ => {}
     }
-    consumers(w, name, args, shown);
+    consumers(w, name, args, stdin, shown);
 }
 
 fn copy(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) {
@@ -526,7 +526,7 @@ fn cwd_prefix(cwd: &Cwd) -> Option<String> {
 
 /// A program that runs files of the workspace (`make` runs `Makefile`) after a download put
 /// one there, an archive from the network was unpacked, or inside a cloned repository.
-fn consumers(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+fn consumers(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
     let shadow = format!("bin/{name}");
     if w.downloaded.iter().any(|d| d.ends_with(&shadow)) {
         w.deny(
@@ -537,6 +537,28 @@ fn consumers(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
     let Some(program) = programs::program(name).filter(|p| p.runs_files_now(args)) else {
         return;
     };
+    // `dpkg -i x.deb`, `kubectl apply -f -`: the program runs the files, or the stream, it is
+    // given.
+    if program.runs_files.iter().any(|f| f == "@operands")
+        && let Some(file) = args.iter().find(|a| w.is_downloaded(&plain_path(&a.text)))
+    {
+        w.deny(
+            Family::RemoteExec,
+            format!(
+                "`{shown}` installs or runs `{}`, a file just downloaded.",
+                file.text
+            ),
+        );
+    }
+    if program.runs_files.iter().any(|f| f == "@stdin")
+        && args.iter().any(|a| a.text == "-" || a.text == "/dev/stdin")
+        && matches!(stdin, Input::Stream(o) if o.taint.download)
+    {
+        w.deny(
+            Family::RemoteExec,
+            format!("`{shown}` applies what was just downloaded."),
+        );
+    }
     if name.starts_with("make") || name == "gmake" {
         let p = parse_args(
             args,
@@ -568,6 +590,9 @@ fn consumers(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
                 );
             }
         }
+    }
+    if program.runs_files.iter().all(|f| f.starts_with('@')) {
+        return;
     }
     let dir = cwd_prefix(&w.cwd);
     let inside_download = dir
