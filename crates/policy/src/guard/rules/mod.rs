@@ -504,132 +504,48 @@ fn above(start: &[String], dir: &str) -> Cwd {
 }
 
 /// What a command writes to stdout, as far as the rules care.
-fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
-    let any_dynamic = args.iter().any(|a| a.dynamic);
-    let mut arg_taint = Taint::default();
+/// What the arguments of a command carry, merged.
+fn args_taint(args: &[Arg]) -> Taint {
+    let mut taint = Taint::default();
     for a in args {
-        arg_taint.merge(a.taint);
+        taint.merge(a.taint);
     }
-    let passthrough = || {
-        let mut taint = stdin.taint();
-        taint.merge(arg_taint);
-        Output {
-            taint,
-            text: None,
-            files_only: matches!(stdin, Input::File(_)),
-            listed: None,
-        }
-    };
+    taint
+}
+
+/// The output of a command that passes on what its input and arguments carry.
+fn passthrough(stdin: &Input, args: &[Arg]) -> Output {
+    let mut taint = stdin.taint();
+    taint.merge(args_taint(args));
+    Output {
+        taint,
+        text: None,
+        files_only: matches!(stdin, Input::File(_)),
+        listed: None,
+    }
+}
+
+fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
     match name {
-        "echo" => {
-            let mut newline = true;
-            let mut escapes = false;
-            let mut i = 0;
-            while i < args.len() {
-                let t = &args[i].text;
-                if t.len() > 1 && t.starts_with('-') && t[1..].chars().all(|c| "neE".contains(c)) {
-                    newline &= !t.contains('n');
-                    escapes |= t.contains('e');
-                    i += 1;
-                } else {
-                    break;
-                }
-            }
-            let mut text = args[i..]
-                .iter()
-                .map(|a| a.text.as_str())
-                .collect::<Vec<_>>()
-                .join(" ");
-            if escapes {
-                text = decode_ansi_c(&text);
-            }
-            if newline {
-                text.push('\n');
-            }
-            Output {
-                taint: arg_taint,
-                text: (!any_dynamic).then_some(text),
-                files_only: false,
-                listed: None,
-            }
-        }
-        "printf" => {
-            let text = if any_dynamic || args.is_empty() || args[0].text.starts_with('-') {
-                None
-            } else {
-                printf(&args[0].text, &args[1..])
-            };
-            Output {
-                taint: arg_taint,
-                text,
-                files_only: false,
-                listed: None,
-            }
-        }
+        "echo" => output_echo(args),
+        "printf" => output_printf(args),
         "true" | ":" => Output::text(String::new()),
         "ls" if args.iter().all(|a| a.text.starts_with('-')) => Output {
             listed: Some(vec!["*".to_owned()]),
             ..Output::default()
         },
-        "find" => {
-            let parts = destruction::FindParts::parse(args);
-            let listed = parts
-                .roots
-                .iter()
-                .map(|r| {
-                    if parts.has_filter {
-                        format!("{}/{{}}", r.text.trim_end_matches('/'))
-                    } else {
-                        r.text.clone()
-                    }
-                })
-                .collect();
-            Output {
-                listed: Some(listed),
-                ..Output::default()
-            }
-        }
+        "find" => output_find(args),
         "pwd" => Output::text(".\n".to_owned()),
         // Path helpers, resolved lexically on a known operand: `$(dirname "$PWD")` is `..`,
         // `$(realpath ~)` is the home directory.
-        "dirname" | "realpath" | "readlink" if !any_dynamic => {
-            let ops: Vec<&str> = args
-                .iter()
-                .map(|a| a.text.as_str())
-                .filter(|t| !t.starts_with('-'))
-                .collect();
-            if name == "readlink"
-                && !args.iter().any(|a| {
-                    a.text.starts_with("-f")
-                        || a.text.starts_with("-e")
-                        || a.text.starts_with("-m")
-                        || a.text == "--canonicalize"
-                })
-            {
-                return passthrough();
-            }
-            let text: String = ops
-                .iter()
-                .map(|p| {
-                    let p = if name == "dirname" {
-                        lexical_dirname(p)
-                    } else {
-                        (*p).to_owned()
-                    };
-                    format!("{p}\n")
-                })
-                .collect();
-            if ops.is_empty() {
-                passthrough()
-            } else {
-                Output::text(text)
-            }
+        "dirname" | "realpath" | "readlink" if !args.iter().any(|a| a.dynamic) => {
+            output_dirname(name, args, stdin)
         }
         // `$(git rev-parse --show-toplevel)` is the workspace root.
         "git" if args.iter().any(|a| a.text == "--show-toplevel") => match &w.cwd {
             Cwd::Root => Output::text(".\n".to_owned()),
             Cwd::Workspace(down) => Output::text(format!("{}\n", vec![".."; down.len()].join("/"))),
-            _ => passthrough(),
+            _ => passthrough(stdin, args),
         },
         // `git archive`, `git bundle create -`, `docker save`: the repository or an image on
         // stdout, as file contents.
@@ -641,7 +557,7 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
                     a.text == "-o" || a.text.starts_with("--output") || a.text.ends_with(".bundle")
                 }) =>
         {
-            let mut out = passthrough();
+            let mut out = passthrough(stdin, args);
             out.taint.secret = true;
             out.files_only = true;
             out
@@ -654,29 +570,7 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             ..Output::default()
         },
         "cat" | "base64" | "rev" | "xxd" if args.iter().all(|a| a.text.starts_with('-')) => {
-            let decode = args
-                .iter()
-                .any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D" | "-di" | "-id"));
-            let reverse_hex = name == "xxd" && args.iter().any(|a| a.text.starts_with("-r"));
-            let text = match stdin {
-                Input::Static(t) => match name {
-                    "cat" => Some(t.clone()),
-                    "base64" if decode => decode_base64(t),
-                    "rev" => Some(
-                        t.lines()
-                            .map(|l| l.chars().rev().collect::<String>() + "\n")
-                            .collect(),
-                    ),
-                    "xxd" if reverse_hex => decode_hex(t),
-                    _ => None,
-                },
-                Input::Stream(o) if name == "cat" => return o.clone(),
-                _ => None,
-            };
-            match text {
-                Some(t) => Output::text(t),
-                None => passthrough(),
-            }
+            output_cat(name, args, stdin)
         }
         "env" | "printenv" => Output {
             taint: Taint {
@@ -690,47 +584,181 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             for a in args.iter().filter(|a| !a.text.starts_with('-')) {
                 w.downloaded.insert(plain_path(&a.text));
             }
-            passthrough()
+            passthrough(stdin, args)
         }
         _ if is_downloader(name) => {
             code::note_download_files(w, name, args);
-            let mut out = passthrough();
+            let mut out = passthrough(stdin, args);
             out.taint.download = true;
             out.files_only = false;
             out
         }
-        _ if is_file_reader(name) => {
-            let mut operands: Vec<&Arg> =
-                args.iter().filter(|a| !a.text.starts_with('-')).collect();
-            // The first operand of a filter language is its program, not a file
-            // (`jq -r .url`, `grep KEY`), unless the program came from an option.
-            let program_first = has_role(name, Role::Filter)
-                && !args.iter().any(|a| {
-                    matches!(
-                        a.text.as_str(),
-                        "-e" | "-f" | "--expression" | "--file" | "--from-file"
-                    )
-                });
-            if program_first && !operands.is_empty() {
-                operands.remove(0);
-            }
-            let mut out = passthrough();
-            let exports_keys = name == "gpg" && args.iter().any(|a| a.text.starts_with("--export"));
-            if !operands.is_empty() || matches!(stdin, Input::File(_)) || exports_keys {
-                out.taint.secret = true;
-            }
-            out.files_only = name == "cat"
-                && (operands.iter().all(|a| !a.dynamic)
-                    && (!operands.is_empty() || matches!(stdin, Input::File(_))));
-            if name == "cat"
-                && operands.is_empty()
-                && let Input::Stream(o) = stdin
-            {
-                out.files_only = o.files_only;
-            }
-            out
+        _ if is_file_reader(name) => output_reader(name, args, stdin),
+        _ => passthrough(stdin, args),
+    }
+}
+
+/// What `dirname`, `realpath` and `readlink` print, resolved lexically.
+fn output_dirname(name: &str, args: &[Arg], stdin: &Input) -> Output {
+    let ops: Vec<&str> = args
+        .iter()
+        .map(|a| a.text.as_str())
+        .filter(|t| !t.starts_with('-'))
+        .collect();
+    if name == "readlink"
+        && !args.iter().any(|a| {
+            a.text.starts_with("-f")
+                || a.text.starts_with("-e")
+                || a.text.starts_with("-m")
+                || a.text == "--canonicalize"
+        })
+    {
+        return passthrough(stdin, args);
+    }
+    let text: String = ops
+        .iter()
+        .map(|p| {
+            let p = if name == "dirname" {
+                lexical_dirname(p)
+            } else {
+                (*p).to_owned()
+            };
+            format!("{p}\n")
+        })
+        .collect();
+    if ops.is_empty() {
+        passthrough(stdin, args)
+    } else {
+        Output::text(text)
+    }
+}
+
+/// What `cat`, `base64 -d`, `rev` and `xxd -r` print for an input the walk knows.
+fn output_cat(name: &str, args: &[Arg], stdin: &Input) -> Output {
+    let decode = args
+        .iter()
+        .any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D" | "-di" | "-id"));
+    let reverse_hex = name == "xxd" && args.iter().any(|a| a.text.starts_with("-r"));
+    let text = match stdin {
+        Input::Static(t) => match name {
+            "cat" => Some(t.clone()),
+            "base64" if decode => decode_base64(t),
+            "rev" => Some(
+                t.lines()
+                    .map(|l| l.chars().rev().collect::<String>() + "\n")
+                    .collect(),
+            ),
+            "xxd" if reverse_hex => decode_hex(t),
+            _ => None,
+        },
+        Input::Stream(o) if name == "cat" => return o.clone(),
+        _ => None,
+    };
+    match text {
+        Some(t) => Output::text(t),
+        None => passthrough(stdin, args),
+    }
+}
+
+/// What a file reader prints: file contents, marked as such.
+fn output_reader(name: &str, args: &[Arg], stdin: &Input) -> Output {
+    let mut operands: Vec<&Arg> = args.iter().filter(|a| !a.text.starts_with('-')).collect();
+    // The first operand of a filter language is its program, not a file
+    // (`jq -r .url`, `grep KEY`), unless the program came from an option.
+    let program_first = has_role(name, Role::Filter)
+        && !args.iter().any(|a| {
+            matches!(
+                a.text.as_str(),
+                "-e" | "-f" | "--expression" | "--file" | "--from-file"
+            )
+        });
+    if program_first && !operands.is_empty() {
+        operands.remove(0);
+    }
+    let mut out = passthrough(stdin, args);
+    let exports_keys = name == "gpg" && args.iter().any(|a| a.text.starts_with("--export"));
+    if !operands.is_empty() || matches!(stdin, Input::File(_)) || exports_keys {
+        out.taint.secret = true;
+    }
+    out.files_only = name == "cat"
+        && (operands.iter().all(|a| !a.dynamic)
+            && (!operands.is_empty() || matches!(stdin, Input::File(_))));
+    if name == "cat"
+        && operands.is_empty()
+        && let Input::Stream(o) = stdin
+    {
+        out.files_only = o.files_only;
+    }
+    out
+}
+
+/// What `echo` prints.
+fn output_echo(args: &[Arg]) -> Output {
+    let mut newline = true;
+    let mut escapes = false;
+    let mut i = 0;
+    while i < args.len() {
+        let t = &args[i].text;
+        if t.len() > 1 && t.starts_with('-') && t[1..].chars().all(|c| "neE".contains(c)) {
+            newline &= !t.contains('n');
+            escapes |= t.contains('e');
+            i += 1;
+        } else {
+            break;
         }
-        _ => passthrough(),
+    }
+    let mut text = args[i..]
+        .iter()
+        .map(|a| a.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if escapes {
+        text = decode_ansi_c(&text);
+    }
+    if newline {
+        text.push('\n');
+    }
+    Output {
+        taint: args_taint(args),
+        text: (!args.iter().any(|a| a.dynamic)).then_some(text),
+        files_only: false,
+        listed: None,
+    }
+}
+
+/// What `printf` prints.
+fn output_printf(args: &[Arg]) -> Output {
+    let text = if args.iter().any(|a| a.dynamic) || args.is_empty() || args[0].text.starts_with('-')
+    {
+        None
+    } else {
+        printf(&args[0].text, &args[1..])
+    };
+    Output {
+        taint: args_taint(args),
+        text,
+        files_only: false,
+        listed: None,
+    }
+}
+
+/// The paths `find` lists.
+fn output_find(args: &[Arg]) -> Output {
+    let parts = destruction::FindParts::parse(args);
+    let listed = parts
+        .roots
+        .iter()
+        .map(|r| {
+            if parts.has_filter {
+                format!("{}/{{}}", r.text.trim_end_matches('/'))
+            } else {
+                r.text.clone()
+            }
+        })
+        .collect();
+    Output {
+        listed: Some(listed),
+        ..Output::default()
     }
 }
 
