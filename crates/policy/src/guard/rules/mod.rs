@@ -341,64 +341,10 @@ fn is_dev_net(text: &str) -> bool {
 /// What a command changes for the rest of the script: directory and variables.
 fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
     match name {
-        "cd" | "pushd" => {
-            let operands: Vec<&Arg> = args
-                .iter()
-                .filter(|a| !a.text.starts_with('-') || a.text == "-")
-                .collect();
-            w.cwd = match operands.first() {
-                None => Cwd::Home(Vec::new()),
-                Some(a) if a.dynamic || a.text == "-" => Cwd::Unknown,
-                Some(a) => change_dir(&w.cwd, &a.text),
-            };
-        }
+        "cd" | "pushd" => effect_cd(w, args),
         "popd" => w.cwd = Cwd::Unknown,
-        "export" | "declare" | "typeset" | "local" | "readonly" => {
-            let nameref = args.iter().any(|a| {
-                a.text.starts_with('-') && a.text.contains('n') && !a.text.starts_with("--")
-            });
-            for a in args {
-                w.run_subscript(&a.text);
-                // `declare -n r=x`: `$r` is whatever `x` holds when used, which the walk does
-                // not follow; a reference to the hash table rebinds command names.
-                if nameref && let Some((n, target)) = a.text.split_once('=') {
-                    if target.starts_with("BASH_CMDS") || target.starts_with("BASH_ALIASES") {
-                        w.deny(
-                            Family::DynamicCommand,
-                            format!("`{}` rebinds command names through a reference to bash's hash table.", display_argv(args)),
-                        );
-                    }
-                    w.set_var(n, None);
-                    continue;
-                }
-                if let Some((n, v)) = a.text.split_once('=')
-                    && is_assignment(&a.text)
-                {
-                    // `declare -a a=(rm -rf /)`: an array assignment, as bash reads it.
-                    if !a.dynamic && v.starts_with('(') && v.ends_with(')') {
-                        w.run_script(&a.text, &Input::Inherited);
-                        continue;
-                    }
-                    let value = if a.dynamic { None } else { Some(v.to_owned()) };
-                    if carried::runs_as_command(n) && !a.dynamic {
-                        w.run_code(&Arg::literal(v), &Input::Inherited, &display_argv(args));
-                    }
-                    w.set_var(n.trim_end_matches('+'), value);
-                }
-            }
-        }
-        "read" | "mapfile" | "readarray" | "getopts" => {
-            let p = parse_args(args, &Spec::gnu("adnNptu", &[]));
-            let names: Vec<String> = p
-                .operands
-                .iter()
-                .map(|a| a.text.clone())
-                .chain(p.values(Some('a'), &[]).map(str::to_owned))
-                .collect();
-            for n in names {
-                w.set_var(&n, None);
-            }
-        }
+        "export" | "declare" | "typeset" | "local" | "readonly" => effect_export(w, args),
+        "read" | "mapfile" | "readarray" | "getopts" => effect_read(w, args),
         "test" | "[" | "let" | "unset" => {
             for a in args {
                 w.run_subscript(&a.text);
@@ -414,25 +360,92 @@ fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
                 }
             }
         }
-        "printf" => {
-            for a in args {
-                w.run_subscript(&a.text);
-            }
-            let p = parse_args(args, &Spec::posix("v", &[]));
-            let names: Vec<String> = p.values(Some('v'), &[]).map(str::to_owned).collect();
-            // `printf -v c 'rm -rf %s' /` stores the formatted text.
-            let rest = &args[p.rest.min(args.len())..];
-            let value = match rest.split_first() {
-                Some((format, values)) if !rest.iter().any(|a| a.dynamic) => {
-                    printf(&format.text, values)
-                }
-                _ => None,
-            };
-            for n in names {
-                w.set_var(&n, value.clone());
-            }
-        }
+        "printf" => effect_printf(w, args),
         _ => {}
+    }
+}
+
+/// `cd`, `pushd`: the working directory the rest of the script sees.
+fn effect_cd(w: &mut Walker, args: &[Arg]) {
+    let operands: Vec<&Arg> = args
+        .iter()
+        .filter(|a| !a.text.starts_with('-') || a.text == "-")
+        .collect();
+    w.cwd = match operands.first() {
+        None => Cwd::Home(Vec::new()),
+        Some(a) if a.dynamic || a.text == "-" => Cwd::Unknown,
+        Some(a) => change_dir(&w.cwd, &a.text),
+    };
+}
+
+/// `export`, `declare`, …: the variables set, array assignments, namerefs and subscripts.
+fn effect_export(w: &mut Walker, args: &[Arg]) {
+    let nameref = args
+        .iter()
+        .any(|a| a.text.starts_with('-') && a.text.contains('n') && !a.text.starts_with("--"));
+    for a in args {
+        w.run_subscript(&a.text);
+        // `declare -n r=x`: `$r` is whatever `x` holds when used, which the walk does
+        // not follow; a reference to the hash table rebinds command names.
+        if nameref && let Some((n, target)) = a.text.split_once('=') {
+            if target.starts_with("BASH_CMDS") || target.starts_with("BASH_ALIASES") {
+                w.deny(
+                    Family::DynamicCommand,
+                    format!(
+                        "`{}` rebinds command names through a reference to bash's hash table.",
+                        display_argv(args)
+                    ),
+                );
+            }
+            w.set_var(n, None);
+            continue;
+        }
+        if let Some((n, v)) = a.text.split_once('=')
+            && is_assignment(&a.text)
+        {
+            // `declare -a a=(rm -rf /)`: an array assignment, as bash reads it.
+            if !a.dynamic && v.starts_with('(') && v.ends_with(')') {
+                w.run_script(&a.text, &Input::Inherited);
+                continue;
+            }
+            let value = if a.dynamic { None } else { Some(v.to_owned()) };
+            if carried::runs_as_command(n) && !a.dynamic {
+                w.run_code(&Arg::literal(v), &Input::Inherited, &display_argv(args));
+            }
+            w.set_var(n.trim_end_matches('+'), value);
+        }
+    }
+}
+
+/// `read`, `mapfile`, …: variables now unknown.
+fn effect_read(w: &mut Walker, args: &[Arg]) {
+    let p = parse_args(args, &Spec::gnu("adnNptu", &[]));
+    let names: Vec<String> = p
+        .operands
+        .iter()
+        .map(|a| a.text.clone())
+        .chain(p.values(Some('a'), &[]).map(str::to_owned))
+        .collect();
+    for n in names {
+        w.set_var(&n, None);
+    }
+}
+
+/// `printf -v`: the variable set to the formatted text.
+fn effect_printf(w: &mut Walker, args: &[Arg]) {
+    for a in args {
+        w.run_subscript(&a.text);
+    }
+    let p = parse_args(args, &Spec::posix("v", &[]));
+    let names: Vec<String> = p.values(Some('v'), &[]).map(str::to_owned).collect();
+    // `printf -v c 'rm -rf %s' /` stores the formatted text.
+    let rest = &args[p.rest.min(args.len())..];
+    let value = match rest.split_first() {
+        Some((format, values)) if !rest.iter().any(|a| a.dynamic) => printf(&format.text, values),
+        _ => None,
+    };
+    for n in names {
+        w.set_var(&n, value.clone());
     }
 }
 
