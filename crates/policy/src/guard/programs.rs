@@ -467,6 +467,8 @@ impl Program {
 #[derive(Debug)]
 pub(crate) struct Table {
     by_name: HashMap<String, Program>,
+    /// The embedded table failed to parse: every command is denied (fail closed).
+    broken: bool,
     /// The entries as written, for the example check.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) entries: Vec<Entry>,
@@ -490,9 +492,11 @@ fn family(id: &str) -> Family {
 }
 
 /// Parse the table. A malformed table is a build-time mistake caught by the unit tests; in
-/// use it yields an empty table, and every program is judged by the code rules alone.
+/// use it fails closed: [`denials`] denies every command.
 fn load() -> Table {
-    let source: Source = toml::from_str(SOURCE).unwrap_or(Source {
+    let parsed: Result<Source, _> = toml::from_str(SOURCE);
+    let broken = parsed.is_err();
+    let source = parsed.unwrap_or(Source {
         program: Vec::new(),
     });
     let mut by_name: HashMap<String, Program> = HashMap::new();
@@ -519,6 +523,7 @@ fn load() -> Table {
     }
     Table {
         by_name,
+        broken,
         entries: source.program,
     }
 }
@@ -553,6 +558,12 @@ pub(crate) fn has_role(name: &str, role: Role) -> bool {
 
 /// The table's rules over `name args`: each match with its family and sentence. Pure.
 pub(crate) fn denials(name: &str, args: &[Arg]) -> Vec<(Family, &'static str)> {
+    if table().broken {
+        return vec![(
+            Family::Unparseable,
+            "cannot be judged: the guard's program table failed to load",
+        )];
+    }
     if args
         .iter()
         .any(|a| matches!(a.text.as_str(), "--help" | "-help" | "--version"))
