@@ -3,6 +3,7 @@
 //! another command given after their own options.
 
 use super::normalize::Arg;
+use super::programs::{self, Role, WrapperSpec, has_role};
 
 /// How a program reads its options.
 #[derive(Debug, Clone, Copy)]
@@ -186,6 +187,8 @@ pub(crate) enum Wrap {
     NoCommand,
     /// Names a command without running it (`command -v rm`).
     Inspect,
+    /// Runs these shell command lines (`nix-shell --run CMD`, `gdb -ex 'shell CMD'`).
+    Code(Vec<Arg>),
 }
 
 /// Commands that change the root directory or enter namespaces, where the command they run
@@ -201,10 +204,7 @@ pub(crate) fn changes_root(name: &str) -> Option<&'static str> {
 
 /// Commands that raise privileges.
 pub(crate) fn is_privilege(name: &str) -> bool {
-    matches!(
-        name,
-        "sudo" | "doas" | "pkexec" | "su" | "run0" | "sudoedit" | "sg"
-    )
+    has_role(name, Role::Privilege)
 }
 
 fn run_at(parsed: &Parsed<'_>, args_len: usize) -> Wrap {
@@ -225,91 +225,8 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
         return Wrap::Inspect;
     }
     match name {
-        "env" => {
-            let spec = Spec::posix("uCSP", &["unset", "chdir", "split-string"]);
-            let parsed = parse_args(args, &spec);
-            // Assignments after the options belong to env, not to the command.
-            let mut start = parsed.rest;
-            while start < args.len() && is_assignment(&args[start].text) {
-                start += 1;
-            }
-            let prepend: Vec<Arg> = parsed
-                .values(Some('S'), &["split-string"])
-                .flat_map(|s| s.split_whitespace().map(Arg::literal).collect::<Vec<_>>())
-                .collect();
-            if parsed.has_long("help") || parsed.has_long("version") {
-                Wrap::Inspect
-            } else if start < args.len() || !prepend.is_empty() {
-                Wrap::Run { start, prepend }
-            } else {
-                Wrap::NoCommand
-            }
-        }
-        "sudo" | "sudoedit" => {
-            let spec = Spec::posix(
-                "ugpCDhrtTURc",
-                &[
-                    "user",
-                    "group",
-                    "prompt",
-                    "close-from",
-                    "chdir",
-                    "host",
-                    "role",
-                    "type",
-                    "command-timeout",
-                    "other-user",
-                    "chroot",
-                ],
-            );
-            let parsed = parse_args(args, &spec);
-            if parsed.has('V', "version") || parsed.has('h', "help") && parsed.rest >= args.len() {
-                return Wrap::Inspect;
-            }
-            let mut start = parsed.rest;
-            while start < args.len() && is_assignment(&args[start].text) {
-                start += 1;
-            }
-            if start < args.len() {
-                Wrap::Run {
-                    start,
-                    prepend: Vec::new(),
-                }
-            } else {
-                Wrap::NoCommand
-            }
-        }
-        "doas" => run_at(&parse_args(args, &Spec::posix("uC", &[])), args.len()),
-        "pkexec" => run_at(&parse_args(args, &Spec::posix("", &["user"])), args.len()),
-        "run0" => run_at(
-            &parse_args(
-                args,
-                &Spec::posix(
-                    "uDg",
-                    &[
-                        "user",
-                        "chdir",
-                        "group",
-                        "setenv",
-                        "unit",
-                        "property",
-                        "slice",
-                        "nice",
-                        "description",
-                    ],
-                ),
-            ),
-            args.len(),
-        ),
-        "nice" => run_at(
-            &parse_args(args, &Spec::posix("n", &["adjustment"])),
-            args.len(),
-        ),
-        "nohup" | "builtin" | "setsid" | "unbuffer" | "fakeroot" | "torsocks" | "eatmydata"
-        | "catchsegv" | "proxychains" | "proxychains4" | "firejail" | "systemd-run" => {
-            run_at(&parse_args(args, &Spec::posix("", &[])), args.len())
-        }
-        "exec" => run_at(&parse_args(args, &Spec::posix("a", &[])), args.len()),
+        "env" => unwrap_env(args),
+        "sudo" | "sudoedit" => unwrap_sudo(args),
         // `chroot [--userspec=U:G] NEWROOT [cmd …]`
         "chroot" => {
             let parsed = parse_args(args, &Spec::posix("", &["userspec", "groups"]));
@@ -352,7 +269,6 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 run_at(&parsed, args.len())
             }
         }
-        "ssh-agent" => run_at(&parse_args(args, &Spec::posix("aEPt", &[])), args.len()),
         "command" => {
             let parsed = parse_args(args, &Spec::posix("", &[]));
             if parsed.has_short('v') || parsed.has_short('V') {
@@ -361,19 +277,11 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 run_at(&parsed, args.len())
             }
         }
-        "time" => run_at(
-            &parse_args(args, &Spec::posix("fo", &["format", "output"])),
-            args.len(),
-        ),
         "timeout" => {
             let parsed = parse_args(args, &Spec::posix("sk", &["signal", "kill-after"]));
             // The first operand is the duration.
             after_first_operand(parsed.rest, args.len())
         }
-        "stdbuf" => run_at(
-            &parse_args(args, &Spec::posix("ioe", &["input", "output", "error"])),
-            args.len(),
-        ),
         "ionice" => {
             let parsed = parse_args(
                 args,
@@ -404,73 +312,11 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
             // `taskset MASK cmd` or `taskset -c LIST cmd`: the first operand is the mask.
             after_first_operand(parsed.rest, args.len())
         }
-        "flock" => {
-            let parsed = parse_args(
-                args,
-                &Spec::posix("wEc", &["timeout", "conflict-exit-code", "command"]),
-            );
-            if parsed.has('c', "command") {
-                return Wrap::No;
-            }
-            // `flock LOCKFILE cmd …`
-            after_first_operand(parsed.rest, args.len())
-        }
-        "strace" | "ltrace" => {
-            let parsed = parse_args(
-                args,
-                &Spec::posix(
-                    "oeEpsSuIXabPn",
-                    &["output", "signal", "trace", "attach", "user"],
-                ),
-            );
-            run_at(&parsed, args.len())
-        }
+        "flock" => unwrap_flock(args),
         // Project runners: `uv run python -c …`, `poetry run …` run their operands.
         "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "pixi" | "conda" | "mamba"
-        | "micromamba" | "bundle" | "pnpm" | "yarn" | "npm" => {
-            let top = parse_args(args, &Spec::posix("", &[]));
-            let Some(sub) = args.get(top.rest) else {
-                return Wrap::No;
-            };
-            let runs = match name {
-                "bundle" | "pnpm" | "yarn" | "npm" => sub.text == "exec",
-                _ => sub.text == "run",
-            };
-            if !runs {
-                return Wrap::No;
-            }
-            let rest = &args[top.rest + 1..];
-            let parsed = parse_args(
-                rest,
-                &Spec::posix(
-                    "pnw",
-                    &[
-                        "with",
-                        "with-requirements",
-                        "python",
-                        "env-file",
-                        "directory",
-                        "project",
-                        "package",
-                        "extra",
-                        "group",
-                        "index",
-                        "name",
-                        "prefix",
-                        "environment",
-                    ],
-                ),
-            );
-            if parsed.rest < rest.len() {
-                Wrap::Run {
-                    start: top.rest + 1 + parsed.rest,
-                    prepend: Vec::new(),
-                }
-            } else {
-                Wrap::NoCommand
-            }
-        }
-        "busybox" => {
+        | "micromamba" | "bundle" | "pnpm" | "yarn" | "npm" => unwrap_project_runner(name, args),
+        "busybox" | "toybox" => {
             if args.is_empty() || args[0].text.starts_with('-') {
                 Wrap::Inspect
             } else {
@@ -485,9 +331,304 @@ pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
                 start: 0,
                 prepend: prepend.iter().map(|w| Arg::literal(*w)).collect(),
             },
-            None => Wrap::No,
+            None => match programs::program(name).and_then(|p| p.wrapper.as_ref()) {
+                Some(spec) => unwrap_by_spec(spec, args),
+                None => Wrap::No,
+            },
         },
     }
+}
+
+/// How `env` carries a command.
+fn unwrap_env(args: &[Arg]) -> Wrap {
+    let spec = Spec::posix("uCSP", &["unset", "chdir", "split-string"]);
+    let parsed = parse_args(args, &spec);
+    // Assignments after the options belong to env, not to the command.
+    let mut start = parsed.rest;
+    while start < args.len() && is_assignment(&args[start].text) {
+        start += 1;
+    }
+    let prepend: Vec<Arg> = parsed
+        .values(Some('S'), &["split-string"])
+        .flat_map(|s| s.split_whitespace().map(Arg::literal).collect::<Vec<_>>())
+        .collect();
+    if parsed.has_long("help") || parsed.has_long("version") {
+        Wrap::Inspect
+    } else if start < args.len() || !prepend.is_empty() {
+        Wrap::Run { start, prepend }
+    } else {
+        Wrap::NoCommand
+    }
+}
+
+/// How `sudo sudoedit` carries a command.
+fn unwrap_sudo(args: &[Arg]) -> Wrap {
+    let spec = Spec::posix(
+        "ugpCDhrtTURc",
+        &[
+            "user",
+            "group",
+            "prompt",
+            "close-from",
+            "chdir",
+            "host",
+            "role",
+            "type",
+            "command-timeout",
+            "other-user",
+            "chroot",
+        ],
+    );
+    let parsed = parse_args(args, &spec);
+    if parsed.has('V', "version") || parsed.has('h', "help") && parsed.rest >= args.len() {
+        return Wrap::Inspect;
+    }
+    let mut start = parsed.rest;
+    while start < args.len() && is_assignment(&args[start].text) {
+        start += 1;
+    }
+    if start < args.len() {
+        Wrap::Run {
+            start,
+            prepend: Vec::new(),
+        }
+    } else {
+        Wrap::NoCommand
+    }
+}
+
+/// How `flock` carries a command.
+fn unwrap_flock(args: &[Arg]) -> Wrap {
+    let parsed = parse_args(
+        args,
+        &Spec::posix("wEc", &["timeout", "conflict-exit-code", "command"]),
+    );
+    if parsed.has('c', "command") {
+        return Wrap::No;
+    }
+    // `flock LOCKFILE -c CMD`: options may follow the lock file.
+    if let Some(next) = args.get(parsed.rest + 1)
+        && matches!(next.text.as_str(), "-c" | "--command")
+    {
+        return Wrap::Code(args.get(parsed.rest + 2).cloned().into_iter().collect());
+    }
+    // `flock LOCKFILE cmd …`
+    after_first_operand(parsed.rest, args.len())
+}
+
+/// How the project runners (`uv run`, `poetry run`, `npm exec`, …) carry a command.
+fn unwrap_project_runner(name: &str, args: &[Arg]) -> Wrap {
+    let top = parse_args(args, &Spec::posix("", &[]));
+    let Some(sub) = args.get(top.rest) else {
+        return Wrap::No;
+    };
+    let runs = match name {
+        "pnpm" | "yarn" => sub.text == "exec" || sub.text == "dlx",
+        "bundle" | "npm" => sub.text == "exec",
+        _ => sub.text == "run",
+    };
+    if !runs {
+        return Wrap::No;
+    }
+    let rest = &args[top.rest + 1..];
+    let parsed = parse_args(
+        rest,
+        &Spec::posix(
+            "pnw",
+            &[
+                "with",
+                "with-requirements",
+                "python",
+                "env-file",
+                "directory",
+                "project",
+                "package",
+                "extra",
+                "group",
+                "index",
+                "name",
+                "prefix",
+                "environment",
+            ],
+        ),
+    );
+    if parsed.rest < rest.len() {
+        Wrap::Run {
+            start: top.rest + 1 + parsed.rest,
+            prepend: Vec::new(),
+        }
+    } else {
+        Wrap::NoCommand
+    }
+}
+
+/// A shell line carried in `arg`, keeping what the guard knows of the word it came from.
+fn code_from(arg: &Arg, text: &str) -> Arg {
+    Arg {
+        text: text.to_owned(),
+        ..arg.clone()
+    }
+}
+
+/// The value of an option: the rest of the word, else the next word.
+fn option_value(args: &[Arg], i: usize, rest: &str) -> (Option<Arg>, usize) {
+    if rest.is_empty() {
+        (args.get(i + 1).cloned(), 2)
+    } else {
+        (Some(code_from(&args[i], rest)), 1)
+    }
+}
+
+/// An escape value (`shell rm -rf ~`, `!rm -rf ~`) as the shell line it runs.
+fn escape(spec: &WrapperSpec, value: &Arg) -> Option<Arg> {
+    let text = value.text.trim_start_matches(':').trim_start();
+    spec.escape_prefixes
+        .iter()
+        .find_map(|p| text.strip_prefix(p.as_str()))
+        .map(|code| code_from(value, code))
+}
+
+/// Unwrap a wrapper described by its table entry: options, code options and escapes, a
+/// subcommand, its own operands, then the command.
+fn unwrap_by_spec(spec: &WrapperSpec, args: &[Arg]) -> Wrap {
+    let mut i = 0;
+    if let Some(sub) = &spec.subcommand {
+        while i < args.len() && args[i].text.starts_with('-') {
+            i += 1;
+        }
+        match args.get(i) {
+            Some(a) if sub.split('|').any(|s| s == a.text) => i += 1,
+            _ => return Wrap::No,
+        }
+    }
+    let (mut codes, rest) = wrapper_options(spec, args, i);
+    i = rest;
+    if let Some(after) = &spec.after
+        && let Some(k) = args
+            .iter()
+            .position(|a| after.split('|').any(|w| w == a.text))
+        && k + 1 < args.len()
+    {
+        return Wrap::Run {
+            start: k + 1,
+            prepend: Vec::new(),
+        };
+    }
+    if !codes.is_empty() && !spec.joined {
+        return Wrap::Code(codes);
+    }
+    if !spec.runs_operands || spec.after.is_some() {
+        return if codes.is_empty() {
+            Wrap::No
+        } else {
+            Wrap::Code(codes)
+        };
+    }
+    // `mise exec node@20 -- cmd`: after a subcommand, its own operands end at `--`.
+    if spec.subcommand.is_some()
+        && let Some(k) = args[i.min(args.len())..]
+            .iter()
+            .position(|a| a.text == "--")
+    {
+        i += k;
+    } else {
+        i += spec.operands;
+    }
+    if i < args.len() && args[i].text == "--" {
+        i += 1;
+    }
+    if i >= args.len() {
+        return if codes.is_empty() {
+            Wrap::NoCommand
+        } else {
+            Wrap::Code(codes)
+        };
+    }
+    if spec.joined {
+        let text = args[i..]
+            .iter()
+            .map(|a| a.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        codes.push(code_from(&args[i], &text));
+        return Wrap::Code(codes);
+    }
+    Wrap::Run {
+        start: i,
+        prepend: Vec::new(),
+    }
+}
+
+/// Walk a wrapper's options from `i`: the shell lines its code options carry, and where its
+/// operands start.
+fn wrapper_options(spec: &WrapperSpec, args: &[Arg], mut i: usize) -> (Vec<Arg>, usize) {
+    let mut codes = Vec::new();
+    while i < args.len() {
+        let t = args[i].text.as_str();
+        if t == "--" {
+            return (codes, i + 1);
+        }
+        if spec.words.iter().any(|w| w == t) {
+            if let Some(v) = args.get(i + 1) {
+                let name = t.trim_start_matches('-');
+                if spec.escape_options.iter().any(|o| o == name) {
+                    codes.extend(escape(spec, v));
+                }
+            }
+            i += 2;
+            continue;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            let takes = spec
+                .long
+                .iter()
+                .chain(&spec.long_code)
+                .chain(&spec.escape_options)
+                .any(|l| l == name);
+            let v = match value {
+                Some(v) => Some(code_from(&args[i], v)),
+                None if takes => args.get(i + 1).cloned(),
+                None => None,
+            };
+            if let Some(v) = &v {
+                if spec.long_code.iter().any(|l| l == name) {
+                    codes.push(v.clone());
+                } else if spec.escape_options.iter().any(|l| l == name) {
+                    codes.extend(escape(spec, v));
+                }
+            }
+            i += if value.is_none() && takes { 2 } else { 1 };
+            continue;
+        }
+        let Some(cluster) = t.strip_prefix('-').filter(|c| !c.is_empty()) else {
+            break;
+        };
+        let mut step = 1;
+        for (k, c) in cluster.char_indices() {
+            let rest = &cluster[k + c.len_utf8()..];
+            let is_escape = spec
+                .escape_options
+                .iter()
+                .any(|o| o.len() == 1 && o.starts_with(c));
+            if spec.code.contains(c) || spec.values.contains(c) || is_escape {
+                let (v, used) = option_value(args, i, rest);
+                step = used;
+                if let Some(v) = v {
+                    if spec.code.contains(c) {
+                        codes.push(v);
+                    } else if is_escape {
+                        codes.extend(escape(spec, &v));
+                    }
+                }
+                break;
+            }
+        }
+        i += step;
+    }
+    (codes, i)
 }
 
 /// Programs that are another command under a package name: `rimraf X` is `rm -rf X`.

@@ -20,6 +20,7 @@
 mod command;
 mod normalize;
 mod parse;
+mod programs;
 mod rules;
 mod walk;
 
@@ -60,10 +61,12 @@ pub(crate) enum Family {
     Destruction,
     RemoteExec,
     Exfiltration,
+    Persistence,
     EnvDump,
     InlineInterpreter,
     DynamicCommand,
     Privilege,
+    HostAvailability,
     Unparseable,
 }
 
@@ -73,10 +76,12 @@ impl Family {
             Family::Destruction => "destruction",
             Family::RemoteExec => "remote_exec",
             Family::Exfiltration => "exfiltration",
+            Family::Persistence => "persistence",
             Family::EnvDump => "env_dump",
             Family::InlineInterpreter => "inline_interpreter",
             Family::DynamicCommand => "dynamic_command",
             Family::Privilege => "privilege",
+            Family::HostAvailability => "host_availability",
             Family::Unparseable => "unparseable",
         }
     }

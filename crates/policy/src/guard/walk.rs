@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 
 use brush_parser::ast;
 use brush_parser::word::{
-    BraceExpressionMember, BraceExpressionOrText, Parameter, ParameterExpr, SpecialParameter,
-    TildeExpr, WordPiece, WordPieceWithSource,
+    BraceExpressionMember, BraceExpressionOrText, Parameter, ParameterExpr, ParameterTransformOp,
+    SpecialParameter, TildeExpr, WordPiece, WordPieceWithSource,
 };
 
 use super::command::{Wrap, changes_root, is_privilege, program_name, unwrap};
@@ -158,6 +158,14 @@ pub(crate) struct Walker {
     /// Function bodies being walked at their definition: a command named by `$1` or `"$@"`
     /// there is judged at each call instead.
     defining: usize,
+    /// Names bash resolves to another program: aliases, `hash -p`, `BASH_CMDS`, copies and
+    /// links of a binary. `None`: a program the guard cannot know.
+    pub(crate) aliases: HashMap<String, Option<Vec<String>>>,
+    /// An archive from the network was unpacked: what it held is unknown, and running any
+    /// workspace program afterwards may run it.
+    pub(crate) extracted_download: bool,
+    /// A proxy variable was set (`http_proxy=…`): requests to the loopback host may leave.
+    pub(crate) proxy_env: bool,
 }
 
 impl Walker {
@@ -251,8 +259,22 @@ impl Walker {
         self.concurrent = saved || background || p.seq.len() > 1;
         let mut stdin = input.clone();
         let mut out = Output::unknown();
+        let mut previous = 0..0;
         for cmd in &p.seq {
+            let start = self.findings.len();
             out = self.walk_command(cmd, &stdin);
+            // `env | grep PROXY`, `env | wc -l`: a filtered view of the environment is not a
+            // dump of it.
+            if narrows(cmd) {
+                let dumped = previous.clone();
+                let mut k = 0;
+                self.findings.retain(|f| {
+                    let keep = !(dumped.contains(&k) && f.family == Family::EnvDump);
+                    k += 1;
+                    keep
+                });
+            }
+            previous = start..self.findings.len();
             stdin = stream_input(&out);
         }
         self.concurrent = saved;
@@ -319,7 +341,11 @@ impl Walker {
                 self.walk_test(a)
             }
             ast::ExtendedTestExpr::UnaryTest(_, w) => {
-                self.expand_word(&w.value, false);
+                for alt in self.expand_word(&w.value, false) {
+                    for arg in alt {
+                        self.run_subscript(&arg.text);
+                    }
+                }
             }
             ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
                 self.expand_word(&a.value, false);
@@ -537,6 +563,31 @@ impl Walker {
     fn after_output(&mut self, out: Output, out_file: Option<String>) -> Output {
         match out_file {
             Some(path) => {
+                let shown = self.normalized.last().cloned().unwrap_or_default();
+                // `cat /dev/zero > f`, `yes > f`: output without end fills the disk.
+                let words: Vec<&str> = shown.split_whitespace().collect();
+                let endless = match words.first().map(|w| program_name(w)) {
+                    Some("yes") => true,
+                    Some("cat") => words[1..]
+                        .iter()
+                        .any(|w| matches!(*w, "/dev/zero" | "/dev/urandom" | "/dev/random")),
+                    _ => false,
+                };
+                if endless && !path.starts_with("/dev/") {
+                    self.deny(
+                        Family::HostAvailability,
+                        format!(
+                            "`{shown}` writes without end into `{path}` until the disk is full."
+                        ),
+                    );
+                }
+                rules::files::on_write(
+                    self,
+                    &path,
+                    out.text.as_deref(),
+                    out.taint.download,
+                    &shown,
+                );
                 let file = rules::target::plain_path(&path);
                 if out.taint.download {
                     self.downloaded.insert(file.clone());
@@ -654,6 +705,12 @@ impl Walker {
         let name = match &a.name {
             ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => n,
         };
+        if let ast::AssignmentName::ArrayElementName(_, index) = &a.name {
+            self.run_subscript(&format!("[{index}]"));
+        }
+        if name.to_ascii_lowercase().ends_with("_proxy") {
+            self.proxy_env = true;
+        }
         let mut var = Var::default();
         match &a.value {
             ast::AssignmentValue::Scalar(w) => {
@@ -690,11 +747,29 @@ impl Walker {
             self.extra_separators.sort_unstable();
             self.extra_separators.dedup();
         }
+        // `BASH_CMDS[ls]=/bin/rm`: the hash table now maps the name to that program.
+        if name == "BASH_CMDS"
+            && let ast::AssignmentName::ArrayElementName(_, index) = &a.name
+        {
+            let target = var
+                .values
+                .first()
+                .filter(|_| !var.unknown)
+                .map(|v| vec![program_name(v).to_owned()]);
+            self.alias(index, target);
+        }
+        // `PS4='$(…)'`, `BASH_ENV=…`: prompts are expanded and start-up files sourced.
+        if rules::carried::expands_as_prompt(name) {
+            for v in var.values.clone() {
+                self.run_script(&format!(": {v}"), &Input::Inherited);
+            }
+        }
         // `GIT_SSH_COMMAND='…' git fetch`: a variable programs run as a command line.
         if rules::carried::runs_as_command(name) && !var.unknown {
             for v in var.values.clone() {
                 let shown = shorten(&format!("{name}={v}"));
-                self.run_code(&Arg::literal(v), &Input::Inherited, &shown);
+                let code = v.trim_start_matches('|').to_owned();
+                self.run_code(&Arg::literal(code), &Input::Inherited, &shown);
             }
         }
         if !permanent {
@@ -765,9 +840,68 @@ impl Walker {
         }
     }
 
+    /// Bash's own name resolution before `PATH`: aliases, the hash table (`hash -p`,
+    /// `BASH_CMDS`) and copies or links of a binary, applied once to the command word.
+    fn resolve_name(&self, argv: &mut Vec<Arg>) {
+        let Some(head) = argv.first() else {
+            return;
+        };
+        let key = rules::target::plain_path(&head.text);
+        match self.aliases.get(&key) {
+            Some(Some(words)) => {
+                let mut next: Vec<Arg> = words.iter().map(Arg::literal).collect();
+                next.extend(argv.drain(1..));
+                *argv = next;
+            }
+            Some(None) => argv[0].dynamic = true,
+            None => {}
+        }
+    }
+
+    /// Whether `path` was downloaded, or lies in a directory that was (a cloned repository).
+    pub(crate) fn is_downloaded(&self, path: &str) -> bool {
+        self.downloaded.contains(path)
+            || self.downloaded.iter().any(|d| {
+                path.strip_prefix(d.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+            })
+    }
+
+    /// Record that the command word `name` now runs `words` (`None`: unknown).
+    pub(crate) fn alias(&mut self, name: &str, words: Option<Vec<String>>) {
+        if self.aliases.len() < 64 {
+            self.aliases.insert(rules::target::plain_path(name), words);
+        }
+    }
+
+    /// Code in an array subscript runs when bash evaluates it (`a[$(cmd)]=1`, `test -v`,
+    /// `printf -v`, `declare`, `let`): walk it.
+    pub(crate) fn run_subscript(&mut self, text: &str) {
+        if let Some(code) = subscript_code(text) {
+            self.run_script(&format!(": {code}"), &Input::Inherited);
+        }
+    }
+
     /// Resolve wrappers, record the normalised command and judge it.
     pub(crate) fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
+        self.resolve_name(&mut argv);
         self.normalized.push(display_argv(&argv));
+        // `env 'BASH_FUNC_ls%%=() { …; }' bash`: an exported function the next bash defines.
+        for a in argv.clone() {
+            if let Some((name, body)) = a.text.split_once('=')
+                && name.starts_with("BASH_FUNC_")
+            {
+                let body = body.trim_start().trim_start_matches("()").to_owned();
+                self.run_code(
+                    &Arg {
+                        text: body,
+                        ..a.clone()
+                    },
+                    &Input::Inherited,
+                    &a.text,
+                );
+            }
+        }
         for round in 0..=MAX_WRAPPERS {
             if round == MAX_WRAPPERS {
                 let shown = display_argv(&argv);
@@ -844,6 +978,13 @@ impl Walker {
                 Wrap::No => break,
                 Wrap::Inspect => return Output::unknown(),
                 Wrap::NoCommand => return rules::wrapper_alone(self, &name, &argv, stdin),
+                Wrap::Code(codes) => {
+                    let shown = display_argv(&argv);
+                    for code in &codes {
+                        self.run_code(code, stdin, &shown);
+                    }
+                    return Output::unknown();
+                }
                 Wrap::Run { start, prepend } => {
                     let mut next = prepend;
                     next.extend(argv.drain(1 + start..));
@@ -1190,6 +1331,46 @@ impl Walker {
                 }
                 vals
             }
+            // `${p@P}` expands the value as a prompt: command substitutions in it run.
+            ParameterExpr::Transform {
+                parameter,
+                op: ParameterTransformOp::PromptExpand,
+                ..
+            } => {
+                for v in self.lookup(parameter) {
+                    if v.dynamic {
+                        self.deny(
+                            Family::DynamicCommand,
+                            format!(
+                                "`{}` expands a value only known at run time as a prompt, which can run commands.",
+                                shorten(source)
+                            ),
+                        );
+                    } else if v.text.contains("$(") || v.text.contains('`') {
+                        self.run_script(&format!(": {}", v.text), &Input::Inherited);
+                    }
+                }
+                vec![dynamic_val(source)]
+            }
+            // A slice, case change or replacement of a value keeps what it carries
+            // (`${AWS_SECRET_ACCESS_KEY:0:8}` is still a secret).
+            ParameterExpr::Substring { parameter, .. }
+            | ParameterExpr::Transform { parameter, .. }
+            | ParameterExpr::UppercaseFirstChar { parameter, .. }
+            | ParameterExpr::UppercasePattern { parameter, .. }
+            | ParameterExpr::LowercaseFirstChar { parameter, .. }
+            | ParameterExpr::LowercasePattern { parameter, .. }
+            | ParameterExpr::ReplaceSubstring { parameter, .. }
+            | ParameterExpr::RemoveSmallestPrefixPattern { parameter, .. }
+            | ParameterExpr::RemoveLargestPrefixPattern { parameter, .. }
+                if !source.contains("$(") && !source.contains('`') =>
+            {
+                let mut val = dynamic_val(source);
+                for v in self.lookup(parameter) {
+                    val.taint.merge(v.taint);
+                }
+                vec![val]
+            }
             _ => {
                 if source.contains("$(") || source.contains('`') {
                     self.deny(
@@ -1333,6 +1514,85 @@ impl Walker {
 }
 
 /// A word that is exactly a positional parameter: `$1`, `$@`, `${2}`, `$*`.
+/// A pipeline stage that shows only part of its input: `grep PATTERN` (not `-v`, not a pattern
+/// matching every line) or a count.
+fn narrows(cmd: &ast::Command) -> bool {
+    let ast::Command::Simple(s) = cmd else {
+        return false;
+    };
+    let Some(name) = s.word_or_name.as_ref().map(|w| w.value.as_str()) else {
+        return false;
+    };
+    let words: Vec<String> = s
+        .suffix
+        .iter()
+        .flat_map(|p| p.0.iter())
+        .filter_map(|i| match i {
+            ast::CommandPrefixOrSuffixItem::Word(w) => {
+                Some(w.value.trim_matches(['\'', '"']).to_owned())
+            }
+            _ => None,
+        })
+        .collect();
+    match name {
+        "wc" => true,
+        "grep" | "egrep" | "fgrep" | "rg" => {
+            // `-v` shows the rest, `-c` is read as a probe for the names it counts.
+            let inverted = words.iter().any(|w| {
+                w.starts_with('-') && !w.starts_with("--") && (w.contains('v') || w.contains('c'))
+                    || w == "--invert-match"
+                    || w == "--count"
+            });
+            let pattern = words.iter().find(|w| !w.starts_with('-'));
+            !inverted
+                && pattern.is_some_and(|p| {
+                    let lower = p.to_ascii_lowercase();
+                    // A pattern naming secrets selects exactly the secrets.
+                    let secretish = [
+                        "key",
+                        "token",
+                        "secret",
+                        "pass",
+                        "auth",
+                        "cred",
+                        "aws",
+                        "api",
+                        "priv",
+                        "session",
+                        "cookie",
+                        "gh",
+                        "git",
+                        "npm",
+                        "pat",
+                        "azure",
+                        "gcp",
+                        "google",
+                        "openai",
+                        "anthropic",
+                        "slack",
+                        "stripe",
+                        "db",
+                        "database",
+                        "url",
+                        "dsn",
+                    ]
+                    .iter()
+                    .any(|s| lower.contains(s));
+                    !secretish && p.chars().filter(|c| c.is_ascii_alphanumeric()).count() >= 3
+                })
+        }
+        _ => false,
+    }
+}
+
+/// The inside of an array subscript that holds a command substitution.
+pub(crate) fn subscript_code(text: &str) -> Option<&str> {
+    let open = text.find('[')?;
+    let close = text.rfind(']')?;
+    let inner = text.get(open + 1..close)?;
+    (inner.contains("$(") || inner.contains('`')).then_some(inner)
+}
+
 fn names_positional(text: &str) -> bool {
     let inner = text
         .strip_prefix("${")

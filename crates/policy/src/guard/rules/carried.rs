@@ -123,81 +123,15 @@ pub(crate) fn carried(name: &str, args: &[Arg]) -> Vec<Carried> {
             }
         }
         "kubectl" | "oc" => kubectl(args),
-        "man" => {
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    "PCLMmSepRE",
-                    &[
-                        "pager",
-                        "config-file",
-                        "locale",
-                        "manpath",
-                        "sections",
-                        "preprocessor",
-                        "systems",
-                        "extension",
-                        "recode",
-                        "encoding",
-                    ],
-                ),
-            );
-            p.values(Some('P'), &["pager"])
-                .map(|v| code(v, args))
-                .collect()
-        }
-        "zip" => {
-            let mut out = Vec::new();
-            for (i, a) in args.iter().enumerate() {
-                let value = match a.text.as_str() {
-                    "-TT" | "--unzip-command" => args.get(i + 1).map(|v| v.text.as_str()),
-                    t => t
-                        .strip_prefix("-TT=")
-                        .or_else(|| t.strip_prefix("--unzip-command=")),
-                };
-                out.extend(value.map(|v| code(v, args)));
-            }
-            out
-        }
+        "man" => carried_man(args),
+        "zip" => carried_zip(args),
         "gdb" | "gdb-multiarch" | "cgdb" => gdb(args),
         "vim" | "vi" | "nvim" | "view" | "vimdiff" | "ex" | "rvim" | "gvim" | "evim" | "nvi" => {
             vim(args)
         }
         "sed" | "gsed" => sed(args),
-        "make" | "gmake" => {
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    "CfIoWE",
-                    &[
-                        "eval",
-                        "directory",
-                        "file",
-                        "makefile",
-                        "include-dir",
-                        "old-file",
-                        "new-file",
-                        "what-if",
-                    ],
-                ),
-            );
-            p.values(Some('E'), &["eval"])
-                .flat_map(makefile_commands)
-                .map(|c| code(&c, args))
-                .collect()
-        }
-        "rsync" => {
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    "eBfMT",
-                    &["rsh", "rsync-path", "filter", "exclude", "include", "port"],
-                ),
-            );
-            p.values(Some('e'), &["rsh", "rsync-path"])
-                .map(|v| code(v, args))
-                .collect()
-        }
+        "make" | "gmake" => carried_make(args),
+        "rsync" => carried_rsync(args),
         "nodemon" => {
             let p = parse_args(
                 args,
@@ -214,33 +148,117 @@ pub(crate) fn carried(name: &str, args: &[Arg]) -> Vec<Carried> {
             );
             p.operands.iter().map(|a| code(&a.text, args)).collect()
         }
-        "entr" => {
-            let p = parse_args(args, &Spec::posix("", &[]));
-            let rest: Vec<Arg> = args[p.rest.min(args.len())..].to_vec();
-            if p.has_short('s') {
-                rest.first()
-                    .map(|c| vec![Carried::Code(c.clone())])
-                    .unwrap_or_default()
-            } else {
-                vec![Carried::Argv(rest)]
-            }
-        }
-        "watchexec" => {
-            let p = parse_args(
-                args,
-                &Spec::posix(
-                    "wedfs",
-                    &["watch", "exts", "debounce", "filter", "signal", "shell"],
-                ),
-            );
-            let rest = &args[p.rest.min(args.len())..];
-            if rest.is_empty() {
-                Vec::new()
-            } else {
-                vec![Carried::Code(join(rest))]
-            }
-        }
+        "entr" => carried_entr(args),
+        "watchexec" => carried_watchexec(args),
         _ => Vec::new(),
+    }
+}
+
+/// The commands `man` carries.
+fn carried_man(args: &[Arg]) -> Vec<Carried> {
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            "PCLMmSepRE",
+            &[
+                "pager",
+                "config-file",
+                "locale",
+                "manpath",
+                "sections",
+                "preprocessor",
+                "systems",
+                "extension",
+                "recode",
+                "encoding",
+            ],
+        ),
+    );
+    p.values(Some('P'), &["pager"])
+        .map(|v| code(v, args))
+        .collect()
+}
+
+/// The commands `zip` carries.
+fn carried_zip(args: &[Arg]) -> Vec<Carried> {
+    let mut out = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        let value = match a.text.as_str() {
+            "-TT" | "--unzip-command" => args.get(i + 1).map(|v| v.text.as_str()),
+            t => t
+                .strip_prefix("-TT=")
+                .or_else(|| t.strip_prefix("--unzip-command=")),
+        };
+        out.extend(value.map(|v| code(v, args)));
+    }
+    out
+}
+
+/// The commands `make gmake` carries.
+fn carried_make(args: &[Arg]) -> Vec<Carried> {
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            "CfIoWE",
+            &[
+                "eval",
+                "directory",
+                "file",
+                "makefile",
+                "include-dir",
+                "old-file",
+                "new-file",
+                "what-if",
+            ],
+        ),
+    );
+    p.values(Some('E'), &["eval"])
+        .flat_map(makefile_commands)
+        .map(|c| code(&c, args))
+        .collect()
+}
+
+/// The commands `rsync` carries.
+fn carried_rsync(args: &[Arg]) -> Vec<Carried> {
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            "eBfMT",
+            &["rsh", "rsync-path", "filter", "exclude", "include", "port"],
+        ),
+    );
+    p.values(Some('e'), &["rsh", "rsync-path"])
+        .map(|v| code(v, args))
+        .collect()
+}
+
+/// The commands `entr` carries.
+fn carried_entr(args: &[Arg]) -> Vec<Carried> {
+    let p = parse_args(args, &Spec::posix("", &[]));
+    let rest: Vec<Arg> = args[p.rest.min(args.len())..].to_vec();
+    if p.has_short('s') {
+        rest.first()
+            .map(|c| vec![Carried::Code(c.clone())])
+            .unwrap_or_default()
+    } else {
+        vec![Carried::Argv(rest)]
+    }
+}
+
+/// The commands `watchexec` carries.
+fn carried_watchexec(args: &[Arg]) -> Vec<Carried> {
+    let p = parse_args(
+        args,
+        &Spec::posix(
+            "wedfs",
+            &["watch", "exts", "debounce", "filter", "signal", "shell"],
+        ),
+    );
+    let rest = &args[p.rest.min(args.len())..];
+    if rest.is_empty() {
+        Vec::new()
+    } else {
+        vec![Carried::Code(join(rest))]
     }
 }
 
@@ -503,6 +521,22 @@ pub(crate) fn runs_as_command(name: &str) -> bool {
             | "SYSTEMD_PAGER"
             | "RSYNC_RSH"
             | "PROMPT_COMMAND"
+            | "LESSOPEN"
+            | "LESSCLOSE"
+            | "BROWSER"
+            | "DIFFPROG"
+            | "FCEDIT"
+            | "SUDO_EDITOR"
+            | "PERLDB_OPTS"
+    )
+}
+
+/// Variables whose value bash expands as a prompt or sources as a file before running
+/// anything: command substitutions in them run (`PS4='$(…)' bash -x`, `BASH_ENV=<(…)`).
+pub(crate) fn expands_as_prompt(name: &str) -> bool {
+    matches!(
+        name,
+        "PS0" | "PS1" | "PS2" | "PS3" | "PS4" | "BASH_ENV" | "ENV"
     )
 }
 

@@ -6,6 +6,7 @@
 use super::super::Family;
 use super::super::command::{Spec, parse_args, program_name};
 use super::super::normalize::{Arg, Input, Output, Taint};
+use super::super::programs::{self, LangSpec, Role, has_role};
 use super::super::walk::{Walker, stream_input};
 use super::destruction::FindParts;
 use super::env_dump::code_dumps_env;
@@ -13,134 +14,14 @@ use super::exfiltration::{code_runs_download, code_sends_data};
 use super::target::plain_path;
 
 fn is_shell(name: &str) -> bool {
-    matches!(
-        name,
-        "bash"
-            | "sh"
-            | "dash"
-            | "zsh"
-            | "ksh"
-            | "mksh"
-            | "ash"
-            | "yash"
-            | "fish"
-            | "pdksh"
-            | "posh"
-            | "rbash"
-            | "lksh"
-            | "csh"
-            | "tcsh"
-    )
+    has_role(name, Role::Shell)
 }
 
-/// How an interpreter reads its command line.
-struct Lang {
-    /// Short options whose value is a program.
-    inline: &'static str,
-    /// Long options whose value is a program.
-    long_inline: &'static [&'static str],
-    /// Short options taking a value (attached or next word).
-    val: &'static str,
-    /// Short options taking only an attached value (the rest of the cluster).
-    attached: &'static str,
-    /// Long options taking the next word as value.
-    long_val: &'static [&'static str],
-    /// Runs a module or a named file instead of a script operand (`python -m`).
-    module: &'static str,
-}
-
-fn lang(name: &str) -> Option<Lang> {
-    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    let l = match base {
-        "python" | "pypy" => Lang {
-            inline: "c",
-            long_inline: &[],
-            val: "WXQ",
-            attached: "",
-            long_val: &["check-hash-based-pycs"],
-            module: "m",
-        },
-        "node" | "nodejs" | "bun" => Lang {
-            inline: "ep",
-            long_inline: &["eval", "print"],
-            val: "rC",
-            attached: "",
-            long_val: &[
-                "require",
-                "import",
-                "loader",
-                "experimental-loader",
-                "conditions",
-                "input-type",
-            ],
-            module: "",
-        },
-        "perl" => Lang {
-            inline: "eE",
-            long_inline: &[],
-            val: "IMm",
-            attached: "l0Cixd",
-            long_val: &[],
-            module: "",
-        },
-        "ruby" => Lang {
-            inline: "e",
-            long_inline: &[],
-            val: "rICEF",
-            attached: "0WTxiK",
-            long_val: &[
-                "encoding",
-                "external-encoding",
-                "internal-encoding",
-                "enable",
-                "disable",
-            ],
-            module: "",
-        },
-        "php" => Lang {
-            inline: "rBRE",
-            long_inline: &[],
-            val: "cdzt",
-            attached: "",
-            long_val: &[],
-            module: "fF",
-        },
-        "lua" | "luajit" => Lang {
-            inline: "e",
-            long_inline: &[],
-            val: "l",
-            attached: "",
-            long_val: &[],
-            module: "",
-        },
-        "osascript" => Lang {
-            inline: "e",
-            long_inline: &[],
-            val: "ls",
-            attached: "",
-            long_val: &[],
-            module: "",
-        },
-        // Tcl reads its program from a file operand or standard input only.
-        "tclsh" | "wish" => Lang {
-            inline: "",
-            long_inline: &[],
-            val: "",
-            attached: "",
-            long_val: &[],
-            module: "",
-        },
-        "Rscript" | "julia" | "elixir" | "deno" => Lang {
-            inline: "eE",
-            long_inline: &["eval", "print"],
-            val: "",
-            attached: "",
-            long_val: &[],
-            module: "",
-        },
-        _ => return None,
-    };
-    Some(l)
+/// How an interpreter reads its command line: its entry in the program table.
+fn lang(name: &str) -> Option<&'static LangSpec> {
+    programs::program(name)
+        .filter(|p| p.roles.contains(&Role::Interpreter))
+        .and_then(|p| p.interpreter.as_ref())
 }
 
 enum Program<'a> {
@@ -151,11 +32,14 @@ enum Program<'a> {
     Info,
 }
 
-fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
+fn scan<'a>(l: &LangSpec, args: &'a [Arg]) -> Program<'a> {
     let mut i = 0;
     let mut info = false;
     while i < args.len() {
         let t = args[i].text.as_str();
+        if t.starts_with('-') && l.words.iter().any(|w| w.eq_ignore_ascii_case(t)) {
+            return Program::Inline(args.get(i + 1).cloned().unwrap_or_default());
+        }
         if t == "--" {
             return args.get(i + 1).map_or(Program::Stdin, Program::Script);
         }
@@ -166,7 +50,7 @@ fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
             let (name, value) = long
                 .split_once('=')
                 .map_or((long, None), |(n, v)| (n, Some(v)));
-            if l.long_inline.contains(&name) {
+            if l.long_inline.iter().any(|n| n == name) {
                 return Program::Inline(match value {
                     Some(v) => Arg::literal(v),
                     None => args.get(i + 1).cloned().unwrap_or_default(),
@@ -175,7 +59,7 @@ fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
             if matches!(name, "version" | "help") {
                 info = true;
             }
-            if value.is_none() && l.long_val.contains(&name) {
+            if value.is_none() && l.long_values.iter().any(|n| n == name) {
                 i += 1;
             }
             i += 1;
@@ -201,9 +85,17 @@ fn scan<'a>(l: &Lang, args: &'a [Arg]) -> Program<'a> {
                     return Program::Inline(code);
                 }
                 if l.module.contains(c) {
+                    let module = if rest.is_empty() {
+                        args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
+                    } else {
+                        rest
+                    };
+                    if l.repl_modules.contains(&module) {
+                        return Program::Inline(Arg::literal(format!("-m {module}")));
+                    }
                     return Program::Module;
                 }
-                if l.val.contains(c) {
+                if l.values.contains(c) {
                     skip_next = rest.is_empty();
                     break;
                 }
@@ -252,22 +144,7 @@ pub(super) fn check(
         if name.starts_with("deno") {
             return Some(deno(w, args, stdin, shown));
         }
-        return Some(interpreter(w, &l, args, stdin, shown));
-    }
-    if matches!(name, "pwsh" | "powershell" | "powershell.exe") {
-        let inline = args.iter().position(|a| {
-            matches!(
-                a.text.to_ascii_lowercase().as_str(),
-                "-c" | "-command" | "-e" | "-ec" | "-encodedcommand" | "-commandwithargs" | "-cwa"
-            )
-        });
-        if let Some(i) = inline {
-            let code = args.get(i + 1).cloned().unwrap_or_default();
-            inline_program(w, &code, shown);
-        } else {
-            run_stdin(w, stdin, shown, false);
-        }
-        return Some(Output::unknown());
+        return Some(interpreter(w, l, args, stdin, shown));
     }
     match name {
         "eval" => {
@@ -292,169 +169,18 @@ pub(super) fn check(
             }
             Some(Output::text(String::new()))
         }
-        "alias" => {
-            for a in args {
-                if let Some((_, value)) = a.text.split_once('=') {
-                    let code = Arg {
-                        text: value.to_owned(),
-                        ..a.clone()
-                    };
-                    w.run_code(&code, &Input::Inherited, shown);
-                }
-            }
-            Some(Output::text(String::new()))
-        }
+        "alias" => run_alias(w, args, shown),
         "su" | "sg" | "runuser" | "newgrp" | "script" | "flock" => {
-            let inspect = args
-                .iter()
-                .all(|a| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V"));
-            let switches_user = matches!(name, "su" | "sg" | "runuser" | "newgrp");
-            if switches_user && (args.is_empty() || !inspect) {
-                w.deny(
-                    Family::Privilege,
-                    format!("`{shown}` runs commands as another user or group."),
-                );
-            }
-            let values = if name == "script" {
-                "cEIOBT"
-            } else {
-                "cswgGEOqtu"
-            };
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    values,
-                    &[
-                        "command",
-                        "shell",
-                        "group",
-                        "supp-group",
-                        "whitelist-environment",
-                        "user",
-                    ],
-                ),
-            );
-            let codes: Vec<String> = p
-                .values(Some('c'), &["command"])
-                .map(str::to_owned)
-                .collect();
-            let dynamic = args.iter().any(|a| a.dynamic);
-            let taint = taint_of(args);
-            for c in codes {
-                let code = Arg {
-                    text: c,
-                    dynamic,
-                    taint,
-                    proc_sub: None,
-                };
-                w.run_code(&code, stdin, shown);
-            }
-            // `runuser -u USER cmd …` runs its operands as a command line.
-            if name == "runuser" && p.has('u', "user") && !p.operands.is_empty() {
-                let argv: Vec<Arg> = p.operands.iter().map(|a| (*a).clone()).collect();
-                w.run_argv(argv, stdin);
-            }
-            if name == "sg" && !p.has('c', "command") && p.operands.len() >= 2 {
-                let code = join(
-                    &p.operands[1..]
-                        .iter()
-                        .map(|a| (*a).clone())
-                        .collect::<Vec<_>>(),
-                );
-                w.run_code(&code, stdin, shown);
-            }
-            Some(Output::unknown())
+            run_su(w, name, args, stdin, shown)
         }
         // `machinectl shell|login [USER@]MACHINE` opens a shell as another user.
-        "machinectl" => {
-            let p = parse_args(args, &Spec::gnu("M", &["machine", "uid"]));
-            if p.operands
-                .first()
-                .is_some_and(|a| matches!(a.text.as_str(), "shell" | "login"))
-            {
-                w.deny(
-                    Family::Privilege,
-                    format!("`{shown}` opens a shell as another user."),
-                );
-            }
-            None
-        }
+        "machinectl" => run_machinectl(w, args, shown),
         // `npx -c 'cmd'` runs a shell command line.
-        "npx" | "pnpx" | "bunx" => {
-            let p = parse_args(args, &Spec::posix("pc", &["package", "call"]));
-            let codes: Vec<Arg> = p
-                .values(Some('c'), &["call"])
-                .map(|c| Arg {
-                    text: c.to_owned(),
-                    dynamic: args.iter().any(|a| a.dynamic),
-                    taint: taint_of(args),
-                    proc_sub: None,
-                })
-                .collect();
-            for code in &codes {
-                w.run_code(code, stdin, shown);
-            }
-            None
-        }
-        "watch" => {
-            let p = parse_args(args, &Spec::posix("nq", &["interval"]));
-            let rest = &args[p.rest.min(args.len())..];
-            if rest.is_empty() {
-                return Some(Output::unknown());
-            }
-            if p.has('x', "exec") {
-                Some(w.run_argv(rest.to_vec(), &Input::Inherited))
-            } else {
-                Some(w.run_code(&join(rest), &Input::Inherited, shown))
-            }
-        }
+        "npx" | "pnpx" | "bunx" => run_npx(w, args, stdin, shown),
+        "watch" => run_watch(w, args, shown),
         "xargs" => Some(xargs(w, args, stdin)),
-        "jq" | "gojq" | "jaq" => {
-            // `jq -n env`, `jq -n '$ENV'`: the whole environment as JSON.
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    "fL",
-                    &[
-                        "from-file",
-                        "arg",
-                        "argjson",
-                        "slurpfile",
-                        "rawfile",
-                        "indent",
-                    ],
-                ),
-            );
-            if p.operands.first().is_some_and(|f| jq_dumps_env(&f.text)) {
-                w.deny(
-                    Family::EnvDump,
-                    format!("`{shown}` prints the whole environment, secrets included."),
-                );
-            }
-            None
-        }
-        "awk" | "gawk" | "mawk" | "nawk" => {
-            if args.iter().any(|a| a.text.contains("in ENVIRON")) {
-                w.deny(
-                    Family::EnvDump,
-                    format!("`{shown}` prints the whole environment, secrets included."),
-                );
-            }
-            let runs_shell = args.iter().any(|a| {
-                a.text.contains("system(")
-                    || a.text.contains("| getline")
-                    || a.text.contains("|&")
-                    || a.text.contains("| \"")
-                    || a.text.contains("|\"")
-            });
-            if runs_shell {
-                w.deny(
-                    Family::InlineInterpreter,
-                    format!("`{shown}` runs shell commands from an inline awk program."),
-                );
-            }
-            None
-        }
+        "jq" | "gojq" | "jaq" => run_jq(w, args, shown),
+        "awk" | "gawk" | "mawk" | "nawk" => run_awk(w, args, shown),
         "find" => {
             find(w, args);
             None
@@ -462,6 +188,182 @@ pub(super) fn check(
         "parallel" => Some(parallel(w, args, stdin, shown)),
         _ => None,
     }
+}
+
+/// What `alias` runs or reveals.
+fn run_alias(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    for a in args {
+        if let Some((name, value)) = a.text.split_once('=') {
+            let words = (!a.dynamic).then(|| value.split_whitespace().map(str::to_owned).collect());
+            w.alias(name, words);
+            let code = Arg {
+                text: value.to_owned(),
+                ..a.clone()
+            };
+            w.run_code(&code, &Input::Inherited, shown);
+        }
+    }
+    Some(Output::text(String::new()))
+}
+
+/// What `su sg runuser newgrp` runs or reveals.
+fn run_su(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) -> Option<Output> {
+    let inspect = args
+        .iter()
+        .all(|a| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V"));
+    let switches_user = matches!(name, "su" | "sg" | "runuser" | "newgrp");
+    if switches_user && (args.is_empty() || !inspect) {
+        w.deny(
+            Family::Privilege,
+            format!("`{shown}` runs commands as another user or group."),
+        );
+    }
+    let values = if name == "script" {
+        "cEIOBT"
+    } else {
+        "cswgGEOqtu"
+    };
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            values,
+            &[
+                "command",
+                "shell",
+                "group",
+                "supp-group",
+                "whitelist-environment",
+                "user",
+            ],
+        ),
+    );
+    let codes: Vec<String> = p
+        .values(Some('c'), &["command"])
+        .map(str::to_owned)
+        .collect();
+    let dynamic = args.iter().any(|a| a.dynamic);
+    let taint = taint_of(args);
+    for c in codes {
+        let code = Arg {
+            text: c,
+            dynamic,
+            taint,
+            proc_sub: None,
+        };
+        w.run_code(&code, stdin, shown);
+    }
+    // `runuser -u USER cmd …` runs its operands as a command line.
+    if name == "runuser" && p.has('u', "user") && !p.operands.is_empty() {
+        let argv: Vec<Arg> = p.operands.iter().map(|a| (*a).clone()).collect();
+        w.run_argv(argv, stdin);
+    }
+    if name == "sg" && !p.has('c', "command") && p.operands.len() >= 2 {
+        let code = join(
+            &p.operands[1..]
+                .iter()
+                .map(|a| (*a).clone())
+                .collect::<Vec<_>>(),
+        );
+        w.run_code(&code, stdin, shown);
+    }
+    Some(Output::unknown())
+}
+
+/// What `machinectl` runs or reveals.
+fn run_machinectl(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    let p = parse_args(args, &Spec::gnu("M", &["machine", "uid"]));
+    if p.operands
+        .first()
+        .is_some_and(|a| matches!(a.text.as_str(), "shell" | "login"))
+    {
+        w.deny(
+            Family::Privilege,
+            format!("`{shown}` opens a shell as another user."),
+        );
+    }
+    None
+}
+
+/// What `npx pnpx bunx` runs or reveals.
+fn run_npx(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Option<Output> {
+    let p = parse_args(args, &Spec::posix("pc", &["package", "call"]));
+    let codes: Vec<Arg> = p
+        .values(Some('c'), &["call"])
+        .map(|c| Arg {
+            text: c.to_owned(),
+            dynamic: args.iter().any(|a| a.dynamic),
+            taint: taint_of(args),
+            proc_sub: None,
+        })
+        .collect();
+    for code in &codes {
+        w.run_code(code, stdin, shown);
+    }
+    None
+}
+
+/// What `watch` runs or reveals.
+fn run_watch(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    let p = parse_args(args, &Spec::posix("nq", &["interval"]));
+    let rest = &args[p.rest.min(args.len())..];
+    if rest.is_empty() {
+        return Some(Output::unknown());
+    }
+    if p.has('x', "exec") {
+        Some(w.run_argv(rest.to_vec(), &Input::Inherited))
+    } else {
+        Some(w.run_code(&join(rest), &Input::Inherited, shown))
+    }
+}
+
+/// What `jq gojq jaq` runs or reveals.
+fn run_jq(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    // `jq -n env`, `jq -n '$ENV'`: the whole environment as JSON.
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            "fL",
+            &[
+                "from-file",
+                "arg",
+                "argjson",
+                "slurpfile",
+                "rawfile",
+                "indent",
+            ],
+        ),
+    );
+    if p.operands.first().is_some_and(|f| jq_dumps_env(&f.text)) {
+        w.deny(
+            Family::EnvDump,
+            format!("`{shown}` prints the whole environment, secrets included."),
+        );
+    }
+    None
+}
+
+/// What `awk gawk mawk nawk` runs or reveals.
+fn run_awk(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+    if args.iter().any(|a| a.text.contains("in ENVIRON")) {
+        w.deny(
+            Family::EnvDump,
+            format!("`{shown}` prints the whole environment, secrets included."),
+        );
+    }
+    let runs_shell = args.iter().any(|a| {
+        a.text.contains("system(")
+            || a.text.contains("| getline")
+            || a.text.contains("|&")
+            || a.text.contains("| \"")
+            || a.text.contains("|\"")
+    });
+    if runs_shell {
+        w.deny(
+            Family::InlineInterpreter,
+            format!("`{shown}` runs shell commands from an inline awk program."),
+        );
+    }
+    None
 }
 
 fn taint_of(args: &[Arg]) -> Taint {
@@ -531,7 +433,8 @@ pub(super) fn run_file(
         let as_input = stream_input(out);
         return run_stdin(w, &as_input, shown, is_shell);
     }
-    if w.downloaded.contains(&plain_path(&script.text)) {
+    let relative = !script.text.starts_with(['/', '~', '$']);
+    if w.is_downloaded(&plain_path(&script.text)) || (w.extracted_download && relative) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
@@ -586,7 +489,10 @@ pub(super) fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bo
             }
         }
         Input::File(path) => {
-            if w.downloaded.contains(&plain_path(path)) {
+            if is_shell && let Some(content) = w.written.get(&plain_path(path)).cloned() {
+                return w.run_script(&content, &Input::Inherited);
+            }
+            if w.is_downloaded(&plain_path(path)) {
                 w.deny(
                     Family::RemoteExec,
                     format!("`{shown}` runs a file that was just downloaded."),
@@ -683,6 +589,17 @@ fn code_forks_forever(code: &str) -> bool {
 }
 
 fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
+    if !judge_code_text(w, code, shown) {
+        w.deny(
+            Family::InlineInterpreter,
+            format!("`{shown}` runs a program given inline; put it in a file in the workspace and run that."),
+        );
+    }
+}
+
+/// Judge program text in any language by what it does (downloads and runs, deletes the home
+/// directory, forks forever, sends data, prints the environment); `true` when it denied.
+pub(crate) fn judge_code_text(w: &mut Walker, code: &Arg, shown: &str) -> bool {
     if code.taint.download {
         w.deny(
             Family::RemoteExec,
@@ -718,14 +635,12 @@ fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
             format!("`{shown}` prints the whole environment, secrets included."),
         );
     } else {
-        w.deny(
-            Family::InlineInterpreter,
-            format!("`{shown}` runs a program given inline; put it in a file in the workspace and run that."),
-        );
+        return false;
     }
+    true
 }
 
-fn interpreter(w: &mut Walker, l: &Lang, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+fn interpreter(w: &mut Walker, l: &LangSpec, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let program = scan(l, args);
     // Code that prints the environment hands the secrets to whatever reads its output.
     let dumps_env = matches!(&program, Program::Inline(c) if code_dumps_env(&c.text));
@@ -834,6 +749,52 @@ fn deno(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
         _ => {}
     }
     Output::unknown()
+}
+
+/// A file name that suggests secrets (`.env`, `credentials`, `id_rsa`, `*.pem`).
+fn looks_secret(path: &str) -> bool {
+    let base = program_name(path).to_ascii_lowercase();
+    base.starts_with(".env")
+        || [
+            "secret",
+            "credential",
+            "token",
+            "passw",
+            "id_rsa",
+            "id_ed25519",
+            "netrc",
+            "key",
+        ]
+        .iter()
+        .any(|s| base.contains(s))
+        || base.ends_with(".pem")
+}
+
+/// `curl -O`/`--remote-name`, `wget` without a body: the operands are addresses fetched into
+/// files.
+fn fetches_to_files(program: &str, args: &[Arg]) -> bool {
+    let sends = |t: &str| {
+        t.starts_with("--data")
+            || t.starts_with("--post")
+            || t.starts_with("--body")
+            || t.starts_with("--upload")
+            || t == "-d"
+            || t == "-T"
+            || t == "-F"
+            || t.starts_with("--form")
+            || t.starts_with("--json")
+    };
+    if args.iter().any(|a| sends(&a.text)) {
+        return false;
+    }
+    match program_name(program) {
+        "curl" => args.iter().any(|a| {
+            a.text.starts_with("--remote-name")
+                || (a.text.starts_with('-') && !a.text.starts_with("--") && a.text.contains('O'))
+        }),
+        "wget" | "wget2" | "aria2c" => true,
+        _ => false,
+    }
 }
 
 fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
@@ -968,7 +929,26 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
     } else {
         stdin.taint()
     };
-    if items.is_empty() && runtime_items && (item_taint.secret || item_taint.download) {
+    // `xargs -n1 curl -O < urls.txt`: each item is a whole address to download from, not
+    // data put into a request, unless the items come from a secret file or the environment.
+    let secret_source = arg_file
+        .as_deref()
+        .or(match stdin {
+            Input::File(p) => Some(p.as_str()),
+            _ => None,
+        })
+        .is_some_and(looks_secret);
+    let downloads_items = replace.is_none()
+        && !secret_source
+        && !stdin.taint().env_secret
+        && cmd
+            .first()
+            .is_some_and(|c| fetches_to_files(&c.text, &cmd[1..]));
+    if items.is_empty()
+        && runtime_items
+        && !downloads_items
+        && (item_taint.secret || item_taint.download)
+    {
         cmd = cmd
             .into_iter()
             .map(|mut a| {
@@ -1265,47 +1245,47 @@ mod tests {
     fn interpreter_command_lines() {
         let py = lang("python3").unwrap_or_else(|| panic!("python3 is an interpreter"));
         assert!(matches!(
-            scan(&py, &words(&["-c", "print(1)"])),
+            scan(py, &words(&["-c", "print(1)"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&py, &words(&["-Bc", "print(1)"])),
+            scan(py, &words(&["-Bc", "print(1)"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&py, &words(&["-m", "pip", "install"])),
+            scan(py, &words(&["-m", "pip", "install"])),
             Program::Module
         ));
         assert!(matches!(
-            scan(&py, &words(&["tools/gen.py", "-c"])),
+            scan(py, &words(&["tools/gen.py", "-c"])),
             Program::Script(_)
         ));
-        assert!(matches!(scan(&py, &words(&["--version"])), Program::Info));
+        assert!(matches!(scan(py, &words(&["--version"])), Program::Info));
         let perl = lang("perl").unwrap_or_else(|| panic!("perl is an interpreter"));
         assert!(matches!(
-            scan(&perl, &words(&["-ne", "print", "f"])),
+            scan(perl, &words(&["-ne", "print", "f"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&perl, &words(&["-lne", "print"])),
+            scan(perl, &words(&["-lne", "print"])),
             Program::Inline(_)
         ));
         let ruby = lang("ruby").unwrap_or_else(|| panic!("ruby is an interpreter"));
         assert!(matches!(
-            scan(&ruby, &words(&["-rjson", "-e", "p 1"])),
+            scan(ruby, &words(&["-rjson", "-e", "p 1"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&ruby, &words(&["-rjson", "x.rb"])),
+            scan(ruby, &words(&["-rjson", "x.rb"])),
             Program::Script(_)
         ));
         let node = lang("node").unwrap_or_else(|| panic!("node is an interpreter"));
         assert!(matches!(
-            scan(&node, &words(&["-pe", "1"])),
+            scan(node, &words(&["-pe", "1"])),
             Program::Inline(_)
         ));
         assert!(matches!(
-            scan(&node, &words(&["--test", "test/"])),
+            scan(node, &words(&["--test", "test/"])),
             Program::Script(_)
         ));
     }

@@ -134,7 +134,21 @@ fn git_push_to_address(w: &mut Walker, args: &[Arg]) -> bool {
         return false;
     };
     let rest = &args[i + 1..];
+    // `git -c remote.origin.url=ADDRESS push`: the remote is redirected for this command.
+    for pair in args[..i].windows(2) {
+        if pair[0].text == "-c" {
+            note_remote_url(w, &pair[1].text.replacen('=', " ", 1));
+        }
+    }
     match sub {
+        "config" => {
+            let p = parse_args(rest, &Spec::gnu("f", &["file", "blob", "type"]));
+            let ops: Vec<&str> = p.operands.iter().map(|a| a.text.as_str()).collect();
+            if let [key, url, ..] = ops[..] {
+                note_remote_url(w, &format!("{key} {url}"));
+            }
+            false
+        }
         "push" => {
             let p = parse_args(
                 rest,
@@ -145,6 +159,7 @@ fn git_push_to_address(w: &mut Walker, args: &[Arg]) -> bool {
                 .next()
                 .or_else(|| p.operands.first().map(|a| a.text.as_str()));
             repo.is_some_and(|r| off_machine(r) || w.addressed_remotes.contains(r))
+                || (repo.is_none() && w.addressed_remotes.contains("origin"))
         }
         // `git remote add [-f] [-t b] NAME URL`, `git remote set-url [--push] NAME URL`.
         "remote" => {
@@ -159,6 +174,21 @@ fn git_push_to_address(w: &mut Walker, args: &[Arg]) -> bool {
             false
         }
         _ => false,
+    }
+}
+
+/// `remote.NAME.url ADDRESS` (a `git config` key and value): the remote now points there.
+fn note_remote_url(w: &mut Walker, key_value: &str) {
+    let Some((key, url)) = key_value.split_once(' ') else {
+        return;
+    };
+    let key = key.to_ascii_lowercase();
+    if let Some(name) = key.strip_prefix("remote.").and_then(|k| {
+        k.strip_suffix(".url")
+            .or_else(|| k.strip_suffix(".pushurl"))
+    }) && off_machine(url)
+    {
+        w.addressed_remotes.insert(name.to_owned());
     }
 }
 
@@ -251,8 +281,9 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
         Input::Stream(o) => o.taint.secret || o.taint.env_secret || o.files_only,
         _ => false,
     };
+    let proxied = w.proxy_env;
     let found = match name {
-        "curl" => curl(args, stdin_secret),
+        "curl" => curl(args, stdin_secret, proxied),
         "wget" => {
             let p = parse_args(
                 args,
@@ -267,7 +298,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
                     ],
                 ),
             );
-            let local = all_loopback(&p.operands);
+            let local = all_loopback(&p.operands) && !redirects_host(args) && !proxied;
             !local && (p.has_long("post-file") || p.has_long("body-file"))
         }
         "http" | "https" | "xh" | "xhs" => httpie(args, stdin_secret),
@@ -280,7 +311,10 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
                     .split([' ', ';'])
                     .any(|w| matches!(w, "put" | "mput" | "send" | "append"))
             });
-            !p.operands.is_empty() && (stdin_secret || puts)
+            let stdin_puts = matches!(stdin, Input::Static(t) if t
+                .split([' ', ';', '\n'])
+                .any(|w| matches!(w, "put" | "mput" | "send" | "append")));
+            !p.operands.is_empty() && (stdin_secret || puts || stdin_puts)
         }
         "nc" | "ncat" | "netcat" | "telnet" | "openssl" | "mail" | "mailx" | "sendmail"
         | "mutt" => {
@@ -300,6 +334,14 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
                     Family::RemoteExec,
                     format!("`{shown}` hands a shell to a remote host."),
                 );
+                return;
+            }
+            // `openssl x509`, `openssl dgst`: only `s_client` and friends open a connection.
+            if name == "openssl"
+                && !args.first().is_some_and(|a| {
+                    matches!(a.text.as_str(), "s_client" | "s_time" | "ocsp" | "s_server")
+                })
+            {
                 return;
             }
             let attaches = matches!(name, "mail" | "mailx" | "mutt")
@@ -357,7 +399,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
         }
         "scp" => {
             let p = parse_args(args, &Spec::gnu("cFiJloPS", &[]));
-            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| is_remote(&a.text))
+            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| sends_off(&a.text))
         }
         "rsync" => {
             let p = parse_args(
@@ -389,7 +431,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
                     ],
                 ),
             );
-            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| is_remote(&a.text))
+            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| sends_off(&a.text))
         }
         "sftp" => {
             let p = parse_args(args, &Spec::posix("BbcDFiJloPRS", &[]));
@@ -444,9 +486,32 @@ fn sends_secret_env(name: &str, args: &[Arg]) -> bool {
     }
 }
 
-fn curl(args: &[Arg], stdin_secret: bool) -> bool {
+/// Options that send a request somewhere other than the host in its URL (`--connect-to`,
+/// `--resolve`, a proxy): a loopback URL is no longer local.
+fn redirects_host(args: &[Arg]) -> bool {
+    args.iter().any(|a| {
+        let t = a.text.as_str();
+        [
+            "--connect-to",
+            "--resolve",
+            "--proxy",
+            "--preproxy",
+            "--socks",
+            "--proxy1.0",
+            "--doh-url",
+        ]
+        .iter()
+        .any(|o| t.starts_with(o))
+            || t == "-x"
+            || (t.starts_with("-x") && !t.starts_with("--"))
+            || t.contains("proxy=")
+            || t.starts_with("use_proxy")
+    })
+}
+
+fn curl(args: &[Arg], stdin_secret: bool, proxied: bool) -> bool {
     let p = parse_args(args, &CURL);
-    if all_loopback(&p.operands) {
+    if all_loopback(&p.operands) && !redirects_host(args) && !proxied {
         return false;
     }
     let data_longs = [
@@ -629,6 +694,11 @@ fn reverse_shell_nc(args: &[Arg]) -> bool {
                 && (t.ends_with('e') || t.ends_with('c'))
                 && t[1..].chars().all(|c| c.is_ascii_alphabetic()))
     })
+}
+
+/// A remote operand on another machine: the loopback host (`localhost:/tmp/`) stays here.
+fn sends_off(text: &str) -> bool {
+    is_remote(text) && !is_loopback_url(text)
 }
 
 /// `host:path`, `user@host:path`, `rsync://host/…`: a remote operand of scp/rsync.

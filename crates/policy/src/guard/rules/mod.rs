@@ -4,6 +4,7 @@
 
 pub(crate) mod carried;
 mod code;
+pub(crate) mod files;
 pub(crate) use code::runs_package_from_address;
 mod destruction;
 mod env_dump;
@@ -14,86 +15,18 @@ pub(crate) mod target;
 use super::Family;
 use super::command::{Spec, is_assignment, parse_args, program_name};
 use super::normalize::{Arg, Input, Output, Taint, decode_ansi_c, decode_base64, display_argv};
+use super::programs::{Role, denials, has_role};
 use super::walk::Walker;
 use target::{Cwd, plain_path};
 
 /// Programs that fetch content from the network onto stdout or into a file.
 pub(crate) fn is_downloader(name: &str) -> bool {
-    matches!(
-        name,
-        "curl"
-            | "wget"
-            | "fetch"
-            | "aria2c"
-            | "http"
-            | "https"
-            | "xh"
-            | "xhs"
-            | "lwp-request"
-            | "lwp-download"
-            | "GET"
-            | "ftp"
-            | "tftp"
-            | "nc"
-            | "ncat"
-            | "netcat"
-            | "socat"
-            | "telnet"
-            | "lynx"
-    )
+    has_role(name, Role::Downloader)
 }
 
 /// Programs that print the contents of the files given as operands.
 fn is_file_reader(name: &str) -> bool {
-    matches!(
-        name,
-        "cat"
-            | "tac"
-            | "head"
-            | "tail"
-            | "base64"
-            | "base32"
-            | "basenc"
-            | "xxd"
-            | "od"
-            | "hexdump"
-            | "strings"
-            | "less"
-            | "more"
-            | "nl"
-            | "gzip"
-            | "gunzip"
-            | "zcat"
-            | "bzip2"
-            | "bzcat"
-            | "xz"
-            | "xzcat"
-            | "zstd"
-            | "tar"
-            | "zip"
-            | "openssl"
-            | "gpg"
-            | "sed"
-            | "awk"
-            | "gawk"
-            | "grep"
-            | "egrep"
-            | "fgrep"
-            | "rg"
-            | "cut"
-            | "sort"
-            | "uniq"
-            | "jq"
-            | "yq"
-            | "paste"
-            | "column"
-            | "fold"
-            | "fmt"
-            | "rev"
-            | "dd"
-            | "sqlite3"
-            | "tee"
-    )
+    has_role(name, Role::Reader)
 }
 
 /// Judge one command after its wrappers were peeled off; return what it writes to stdout.
@@ -105,7 +38,8 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
     let args = &argv[1..];
     let shown = display_argv(argv);
 
-    if w.downloaded.contains(&plain_path(&head.text)) {
+    let relative = head.text.contains('/') && !head.text.starts_with(['/', '~', '$']);
+    if w.is_downloaded(&plain_path(&head.text)) || (w.extracted_download && relative) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
@@ -130,10 +64,14 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
     exfiltration::check(w, &name, args, stdin, &shown);
     carried::check(w, &name, args, stdin, &shown);
     privilege::check(w, &name, args, &shown);
+    for (family, reason) in denials(&name, args) {
+        w.deny(family, format!("`{shown}` {reason}."));
+    }
     if let Some(out) = code::check(w, &name, argv, stdin, &shown) {
         return out;
     }
     effects(w, &name, args);
+    files::after_command(w, &name, args, stdin, &shown);
     if matches!(name.as_str(), "read" | "mapfile" | "readarray") {
         // Variables read from a file or a stream carry what it brought in.
         let taint = stdin.taint();
@@ -279,6 +217,20 @@ fn prints_stored_credential(name: &str, args: &[Arg]) -> bool {
 /// Reading a host credential file (`cat ~/.ssh/id_rsa`, `cp ~/.aws/credentials .`,
 /// `tar czf k.tgz ~/.ssh`) or exporting secret keys: the first step of carrying them off.
 fn check_credential_read(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+    // `curl file:///home/u/.netrc`: a downloader reading a local file.
+    if is_downloader(name) {
+        for a in args {
+            if let Some(path) = a.text.strip_prefix("file://")
+                && let Some(file) = target::host_credential(path, &w.cwd)
+            {
+                w.deny(
+                    Family::Exfiltration,
+                    format!("`{shown}` reads the host credential `{file}`, outside the workspace."),
+                );
+                return;
+            }
+        }
+    }
     let copies = matches!(name, "cp" | "scp" | "rsync" | "install" | "ln" | "mv");
     if !is_file_reader(name) && !copies {
         return;
@@ -358,6 +310,12 @@ pub(crate) fn check_redirect(
             format!("The redirect to `{path}` rewrites a file that decides who is root."),
         );
     }
+    if writes && files::controls_host(path) {
+        w.deny(
+            Family::HostAvailability,
+            format!("The redirect to `{path}` writes a kernel control file of the host."),
+        );
+    }
     if writes && target::is_device(path) {
         w.deny(
             Family::Destruction,
@@ -383,64 +341,111 @@ fn is_dev_net(text: &str) -> bool {
 /// What a command changes for the rest of the script: directory and variables.
 fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
     match name {
-        "cd" | "pushd" => {
-            let operands: Vec<&Arg> = args
-                .iter()
-                .filter(|a| !a.text.starts_with('-') || a.text == "-")
-                .collect();
-            w.cwd = match operands.first() {
-                None => Cwd::Home(Vec::new()),
-                Some(a) if a.dynamic || a.text == "-" => Cwd::Unknown,
-                Some(a) => change_dir(&w.cwd, &a.text),
-            };
-        }
+        "cd" | "pushd" => effect_cd(w, args),
         "popd" => w.cwd = Cwd::Unknown,
-        "export" | "declare" | "typeset" | "local" | "readonly" => {
+        "export" | "declare" | "typeset" | "local" | "readonly" => effect_export(w, args),
+        "read" | "mapfile" | "readarray" | "getopts" => effect_read(w, args),
+        "test" | "[" | "let" | "unset" => {
             for a in args {
-                if let Some((n, v)) = a.text.split_once('=')
-                    && is_assignment(&a.text)
-                {
-                    // `declare -a a=(rm -rf /)`: an array assignment, as bash reads it.
-                    if !a.dynamic && v.starts_with('(') && v.ends_with(')') {
-                        w.run_script(&a.text, &Input::Inherited);
-                        continue;
-                    }
-                    let value = if a.dynamic { None } else { Some(v.to_owned()) };
-                    if carried::runs_as_command(n) && !a.dynamic {
-                        w.run_code(&Arg::literal(v), &Input::Inherited, &display_argv(args));
-                    }
-                    w.set_var(n.trim_end_matches('+'), value);
+                w.run_subscript(&a.text);
+            }
+        }
+        // `hash -p /bin/rm ls`: `ls` now runs `/bin/rm`.
+        "hash" => {
+            let p = parse_args(args, &Spec::posix("pt", &[]));
+            if let Some(path) = p.values(Some('p'), &[]).next() {
+                let target = vec![program_name(path).to_owned()];
+                for n in &p.operands {
+                    w.alias(&n.text, (!n.dynamic).then(|| target.clone()));
                 }
             }
         }
-        "read" | "mapfile" | "readarray" | "getopts" => {
-            let p = parse_args(args, &Spec::gnu("adnNptu", &[]));
-            let names: Vec<String> = p
-                .operands
-                .iter()
-                .map(|a| a.text.clone())
-                .chain(p.values(Some('a'), &[]).map(str::to_owned))
-                .collect();
-            for n in names {
-                w.set_var(&n, None);
-            }
-        }
-        "printf" => {
-            let p = parse_args(args, &Spec::posix("v", &[]));
-            let names: Vec<String> = p.values(Some('v'), &[]).map(str::to_owned).collect();
-            // `printf -v c 'rm -rf %s' /` stores the formatted text.
-            let rest = &args[p.rest.min(args.len())..];
-            let value = match rest.split_first() {
-                Some((format, values)) if !rest.iter().any(|a| a.dynamic) => {
-                    printf(&format.text, values)
-                }
-                _ => None,
-            };
-            for n in names {
-                w.set_var(&n, value.clone());
-            }
-        }
+        "printf" => effect_printf(w, args),
         _ => {}
+    }
+}
+
+/// `cd`, `pushd`: the working directory the rest of the script sees.
+fn effect_cd(w: &mut Walker, args: &[Arg]) {
+    let operands: Vec<&Arg> = args
+        .iter()
+        .filter(|a| !a.text.starts_with('-') || a.text == "-")
+        .collect();
+    w.cwd = match operands.first() {
+        None => Cwd::Home(Vec::new()),
+        Some(a) if a.dynamic || a.text == "-" => Cwd::Unknown,
+        Some(a) => change_dir(&w.cwd, &a.text),
+    };
+}
+
+/// `export`, `declare`, …: the variables set, array assignments, namerefs and subscripts.
+fn effect_export(w: &mut Walker, args: &[Arg]) {
+    let nameref = args
+        .iter()
+        .any(|a| a.text.starts_with('-') && a.text.contains('n') && !a.text.starts_with("--"));
+    for a in args {
+        w.run_subscript(&a.text);
+        // `declare -n r=x`: `$r` is whatever `x` holds when used, which the walk does
+        // not follow; a reference to the hash table rebinds command names.
+        if nameref && let Some((n, target)) = a.text.split_once('=') {
+            if target.starts_with("BASH_CMDS") || target.starts_with("BASH_ALIASES") {
+                w.deny(
+                    Family::DynamicCommand,
+                    format!(
+                        "`{}` rebinds command names through a reference to bash's hash table.",
+                        display_argv(args)
+                    ),
+                );
+            }
+            w.set_var(n, None);
+            continue;
+        }
+        if let Some((n, v)) = a.text.split_once('=')
+            && is_assignment(&a.text)
+        {
+            // `declare -a a=(rm -rf /)`: an array assignment, as bash reads it.
+            if !a.dynamic && v.starts_with('(') && v.ends_with(')') {
+                w.run_script(&a.text, &Input::Inherited);
+                continue;
+            }
+            let value = if a.dynamic { None } else { Some(v.to_owned()) };
+            if carried::runs_as_command(n) && !a.dynamic {
+                w.run_code(&Arg::literal(v), &Input::Inherited, &display_argv(args));
+            }
+            w.set_var(n.trim_end_matches('+'), value);
+        }
+    }
+}
+
+/// `read`, `mapfile`, …: variables now unknown.
+fn effect_read(w: &mut Walker, args: &[Arg]) {
+    let p = parse_args(args, &Spec::gnu("adnNptu", &[]));
+    let names: Vec<String> = p
+        .operands
+        .iter()
+        .map(|a| a.text.clone())
+        .chain(p.values(Some('a'), &[]).map(str::to_owned))
+        .collect();
+    for n in names {
+        w.set_var(&n, None);
+    }
+}
+
+/// `printf -v`: the variable set to the formatted text.
+fn effect_printf(w: &mut Walker, args: &[Arg]) {
+    for a in args {
+        w.run_subscript(&a.text);
+    }
+    let p = parse_args(args, &Spec::posix("v", &[]));
+    let names: Vec<String> = p.values(Some('v'), &[]).map(str::to_owned).collect();
+    // `printf -v c 'rm -rf %s' /` stores the formatted text.
+    let rest = &args[p.rest.min(args.len())..];
+    let value = match rest.split_first() {
+        Some((format, values)) if !rest.iter().any(|a| a.dynamic) => printf(&format.text, values),
+        _ => None,
+    };
+    for n in names {
+        w.set_var(&n, value.clone());
     }
 }
 
@@ -512,133 +517,64 @@ fn above(start: &[String], dir: &str) -> Cwd {
 }
 
 /// What a command writes to stdout, as far as the rules care.
-fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
-    let any_dynamic = args.iter().any(|a| a.dynamic);
-    let mut arg_taint = Taint::default();
+/// What the arguments of a command carry, merged.
+fn args_taint(args: &[Arg]) -> Taint {
+    let mut taint = Taint::default();
     for a in args {
-        arg_taint.merge(a.taint);
+        taint.merge(a.taint);
     }
-    let passthrough = || {
-        let mut taint = stdin.taint();
-        taint.merge(arg_taint);
-        Output {
-            taint,
-            text: None,
-            files_only: matches!(stdin, Input::File(_)),
-            listed: None,
-        }
-    };
+    taint
+}
+
+/// The output of a command that passes on what its input and arguments carry.
+fn passthrough(stdin: &Input, args: &[Arg]) -> Output {
+    let mut taint = stdin.taint();
+    taint.merge(args_taint(args));
+    Output {
+        taint,
+        text: None,
+        files_only: matches!(stdin, Input::File(_)),
+        listed: None,
+    }
+}
+
+fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
     match name {
-        "echo" => {
-            let mut newline = true;
-            let mut escapes = false;
-            let mut i = 0;
-            while i < args.len() {
-                let t = &args[i].text;
-                if t.len() > 1 && t.starts_with('-') && t[1..].chars().all(|c| "neE".contains(c)) {
-                    newline &= !t.contains('n');
-                    escapes |= t.contains('e');
-                    i += 1;
-                } else {
-                    break;
-                }
-            }
-            let mut text = args[i..]
-                .iter()
-                .map(|a| a.text.as_str())
-                .collect::<Vec<_>>()
-                .join(" ");
-            if escapes {
-                text = decode_ansi_c(&text);
-            }
-            if newline {
-                text.push('\n');
-            }
-            Output {
-                taint: arg_taint,
-                text: (!any_dynamic).then_some(text),
-                files_only: false,
-                listed: None,
-            }
-        }
-        "printf" => {
-            let text = if any_dynamic || args.is_empty() || args[0].text.starts_with('-') {
-                None
-            } else {
-                printf(&args[0].text, &args[1..])
-            };
-            Output {
-                taint: arg_taint,
-                text,
-                files_only: false,
-                listed: None,
-            }
-        }
+        "echo" => output_echo(args),
+        "printf" => output_printf(args),
         "true" | ":" => Output::text(String::new()),
         "ls" if args.iter().all(|a| a.text.starts_with('-')) => Output {
             listed: Some(vec!["*".to_owned()]),
             ..Output::default()
         },
-        "find" => {
-            let parts = destruction::FindParts::parse(args);
-            let listed = parts
-                .roots
-                .iter()
-                .map(|r| {
-                    if parts.has_filter {
-                        format!("{}/{{}}", r.text.trim_end_matches('/'))
-                    } else {
-                        r.text.clone()
-                    }
-                })
-                .collect();
-            Output {
-                listed: Some(listed),
-                ..Output::default()
-            }
-        }
+        "find" => output_find(args),
         "pwd" => Output::text(".\n".to_owned()),
         // Path helpers, resolved lexically on a known operand: `$(dirname "$PWD")` is `..`,
         // `$(realpath ~)` is the home directory.
-        "dirname" | "realpath" | "readlink" if !any_dynamic => {
-            let ops: Vec<&str> = args
-                .iter()
-                .map(|a| a.text.as_str())
-                .filter(|t| !t.starts_with('-'))
-                .collect();
-            if name == "readlink"
-                && !args.iter().any(|a| {
-                    a.text.starts_with("-f")
-                        || a.text.starts_with("-e")
-                        || a.text.starts_with("-m")
-                        || a.text == "--canonicalize"
-                })
-            {
-                return passthrough();
-            }
-            let text: String = ops
-                .iter()
-                .map(|p| {
-                    let p = if name == "dirname" {
-                        lexical_dirname(p)
-                    } else {
-                        (*p).to_owned()
-                    };
-                    format!("{p}\n")
-                })
-                .collect();
-            if ops.is_empty() {
-                passthrough()
-            } else {
-                Output::text(text)
-            }
+        "dirname" | "realpath" | "readlink" if !args.iter().any(|a| a.dynamic) => {
+            output_dirname(name, args, stdin)
         }
         // `$(git rev-parse --show-toplevel)` is the workspace root.
         "git" if args.iter().any(|a| a.text == "--show-toplevel") => match &w.cwd {
             Cwd::Root => Output::text(".\n".to_owned()),
             Cwd::Workspace(down) => Output::text(format!("{}\n", vec![".."; down.len()].join("/"))),
-            _ => passthrough(),
+            _ => passthrough(stdin, args),
         },
+        // `git archive`, `git bundle create -`, `docker save`: the repository or an image on
+        // stdout, as file contents.
+        "git" | "docker" | "podman"
+            if args
+                .iter()
+                .any(|a| matches!(a.text.as_str(), "archive" | "bundle" | "save" | "export"))
+                && !args.iter().any(|a| {
+                    a.text == "-o" || a.text.starts_with("--output") || a.text.ends_with(".bundle")
+                }) =>
+        {
+            let mut out = passthrough(stdin, args);
+            out.taint.secret = true;
+            out.files_only = true;
+            out
+        }
         "whoami" | "id" | "hostname" | "uname" | "groups" | "logname" => Output {
             taint: Taint {
                 secret: true,
@@ -647,29 +583,7 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             ..Output::default()
         },
         "cat" | "base64" | "rev" | "xxd" if args.iter().all(|a| a.text.starts_with('-')) => {
-            let decode = args
-                .iter()
-                .any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D" | "-di" | "-id"));
-            let reverse_hex = name == "xxd" && args.iter().any(|a| a.text.starts_with("-r"));
-            let text = match stdin {
-                Input::Static(t) => match name {
-                    "cat" => Some(t.clone()),
-                    "base64" if decode => decode_base64(t),
-                    "rev" => Some(
-                        t.lines()
-                            .map(|l| l.chars().rev().collect::<String>() + "\n")
-                            .collect(),
-                    ),
-                    "xxd" if reverse_hex => decode_hex(t),
-                    _ => None,
-                },
-                Input::Stream(o) if name == "cat" => return o.clone(),
-                _ => None,
-            };
-            match text {
-                Some(t) => Output::text(t),
-                None => passthrough(),
-            }
+            output_cat(name, args, stdin)
         }
         "env" | "printenv" => Output {
             taint: Taint {
@@ -683,49 +597,181 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             for a in args.iter().filter(|a| !a.text.starts_with('-')) {
                 w.downloaded.insert(plain_path(&a.text));
             }
-            passthrough()
+            passthrough(stdin, args)
         }
         _ if is_downloader(name) => {
             code::note_download_files(w, name, args);
-            let mut out = passthrough();
+            let mut out = passthrough(stdin, args);
             out.taint.download = true;
             out.files_only = false;
             out
         }
-        _ if is_file_reader(name) => {
-            let mut operands: Vec<&Arg> =
-                args.iter().filter(|a| !a.text.starts_with('-')).collect();
-            // The first operand of a filter language is its program, not a file
-            // (`jq -r .url`, `grep KEY`), unless the program came from an option.
-            let program_first = matches!(
-                name,
-                "jq" | "yq" | "sed" | "awk" | "gawk" | "grep" | "egrep" | "fgrep" | "rg"
-            ) && !args.iter().any(|a| {
-                matches!(
-                    a.text.as_str(),
-                    "-e" | "-f" | "--expression" | "--file" | "--from-file"
-                )
-            });
-            if program_first && !operands.is_empty() {
-                operands.remove(0);
-            }
-            let mut out = passthrough();
-            let exports_keys = name == "gpg" && args.iter().any(|a| a.text.starts_with("--export"));
-            if !operands.is_empty() || matches!(stdin, Input::File(_)) || exports_keys {
-                out.taint.secret = true;
-            }
-            out.files_only = name == "cat"
-                && (operands.iter().all(|a| !a.dynamic)
-                    && (!operands.is_empty() || matches!(stdin, Input::File(_))));
-            if name == "cat"
-                && operands.is_empty()
-                && let Input::Stream(o) = stdin
-            {
-                out.files_only = o.files_only;
-            }
-            out
+        _ if is_file_reader(name) => output_reader(name, args, stdin),
+        _ => passthrough(stdin, args),
+    }
+}
+
+/// What `dirname`, `realpath` and `readlink` print, resolved lexically.
+fn output_dirname(name: &str, args: &[Arg], stdin: &Input) -> Output {
+    let ops: Vec<&str> = args
+        .iter()
+        .map(|a| a.text.as_str())
+        .filter(|t| !t.starts_with('-'))
+        .collect();
+    if name == "readlink"
+        && !args.iter().any(|a| {
+            a.text.starts_with("-f")
+                || a.text.starts_with("-e")
+                || a.text.starts_with("-m")
+                || a.text == "--canonicalize"
+        })
+    {
+        return passthrough(stdin, args);
+    }
+    let text: String = ops
+        .iter()
+        .map(|p| {
+            let p = if name == "dirname" {
+                lexical_dirname(p)
+            } else {
+                (*p).to_owned()
+            };
+            format!("{p}\n")
+        })
+        .collect();
+    if ops.is_empty() {
+        passthrough(stdin, args)
+    } else {
+        Output::text(text)
+    }
+}
+
+/// What `cat`, `base64 -d`, `rev` and `xxd -r` print for an input the walk knows.
+fn output_cat(name: &str, args: &[Arg], stdin: &Input) -> Output {
+    let decode = args
+        .iter()
+        .any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D" | "-di" | "-id"));
+    let reverse_hex = name == "xxd" && args.iter().any(|a| a.text.starts_with("-r"));
+    let text = match stdin {
+        Input::Static(t) => match name {
+            "cat" => Some(t.clone()),
+            "base64" if decode => decode_base64(t),
+            "rev" => Some(
+                t.lines()
+                    .map(|l| l.chars().rev().collect::<String>() + "\n")
+                    .collect(),
+            ),
+            "xxd" if reverse_hex => decode_hex(t),
+            _ => None,
+        },
+        Input::Stream(o) if name == "cat" => return o.clone(),
+        _ => None,
+    };
+    match text {
+        Some(t) => Output::text(t),
+        None => passthrough(stdin, args),
+    }
+}
+
+/// What a file reader prints: file contents, marked as such.
+fn output_reader(name: &str, args: &[Arg], stdin: &Input) -> Output {
+    let mut operands: Vec<&Arg> = args.iter().filter(|a| !a.text.starts_with('-')).collect();
+    // The first operand of a filter language is its program, not a file
+    // (`jq -r .url`, `grep KEY`), unless the program came from an option.
+    let program_first = has_role(name, Role::Filter)
+        && !args.iter().any(|a| {
+            matches!(
+                a.text.as_str(),
+                "-e" | "-f" | "--expression" | "--file" | "--from-file"
+            )
+        });
+    if program_first && !operands.is_empty() {
+        operands.remove(0);
+    }
+    let mut out = passthrough(stdin, args);
+    let exports_keys = name == "gpg" && args.iter().any(|a| a.text.starts_with("--export"));
+    if !operands.is_empty() || matches!(stdin, Input::File(_)) || exports_keys {
+        out.taint.secret = true;
+    }
+    out.files_only = name == "cat"
+        && (operands.iter().all(|a| !a.dynamic)
+            && (!operands.is_empty() || matches!(stdin, Input::File(_))));
+    if name == "cat"
+        && operands.is_empty()
+        && let Input::Stream(o) = stdin
+    {
+        out.files_only = o.files_only;
+    }
+    out
+}
+
+/// What `echo` prints.
+fn output_echo(args: &[Arg]) -> Output {
+    let mut newline = true;
+    let mut escapes = false;
+    let mut i = 0;
+    while i < args.len() {
+        let t = &args[i].text;
+        if t.len() > 1 && t.starts_with('-') && t[1..].chars().all(|c| "neE".contains(c)) {
+            newline &= !t.contains('n');
+            escapes |= t.contains('e');
+            i += 1;
+        } else {
+            break;
         }
-        _ => passthrough(),
+    }
+    let mut text = args[i..]
+        .iter()
+        .map(|a| a.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if escapes {
+        text = decode_ansi_c(&text);
+    }
+    if newline {
+        text.push('\n');
+    }
+    Output {
+        taint: args_taint(args),
+        text: (!args.iter().any(|a| a.dynamic)).then_some(text),
+        files_only: false,
+        listed: None,
+    }
+}
+
+/// What `printf` prints.
+fn output_printf(args: &[Arg]) -> Output {
+    let text = if args.iter().any(|a| a.dynamic) || args.is_empty() || args[0].text.starts_with('-')
+    {
+        None
+    } else {
+        printf(&args[0].text, &args[1..])
+    };
+    Output {
+        taint: args_taint(args),
+        text,
+        files_only: false,
+        listed: None,
+    }
+}
+
+/// The paths `find` lists.
+fn output_find(args: &[Arg]) -> Output {
+    let parts = destruction::FindParts::parse(args);
+    let listed = parts
+        .roots
+        .iter()
+        .map(|r| {
+            if parts.has_filter {
+                format!("{}/{{}}", r.text.trim_end_matches('/'))
+            } else {
+                r.text.clone()
+            }
+        })
+        .collect();
+    Output {
+        listed: Some(listed),
+        ..Output::default()
     }
 }
 

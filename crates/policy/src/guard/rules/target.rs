@@ -418,7 +418,9 @@ pub(crate) fn host_credential(text: &str, cwd: &Cwd) -> Option<String> {
     let system = matches!(
         joined.as_str(),
         "/etc/shadow" | "/etc/gshadow" | "/etc/sudoers" | "/etc/shadow-" | "/etc/security/opasswd"
-    ) || (joined.starts_with("/etc/ssh/ssh_host_") && joined.ends_with("_key"));
+    ) || (joined.starts_with("/etc/ssh/ssh_host_") && joined.ends_with("_key"))
+        || joined.starts_with("/var/run/secrets/")
+        || joined.starts_with("/run/secrets/");
     system.then_some(joined)
 }
 
@@ -454,6 +456,28 @@ const HOME_CREDENTIAL_STORES: &[&str] = &[
     ".m2/settings-security.xml",
     ".vault-token",
     ".pgpass",
+    ".my.cnf",
+    ".s3cfg",
+    ".config/rclone",
+    ".config/doctl",
+    ".config/op",
+    ".config/sops",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".mozilla",
+    ".thunderbird",
+    ".bash_history",
+    ".zsh_history",
+    ".sh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".node_repl_history",
+    ".rediscli_history",
+    ".local/share/fish/fish_history",
 ];
 
 /// `comps` (below the home directory) is a credential store of [`HOME_CREDENTIAL_STORES`], is
