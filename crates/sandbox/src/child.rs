@@ -16,7 +16,7 @@ use crate::plan::{Op, Step};
 /// Steps outside the mount plan, reported by number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
-pub(crate) enum Stage {
+pub(crate) enum SetupStep {
     ParentDeath = 1,
     Fds,
     UidMap,
@@ -35,9 +35,9 @@ pub(crate) enum Stage {
     Cgroup,
 }
 
-impl Stage {
-    pub(crate) fn from_u32(v: u32) -> Option<Stage> {
-        use Stage::*;
+impl SetupStep {
+    pub(crate) fn from_u32(v: u32) -> Option<SetupStep> {
+        use SetupStep::*;
         [
             ParentDeath,
             Fds,
@@ -62,22 +62,22 @@ impl Stage {
 
     pub(crate) fn describe(self) -> &'static str {
         match self {
-            Stage::ParentDeath => "arranging to die with the parent",
-            Stage::Fds => "setting up file descriptors",
-            Stage::UidMap => "writing the uid/gid maps",
-            Stage::Hostname => "setting the hostname",
-            Stage::Loopback => "bringing up the loopback interface",
-            Stage::PivotRoot => "pivoting into the new root",
-            Stage::Fork => "forking the command",
-            Stage::Chdir => "changing to the working directory",
-            Stage::Rlimit => "setting resource limits",
-            Stage::NoNewPrivs => "setting no_new_privs",
-            Stage::LandlockRule => "adding a Landlock rule",
-            Stage::LandlockRestrict => "enforcing Landlock",
-            Stage::Seccomp => "loading the seccomp filter",
-            Stage::Exec => "executing the command",
-            Stage::Prepare => "preparing the run in the warm sandbox host",
-            Stage::Cgroup => "joining the run's control group",
+            SetupStep::ParentDeath => "arranging to die with the parent",
+            SetupStep::Fds => "setting up file descriptors",
+            SetupStep::UidMap => "writing the uid/gid maps",
+            SetupStep::Hostname => "setting the hostname",
+            SetupStep::Loopback => "bringing up the loopback interface",
+            SetupStep::PivotRoot => "pivoting into the new root",
+            SetupStep::Fork => "forking the command",
+            SetupStep::Chdir => "changing to the working directory",
+            SetupStep::Rlimit => "setting resource limits",
+            SetupStep::NoNewPrivs => "setting no_new_privs",
+            SetupStep::LandlockRule => "adding a Landlock rule",
+            SetupStep::LandlockRestrict => "enforcing Landlock",
+            SetupStep::Seccomp => "loading the seccomp filter",
+            SetupStep::Exec => "executing the command",
+            SetupStep::Prepare => "preparing the run in the warm sandbox host",
+            SetupStep::Cgroup => "joining the run's control group",
         }
     }
 }
@@ -201,7 +201,7 @@ pub(crate) fn report_and_exit(err_w: RawFd, kind: u32, index: u32, err: i32) -> 
     }
 }
 
-fn fail_stage(ctx: &ChildCtx<'_>, stage: Stage) -> ! {
+fn fail_stage(ctx: &ChildCtx<'_>, stage: SetupStep) -> ! {
     fail(ctx, KIND_STAGE, stage as u32, errno())
 }
 
@@ -358,19 +358,19 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         for &fd in ctx.cgroup_procs {
             let n = libc::write(fd, b"0".as_ptr().cast(), 1);
             if n != 1 {
-                fail_stage(ctx, Stage::Cgroup);
+                fail_stage(ctx, SetupStep::Cgroup);
             }
             libc::close(fd);
         }
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            fail_stage(ctx, Stage::ParentDeath);
+            fail_stage(ctx, SetupStep::ParentDeath);
         }
         reset_signals();
         if libc::dup2(ctx.stdin, 0) < 0
             || libc::dup2(ctx.stdout, 1) < 0
             || libc::dup2(ctx.stderr, 2) < 0
         {
-            fail_stage(ctx, Stage::Fds);
+            fail_stage(ctx, SetupStep::Fds);
         }
         let mut keep = [
             0,
@@ -399,7 +399,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
                 || !write_file(c"/proc/self/uid_map", ctx.uid_map.to_bytes())
                 || !write_file(c"/proc/self/gid_map", ctx.gid_map.to_bytes()))
         {
-            fail_stage(ctx, Stage::UidMap);
+            fail_stage(ctx, SetupStep::UidMap);
         }
         for (i, step) in ctx.steps.iter().enumerate().skip(ctx.first_step) {
             if !run_op(&step.op) {
@@ -415,7 +415,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
             finish_namespaces(ctx);
         }
         if !ctx.pivoted && !pivot_into(ctx.newroot) {
-            fail_stage(ctx, Stage::PivotRoot);
+            fail_stage(ctx, SetupStep::PivotRoot);
         }
 
         // The command starts vfork-style: it shares this process's memory on its own stack,
@@ -428,7 +428,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
             ctx as *const ChildCtx<'_> as *mut libc::c_void,
         );
         if pid < 0 {
-            fail_stage(ctx, Stage::Fork);
+            fail_stage(ctx, SetupStep::Fork);
         }
         let pid = pid as libc::pid_t;
         libc::close(0);
@@ -474,12 +474,12 @@ pub(crate) fn pivot_into(newroot: &std::ffi::CStr) -> bool {
 }
 
 /// The hostname and the loopback interface of fresh uts and net namespaces; the failing stage.
-pub(crate) fn ready_namespaces(private_net: bool) -> Result<(), Stage> {
+pub(crate) fn ready_namespaces(private_net: bool) -> Result<(), SetupStep> {
     if !set_hostname() {
-        return Err(Stage::Hostname);
+        return Err(SetupStep::Hostname);
     }
     if private_net && !loopback_up() {
-        return Err(Stage::Loopback);
+        return Err(SetupStep::Loopback);
     }
     Ok(())
 }
@@ -550,7 +550,7 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
         libc::setsid();
 
         if libc::chdir(ctx.cwd.as_ptr()) != 0 {
-            fail_stage(ctx, Stage::Chdir);
+            fail_stage(ctx, SetupStep::Chdir);
         }
         for &(resource, soft, hard) in ctx.rlimits {
             let lim = libc::rlimit {
@@ -558,7 +558,7 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
                 rlim_max: hard,
             };
             if libc::setrlimit(resource, &raw const lim) != 0 {
-                fail_stage(ctx, Stage::Rlimit);
+                fail_stage(ctx, SetupStep::Rlimit);
             }
         }
         // Descriptors leaked by other threads of the parent must not reach the command.
@@ -569,7 +569,7 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
             libc::CLOSE_RANGE_CLOEXEC,
         );
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            fail_stage(ctx, Stage::NoNewPrivs);
+            fail_stage(ctx, SetupStep::NoNewPrivs);
         }
         for rule in ctx.landlock_rules {
             let fd = libc::open(rule.path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
@@ -577,7 +577,7 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
                 if errno() == libc::ENOENT {
                     continue;
                 }
-                fail_stage(ctx, Stage::LandlockRule);
+                fail_stage(ctx, SetupStep::LandlockRule);
             }
             let attr = PathBeneathAttr {
                 allowed_access: rule.access,
@@ -592,16 +592,16 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
             );
             libc::close(fd);
             if r != 0 {
-                fail_stage(ctx, Stage::LandlockRule);
+                fail_stage(ctx, SetupStep::LandlockRule);
             }
         }
         if libc::syscall(libc::SYS_landlock_restrict_self, ctx.landlock_fd, 0u32) != 0 {
-            fail_stage(ctx, Stage::LandlockRestrict);
+            fail_stage(ctx, SetupStep::LandlockRestrict);
         }
         libc::close(ctx.landlock_fd);
         // A program too long for the length field is never cut short: the run fails.
         let Ok(len) = libc::c_ushort::try_from(ctx.bpf.len()) else {
-            fail_stage(ctx, Stage::Seccomp);
+            fail_stage(ctx, SetupStep::Seccomp);
         };
         let prog = libc::sock_fprog {
             len,
@@ -614,7 +614,7 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
             &raw const prog,
         ) != 0
         {
-            fail_stage(ctx, Stage::Seccomp);
+            fail_stage(ctx, SetupStep::Seccomp);
         }
         let mut last = libc::ENOENT;
         for cand in ctx.candidates {
@@ -624,6 +624,6 @@ fn command_main(ctx: &ChildCtx<'_>) -> ! {
                 last = e;
             }
         }
-        fail(ctx, KIND_STAGE, Stage::Exec as u32, last)
+        fail(ctx, KIND_STAGE, SetupStep::Exec as u32, last)
     }
 }

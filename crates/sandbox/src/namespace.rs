@@ -60,7 +60,7 @@ fn run(spec: &SandboxSpec, settings: &SandboxSettings) -> Result<Outcome, Sandbo
     // the run failed before anything of the command ran, so run it again on rlimits.
     match result {
         Err(SandboxError::Setup { ref step, .. })
-            if with_cgroup && step == child::Stage::Cgroup.describe() =>
+            if with_cgroup && step == child::SetupStep::Cgroup.describe() =>
         {
             CGROUP_JOIN_FAILED.store(true, Ordering::Relaxed);
             run_with(spec, settings, false)

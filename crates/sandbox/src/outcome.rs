@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::capture::Collector;
 use crate::cgroup::CG_CPU_TIME;
-use crate::child::{KIND_PLAN, KIND_STAGE, Stage};
+use crate::child::{KIND_PLAN, KIND_STAGE, SetupStep};
 use crate::error::SandboxError;
 use crate::launch::{ParentIo, RunRequest};
 use crate::plan;
@@ -206,8 +206,8 @@ fn decode_failure(rec: &[u8], steps: &[plan::Step], argv0: &OsStr) -> SandboxErr
     let word = |i: usize| u32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
     let (kind, index, errno) = (word(0), word(4), word(8).cast_signed());
     let source = io::Error::from_raw_os_error(errno);
-    match (kind, Stage::from_u32(index)) {
-        (KIND_STAGE, Some(Stage::Exec)) => SandboxError::Exec {
+    match (kind, SetupStep::from_u32(index)) {
+        (KIND_STAGE, Some(SetupStep::Exec)) => SandboxError::Exec {
             program: argv0.to_owned(),
             source,
         },

@@ -271,7 +271,7 @@ pub(crate) fn spare_main(
             crate::child::report_and_exit(
                 err_w,
                 crate::child::KIND_STAGE,
-                crate::child::Stage::Exec as u32,
+                crate::child::SetupStep::Exec as u32,
                 e,
             )
         }
@@ -281,7 +281,7 @@ pub(crate) fn spare_main(
     crate::child::report_and_exit(
         err_w,
         crate::child::KIND_STAGE,
-        crate::child::Stage::Prepare as u32,
+        crate::child::SetupStep::Prepare as u32,
         errno,
     )
 }
