@@ -72,14 +72,17 @@ struct Global {
     /// Session name; each session has its own staged changes.
     #[arg(long, global = true, default_value = "default")]
     session: String,
-    /// Work mode: discuss (read-only), plan (plan artifacts only) or build.
-    #[arg(long, global = true, default_value = "discuss", value_parser = one_of::<WorkMode>(&["discuss", "plan", "build"]))]
-    mode: WorkMode,
-    /// Permission mode: auto, or ask the operator for gated calls.
-    #[arg(long, global = true, default_value = "auto", value_parser = one_of::<PermissionMode>(&["auto", "ask"]))]
-    permission: PermissionMode,
-    /// Access profile (default: the widest the mode allows, never unrestricted).
-    #[arg(long, global = true, value_parser = one_of::<Profile>(&["readonly", "plan", "allowlist", "allow-all"]))]
+    /// Work mode: discuss (read-only), plan (plan artifacts only) or build [default: the user
+    /// config's `[defaults] mode`, else discuss].
+    #[arg(long, global = true, env = "AIRLOCK_MODE", value_parser = one_of::<WorkMode>(&["discuss", "plan", "build"]))]
+    mode: Option<WorkMode>,
+    /// Permission mode: auto, or ask the operator for gated calls [default: the user config's
+    /// `[defaults] permission`, else auto].
+    #[arg(long, global = true, env = "AIRLOCK_PERMISSION", value_parser = one_of::<PermissionMode>(&["auto", "ask"]))]
+    permission: Option<PermissionMode>,
+    /// Access profile (default: the user config's `[defaults] profile`, else the widest the
+    /// mode allows, never unrestricted).
+    #[arg(long, global = true, env = "AIRLOCK_PROFILE", value_parser = one_of::<Profile>(&["readonly", "plan", "allowlist", "allow-all"]))]
     profile: Option<Profile>,
     /// Honour the workspace-local `.airlock/config.toml` (ignored by default).
     #[arg(long, global = true)]
@@ -94,6 +97,30 @@ struct Global {
     /// What `main` read from the environment (no flag).
     #[arg(skip)]
     settings: Settings,
+}
+
+impl Global {
+    /// Fills mode, permission and profile that neither a flag nor an `AIRLOCK_MODE`-style
+    /// variable gave from the user config's `[defaults]` (never the workspace-local config).
+    fn apply_defaults(&mut self) -> Result<(), airlock_policy::rules::ConfigError> {
+        if self.mode.is_some() && self.permission.is_some() && self.profile.is_some() {
+            return Ok(());
+        }
+        let Some(path) = airlock_policy::rules::user_config_path_from(
+            self.settings
+                .xdg_config_home
+                .as_deref()
+                .map(|p| p.as_os_str()),
+            self.settings.home.as_deref().map(|p| p.as_os_str()),
+        ) else {
+            return Ok(());
+        };
+        let d = airlock_policy::rules::load_defaults(&path)?;
+        self.mode = self.mode.or(d.mode);
+        self.permission = self.permission.or(d.permission);
+        self.profile = self.profile.or(d.profile);
+        Ok(())
+    }
 }
 
 /// A flag's parser: one of `names` (clap lists them in help and errors), parsed into `T`.
@@ -296,7 +323,8 @@ fn init_logging() {
 
 type CliResult = Result<i32, Box<dyn std::error::Error>>;
 
-fn run(cli: Cli) -> CliResult {
+fn run(mut cli: Cli) -> CliResult {
+    cli.global.apply_defaults()?;
     let g = cli.global.clone();
     match cli.command {
         Command::Guard { command, batch } => cmd_guard(&g, command, batch),
@@ -315,7 +343,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Setup(args) => Ok(crate::setup::command(
             &args,
             g.workspace.as_deref(),
-            g.permission.as_str(),
+            g.permission.unwrap_or(PermissionMode::Auto).as_str(),
             g.profile.map(|p| p.as_str()),
         )),
         Command::Mcp => {
@@ -462,8 +490,8 @@ fn kernel_config(g: &Global) -> Result<KernelConfig, Box<dyn std::error::Error>>
     Ok(KernelConfig {
         workspace,
         session: g.session.clone(),
-        mode: g.mode,
-        permission: g.permission,
+        mode: g.mode.unwrap_or(WorkMode::Discuss),
+        permission: g.permission.unwrap_or(PermissionMode::Auto),
         profile: g.profile,
         allow_local_config: g.allow_local_config,
         allow_degraded: g.allow_degraded,

@@ -419,6 +419,79 @@ struct RawConfig {
     unrestricted: Option<toml::Spanned<toml::Value>>,
     #[serde(default)]
     verify: Option<RawVerify>,
+    #[serde(default)]
+    defaults: Option<toml::Spanned<RawDefaults>>,
+}
+
+/// `[defaults]`: the operator's default mode, permission and profile for every session (the
+/// user config only; flags and `AIRLOCK_MODE`-style variables win).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    #[serde(default)]
+    mode: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    permission: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    profile: Option<toml::Spanned<String>>,
+}
+
+/// The operator's defaults from the user config's `[defaults]` table. A command-line flag or
+/// an `AIRLOCK_MODE`/`AIRLOCK_PERMISSION`/`AIRLOCK_PROFILE` variable wins over them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Defaults {
+    /// Default work mode.
+    pub mode: Option<crate::modes::WorkMode>,
+    /// Default permission mode.
+    pub permission: Option<crate::modes::PermissionMode>,
+    /// Default access profile (never `unrestricted`: that is the operator's flag only).
+    pub profile: Option<crate::modes::Profile>,
+}
+
+/// Reads `[defaults]` from the user config at `path` (absent file or table: no defaults). A
+/// value that names no mode, permission or profile, or names `unrestricted`, is an error naming
+/// the file and line.
+pub fn load_defaults(path: &Path) -> Result<Defaults, ConfigError> {
+    let Some(text) = read_if_present(path)? else {
+        return Ok(Defaults::default());
+    };
+    let raw: RawConfig = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+        path: path.to_path_buf(),
+        line: e.span().map(|s| line_of(&text, s.start)).unwrap_or(0),
+        message: e.message().to_string(),
+    })?;
+    let Some(d) = raw.defaults.map(toml::Spanned::into_inner) else {
+        return Ok(Defaults::default());
+    };
+    fn parse<T: std::str::FromStr>(
+        v: Option<toml::Spanned<String>>,
+        key: &str,
+        path: &Path,
+        text: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(v) = v else { return Ok(None) };
+        let line = line_of(text, v.span().start);
+        if key == "profile" && v.get_ref() == "unrestricted" {
+            return Err(ConfigError::Syntax {
+                path: path.to_path_buf(),
+                line,
+                message: "`defaults.profile` cannot be `unrestricted`: only the operator's flag lifts the jail, for one session".into(),
+            });
+        }
+        v.get_ref()
+            .parse::<T>()
+            .map(Some)
+            .map_err(|_| ConfigError::Syntax {
+                path: path.to_path_buf(),
+                line,
+                message: format!("`defaults.{key}` = {:?} is not a known {key}", v.get_ref()),
+            })
+    }
+    Ok(Defaults {
+        mode: parse(d.mode, "mode", path, &text)?,
+        permission: parse(d.permission, "permission", path, &text)?,
+        profile: parse(d.profile, "profile", path, &text)?,
+    })
 }
 
 #[derive(Deserialize)]
@@ -619,6 +692,15 @@ pub fn merge_file_for(
                 config.verify_command = Some(c);
             }
         }
+    }
+    if let (Some(d), Some(ws)) = (&raw.defaults, workspace)
+        && path == local_config_path(ws)
+    {
+        config.notices.push(format!(
+            "Ignored `[defaults]` in {}:{}: defaults come from the user config only.",
+            path.display(),
+            line_of(text, d.span().start)
+        ));
     }
     for (key, value) in [("profile", raw.profile), ("unrestricted", raw.unrestricted)] {
         if let Some(v) = value {
