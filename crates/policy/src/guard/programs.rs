@@ -41,7 +41,10 @@ use super::Family;
 use super::normalize::Arg;
 
 /// The table source, embedded at build time.
+#[cfg(test)]
 const SOURCE: &str = include_str!("programs.toml");
+/// The same table as JSON, converted by the build script: what the guard loads at run time.
+const SOURCE_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/programs.json"));
 
 /// What a program does, as far as the rules care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -494,7 +497,7 @@ fn family(id: &str) -> Family {
 /// Parse the table. A malformed table is a build-time mistake caught by the unit tests; in
 /// use it fails closed: [`denials`] denies every command.
 fn load() -> Table {
-    let parsed: Result<Source, _> = toml::from_str(SOURCE);
+    let parsed: Result<Source, _> = serde_json::from_str(SOURCE_JSON);
     let broken = parsed.is_err();
     let source = parsed.unwrap_or(Source {
         program: Vec::new(),
