@@ -170,7 +170,7 @@ pub(crate) struct Walker {
 
 impl Walker {
     /// Record a finding.
-    pub(crate) fn deny(&mut self, family: Family, reason: impl Into<String>) {
+    fn deny(&mut self, family: Family, reason: impl Into<String>) {
         self.findings.push(Finding {
             family,
             reason: reason.into(),
@@ -185,7 +185,7 @@ impl Walker {
     }
 
     /// Parse and walk a script (the top level, `bash -c`, `eval`, a heredoc fed to a shell, …).
-    pub(crate) fn run_script(&mut self, src: &str, input: &Input) -> Output {
+    fn run_script(&mut self, src: &str, input: &Input) -> Output {
         if self.exhausted {
             return Output::unknown();
         }
@@ -804,14 +804,14 @@ impl Walker {
     /// Remember a value for a variable. Values accumulate: a later use may see any value
     /// assigned earlier on some path, so every one of them is judged.
     /// Mark a variable as holding what `taint` describes (`read l < .env`).
-    pub(crate) fn taint_var(&mut self, name: &str, taint: Taint) {
+    fn taint_var(&mut self, name: &str, taint: Taint) {
         let entry = self.vars.entry(name.to_owned()).or_default();
         entry.unknown = true;
         entry.taint.merge(taint);
     }
 
     /// Give a variable exactly this value (a `read` from a known line).
-    pub(crate) fn overwrite_var(&mut self, name: &str, values: Vec<String>) {
+    fn overwrite_var(&mut self, name: &str, values: Vec<String>) {
         let mut var = Var::default();
         for value in values {
             push_value(&mut var, value);
@@ -819,7 +819,7 @@ impl Walker {
         self.vars.insert(name.to_owned(), var);
     }
 
-    pub(crate) fn set_var(&mut self, name: &str, value: Option<String>) {
+    fn set_var(&mut self, name: &str, value: Option<String>) {
         let mut var = Var::default();
         match value {
             Some(v) => push_value(&mut var, v),
@@ -859,7 +859,7 @@ impl Walker {
     }
 
     /// Whether `path` was downloaded, or lies in a directory that was (a cloned repository).
-    pub(crate) fn is_downloaded(&self, path: &str) -> bool {
+    fn is_downloaded(&self, path: &str) -> bool {
         self.downloaded.contains(path)
             || self.downloaded.iter().any(|d| {
                 path.strip_prefix(d.as_str())
@@ -868,7 +868,7 @@ impl Walker {
     }
 
     /// Record that the command word `name` now runs `words` (`None`: unknown).
-    pub(crate) fn alias(&mut self, name: &str, words: Option<Vec<String>>) {
+    fn alias(&mut self, name: &str, words: Option<Vec<String>>) {
         if self.aliases.len() < 64 {
             self.aliases.insert(rules::target::plain_path(name), words);
         }
@@ -876,14 +876,14 @@ impl Walker {
 
     /// Code in an array subscript runs when bash evaluates it (`a[$(cmd)]=1`, `test -v`,
     /// `printf -v`, `declare`, `let`): walk it.
-    pub(crate) fn run_subscript(&mut self, text: &str) {
+    fn run_subscript(&mut self, text: &str) {
         if let Some(code) = subscript_code(text) {
             self.run_script(&format!(": {code}"), &Input::Inherited);
         }
     }
 
     /// Resolve wrappers, record the normalised command and judge it.
-    pub(crate) fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
+    fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
         self.resolve_name(&mut argv);
         self.normalized.push(display_argv(&argv));
         // `env 'BASH_FUNC_ls%%=() { …; }' bash`: an exported function the next bash defines.
@@ -1023,7 +1023,7 @@ impl Walker {
     }
 
     /// Run `bash -c CODE NAME ARGS…`: the code sees NAME as `$0` and ARGS as `$1`….
-    pub(crate) fn run_code_with_args(
+    fn run_code_with_args(
         &mut self,
         code: &Arg,
         stdin: &Input,
@@ -1038,7 +1038,7 @@ impl Walker {
     }
 
     /// Run a string as shell code: a `bash -c` argument, an `eval` line, a trap.
-    pub(crate) fn run_code(&mut self, code: &Arg, stdin: &Input, shown: &str) -> Output {
+    fn run_code(&mut self, code: &Arg, stdin: &Input, shown: &str) -> Output {
         if code.taint.download {
             self.deny(
                 Family::RemoteExec,
