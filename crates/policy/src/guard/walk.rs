@@ -1,7 +1,8 @@
 //! The walk over the syntax tree: every command the script can run, in order, with its words
 //! normalised (quote removal, `$'…'`, variables assigned earlier, static substitutions, brace
 //! expansion, field splitting) and its standard input traced (pipes, heredocs, here-strings,
-//! redirects). Each command is resolved through wrappers and handed to the rules.
+//! redirects). Each command is resolved through wrappers and handed to the rules, which act
+//! on the walk through its [`Effects`] implementation.
 //!
 //! Bounds: nesting depth, number of commands and number of expansion alternatives are capped;
 //! past a cap the script is denied as `unparseable` rather than analysed partially.

@@ -1,6 +1,9 @@
 //! The rule families, applied to one resolved command at a time, and what each command
 //! leaves behind for the rest of the walk: its output (static text, downloads, file contents),
 //! the working directory, variables.
+//!
+//! The rules see the walk only through [`Effects`]: they record denials, read and update the
+//! walk state, and hand carried code back to be walked, without depending on the walker.
 
 pub(crate) mod carried;
 mod code;
