@@ -18,6 +18,7 @@
 //! ```
 
 mod command;
+mod effects;
 mod normalize;
 mod parse;
 mod programs;

@@ -267,6 +267,14 @@ pub(crate) fn shorten(text: &str) -> String {
     }
 }
 
+/// What the next command in a pipeline reads.
+pub(crate) fn stream_input(out: &Output) -> Input {
+    match &out.text {
+        Some(t) if out.taint == Taint::default() => Input::Static(t.clone()),
+        _ => Input::Stream(out.clone()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,8 @@
 //! The walk over the syntax tree: every command the script can run, in order, with its words
 //! normalised (quote removal, `$'…'`, variables assigned earlier, static substitutions, brace
 //! expansion, field splitting) and its standard input traced (pipes, heredocs, here-strings,
-//! redirects). Each command is resolved through wrappers and handed to the rules.
+//! redirects). Each command is resolved through wrappers and handed to the rules, which act
+//! on the walk through its [`Effects`] implementation.
 //!
 //! Bounds: nesting depth, number of commands and number of expansion alternatives are capped;
 //! past a cap the script is denied as `unparseable` rather than analysed partially.
@@ -15,12 +16,12 @@ use brush_parser::word::{
 };
 
 use super::command::{Wrap, changes_root, is_privilege, program_name, unwrap};
+use super::effects::{Cwd, Effects};
 use super::normalize::{
-    Arg, Input, Output, Taint, decode_ansi_c, display_argv, is_secret_name, shorten,
+    Arg, Input, Output, Taint, decode_ansi_c, display_argv, is_secret_name, shorten, stream_input,
 };
 use super::parse;
 use super::rules;
-use super::rules::target::Cwd;
 use super::{Family, Finding};
 
 /// Deepest nesting of compound commands and nested scripts the walk follows.
@@ -123,21 +124,21 @@ impl Fields {
 /// Walk state: what the script has established so far.
 #[derive(Default)]
 pub(crate) struct Walker {
-    pub(crate) findings: Vec<Finding>,
+    findings: Vec<Finding>,
     normalized: Vec<String>,
     vars: HashMap<String, Var>,
     /// Files a download was written to.
-    pub(crate) downloaded: HashSet<String>,
+    downloaded: HashSet<String>,
     /// git remotes the script pointed at an address (`git remote add x https://…`).
-    pub(crate) addressed_remotes: HashSet<String>,
+    addressed_remotes: HashSet<String>,
     /// Where relative paths point.
-    pub(crate) cwd: Cwd,
+    cwd: Cwd,
     depth: usize,
     commands: usize,
     /// Functions being defined, innermost last (fork-bomb detection).
     functions: Vec<String>,
     /// The current command runs in a pipeline or in the background.
-    pub(crate) concurrent: bool,
+    concurrent: bool,
     /// A cap was hit; the walk stops adding work.
     exhausted: bool,
     /// The scripts being walked, innermost last (source positions index into them).
@@ -145,7 +146,7 @@ pub(crate) struct Walker {
     /// Field separators beyond the default blank, tab and newline (from `IFS=`).
     extra_separators: Vec<char>,
     /// Files the script wrote with statically known contents.
-    pub(crate) written: HashMap<String, String>,
+    written: HashMap<String, String>,
     /// Bytes of code parsed so far.
     parsed_bytes: usize,
     /// Functions the script defined: name and body source, re-walked at each call with the
@@ -160,17 +161,17 @@ pub(crate) struct Walker {
     defining: usize,
     /// Names bash resolves to another program: aliases, `hash -p`, `BASH_CMDS`, copies and
     /// links of a binary. `None`: a program the guard cannot know.
-    pub(crate) aliases: HashMap<String, Option<Vec<String>>>,
+    aliases: HashMap<String, Option<Vec<String>>>,
     /// An archive from the network was unpacked: what it held is unknown, and running any
     /// workspace program afterwards may run it.
-    pub(crate) extracted_download: bool,
+    extracted_download: bool,
     /// A proxy variable was set (`http_proxy=…`): requests to the loopback host may leave.
-    pub(crate) proxy_env: bool,
+    proxy_env: bool,
 }
 
 impl Walker {
     /// Record a finding.
-    pub(crate) fn deny(&mut self, family: Family, reason: impl Into<String>) {
+    fn deny(&mut self, family: Family, reason: impl Into<String>) {
         self.findings.push(Finding {
             family,
             reason: reason.into(),
@@ -185,7 +186,7 @@ impl Walker {
     }
 
     /// Parse and walk a script (the top level, `bash -c`, `eval`, a heredoc fed to a shell, …).
-    pub(crate) fn run_script(&mut self, src: &str, input: &Input) -> Output {
+    fn run_script(&mut self, src: &str, input: &Input) -> Output {
         if self.exhausted {
             return Output::unknown();
         }
@@ -804,14 +805,14 @@ impl Walker {
     /// Remember a value for a variable. Values accumulate: a later use may see any value
     /// assigned earlier on some path, so every one of them is judged.
     /// Mark a variable as holding what `taint` describes (`read l < .env`).
-    pub(crate) fn taint_var(&mut self, name: &str, taint: Taint) {
+    fn taint_var(&mut self, name: &str, taint: Taint) {
         let entry = self.vars.entry(name.to_owned()).or_default();
         entry.unknown = true;
         entry.taint.merge(taint);
     }
 
     /// Give a variable exactly this value (a `read` from a known line).
-    pub(crate) fn overwrite_var(&mut self, name: &str, values: Vec<String>) {
+    fn overwrite_var(&mut self, name: &str, values: Vec<String>) {
         let mut var = Var::default();
         for value in values {
             push_value(&mut var, value);
@@ -819,7 +820,7 @@ impl Walker {
         self.vars.insert(name.to_owned(), var);
     }
 
-    pub(crate) fn set_var(&mut self, name: &str, value: Option<String>) {
+    fn set_var(&mut self, name: &str, value: Option<String>) {
         let mut var = Var::default();
         match value {
             Some(v) => push_value(&mut var, v),
@@ -859,7 +860,7 @@ impl Walker {
     }
 
     /// Whether `path` was downloaded, or lies in a directory that was (a cloned repository).
-    pub(crate) fn is_downloaded(&self, path: &str) -> bool {
+    fn is_downloaded(&self, path: &str) -> bool {
         self.downloaded.contains(path)
             || self.downloaded.iter().any(|d| {
                 path.strip_prefix(d.as_str())
@@ -868,7 +869,7 @@ impl Walker {
     }
 
     /// Record that the command word `name` now runs `words` (`None`: unknown).
-    pub(crate) fn alias(&mut self, name: &str, words: Option<Vec<String>>) {
+    fn alias(&mut self, name: &str, words: Option<Vec<String>>) {
         if self.aliases.len() < 64 {
             self.aliases.insert(rules::target::plain_path(name), words);
         }
@@ -876,14 +877,14 @@ impl Walker {
 
     /// Code in an array subscript runs when bash evaluates it (`a[$(cmd)]=1`, `test -v`,
     /// `printf -v`, `declare`, `let`): walk it.
-    pub(crate) fn run_subscript(&mut self, text: &str) {
+    fn run_subscript(&mut self, text: &str) {
         if let Some(code) = subscript_code(text) {
             self.run_script(&format!(": {code}"), &Input::Inherited);
         }
     }
 
     /// Resolve wrappers, record the normalised command and judge it.
-    pub(crate) fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
+    fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
         self.resolve_name(&mut argv);
         self.normalized.push(display_argv(&argv));
         // `env 'BASH_FUNC_ls%%=() { …; }' bash`: an exported function the next bash defines.
@@ -1023,7 +1024,7 @@ impl Walker {
     }
 
     /// Run `bash -c CODE NAME ARGS…`: the code sees NAME as `$0` and ARGS as `$1`….
-    pub(crate) fn run_code_with_args(
+    fn run_code_with_args(
         &mut self,
         code: &Arg,
         stdin: &Input,
@@ -1038,7 +1039,7 @@ impl Walker {
     }
 
     /// Run a string as shell code: a `bash -c` argument, an `eval` line, a trap.
-    pub(crate) fn run_code(&mut self, code: &Arg, stdin: &Input, shown: &str) -> Output {
+    fn run_code(&mut self, code: &Arg, stdin: &Input, shown: &str) -> Output {
         if code.taint.download {
             self.deny(
                 Family::RemoteExec,
@@ -1513,6 +1514,115 @@ impl Walker {
     }
 }
 
+impl Effects for Walker {
+    fn record_denial(&mut self, family: Family, reason: String) {
+        Walker::deny(self, family, reason);
+    }
+
+    fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+
+    fn findings_mut(&mut self) -> &mut Vec<Finding> {
+        &mut self.findings
+    }
+
+    fn cwd(&self) -> &Cwd {
+        &self.cwd
+    }
+
+    fn set_cwd(&mut self, cwd: Cwd) {
+        self.cwd = cwd;
+    }
+
+    fn written(&self) -> &HashMap<String, String> {
+        &self.written
+    }
+
+    fn written_mut(&mut self) -> &mut HashMap<String, String> {
+        &mut self.written
+    }
+
+    fn downloaded(&self) -> &HashSet<String> {
+        &self.downloaded
+    }
+
+    fn downloaded_mut(&mut self) -> &mut HashSet<String> {
+        &mut self.downloaded
+    }
+
+    fn is_downloaded(&self, path: &str) -> bool {
+        Walker::is_downloaded(self, path)
+    }
+
+    fn addressed_remotes(&self) -> &HashSet<String> {
+        &self.addressed_remotes
+    }
+
+    fn addressed_remotes_mut(&mut self) -> &mut HashSet<String> {
+        &mut self.addressed_remotes
+    }
+
+    fn concurrent(&self) -> bool {
+        self.concurrent
+    }
+
+    fn proxy_env(&self) -> bool {
+        self.proxy_env
+    }
+
+    fn extracted_download(&self) -> bool {
+        self.extracted_download
+    }
+
+    fn set_extracted_download(&mut self, extracted: bool) {
+        self.extracted_download = extracted;
+    }
+
+    fn alias(&mut self, name: &str, words: Option<Vec<String>>) {
+        Walker::alias(self, name, words);
+    }
+
+    fn set_var(&mut self, name: &str, value: Option<String>) {
+        Walker::set_var(self, name, value);
+    }
+
+    fn taint_var(&mut self, name: &str, taint: Taint) {
+        Walker::taint_var(self, name, taint);
+    }
+
+    fn overwrite_var(&mut self, name: &str, values: Vec<String>) {
+        Walker::overwrite_var(self, name, values);
+    }
+
+    fn run_script(&mut self, src: &str, input: &Input) -> Output {
+        Walker::run_script(self, src, input)
+    }
+
+    fn run_code(&mut self, code: &Arg, stdin: &Input, shown: &str) -> Output {
+        Walker::run_code(self, code, stdin, shown)
+    }
+
+    fn run_code_with_args(
+        &mut self,
+        code: &Arg,
+        stdin: &Input,
+        shown: &str,
+        zero: &Arg,
+        args: &[Arg],
+    ) -> Output {
+        Walker::run_code_with_args(self, code, stdin, shown, zero, args)
+    }
+
+    fn run_argv(&mut self, argv: Vec<Arg>, stdin: &Input) -> Output {
+        Walker::run_argv(self, argv, stdin)
+    }
+
+    fn run_subscript(&mut self, text: &str) {
+        Walker::run_subscript(self, text);
+    }
+}
+
 /// A word that is exactly a positional parameter: `$1`, `$@`, `${2}`, `$*`.
 /// A pipeline stage that shows only part of its input: `grep PATTERN` (not `-v`, not a pattern
 /// matching every line) or a count.
@@ -1648,14 +1758,6 @@ fn text_input(arg: Arg) -> Input {
         })
     } else {
         Input::Static(arg.text)
-    }
-}
-
-/// What the next command in a pipeline reads.
-pub(crate) fn stream_input(out: &Output) -> Input {
-    match &out.text {
-        Some(t) if out.taint == Taint::default() => Input::Static(t.clone()),
-        _ => Input::Stream(out.clone()),
     }
 }
 

@@ -9,8 +9,8 @@
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args};
+use super::super::effects::Effects;
 use super::super::normalize::{Arg, Input, Taint, decode_ansi_c};
-use super::super::walk::Walker;
 use super::code::{join, run_file, run_stdin};
 use super::destruction::git_subcommand;
 use super::target::{Target, classify};
@@ -35,7 +35,7 @@ pub(crate) enum Carried {
 
 /// Walk what the command `name args` carries. The remote command of ssh reads ssh's standard
 /// input; everything else runs detached from it.
-pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
+pub(super) fn check(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
     let mut carried = carried(name, args);
     if matches!(name, "docker" | "podman" | "nerdctl" | "docker-compose") {
         carried.extend(container(w, name, args, shown));
@@ -50,16 +50,16 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
     }
 }
 
-fn walk_carried(w: &mut Walker, c: Carried, stdin: &Input, input: &Input, shown: &str) {
+fn walk_carried(w: &mut dyn Effects, c: Carried, stdin: &Input, input: &Input, shown: &str) {
     {
         match c {
             Carried::Elsewhere(inner) => {
-                let before = w.findings.len();
+                let before = w.findings().len();
                 walk_carried(w, *inner, stdin, input, shown);
                 let mut k = before;
-                while k < w.findings.len() {
-                    if w.findings[k].family == Family::Privilege {
-                        w.findings.remove(k);
+                while k < w.findings().len() {
+                    if w.findings()[k].family == Family::Privilege {
+                        w.findings_mut().remove(k);
                     } else {
                         k += 1;
                     }
@@ -743,7 +743,7 @@ const DOCKER_RUN: Spec = Spec::posix(
 /// the command runs with the host paths mounted into the container, so a path under a mount
 /// is judged as the host path it is. Mounting the host's root, a top-level system directory
 /// or the home directory, or `--privileged`, hands the container root over the host.
-fn container(w: &mut Walker, name: &str, args: &[Arg], shown: &str) -> Vec<Carried> {
+fn container(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) -> Vec<Carried> {
     let top = parse_args(
         args,
         &Spec::posix(
@@ -810,7 +810,7 @@ fn container(w: &mut Walker, name: &str, args: &[Arg], shown: &str) -> Vec<Carri
     // Named volumes are not host paths.
     mounts.retain(|(src, _)| src.starts_with(['/', '.', '~']));
     for (src, _) in &mounts {
-        if let Some(t) = classify(src, &w.cwd) {
+        if let Some(t) = classify(src, w.cwd()) {
             let top_level = match &t {
                 Target::System(p) => p.matches('/').count() == 1,
                 other => matches!(

@@ -5,9 +5,9 @@
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args, program_name};
-use super::super::normalize::{Arg, Input, Output, Taint};
+use super::super::effects::Effects;
+use super::super::normalize::{Arg, Input, Output, Taint, stream_input};
 use super::super::programs::{self, LangSpec, Role, has_role};
-use super::super::walk::{Walker, stream_input};
 use super::destruction::FindParts;
 use super::env_dump::code_dumps_env;
 use super::exfiltration::{code_runs_download, code_sends_data};
@@ -128,7 +128,7 @@ fn scan<'a>(l: &LangSpec, args: &'a [Arg]) -> Program<'a> {
 
 /// Handle a command that runs other code. `Some(output)` when the command was fully handled.
 pub(super) fn check(
-    w: &mut Walker,
+    w: &mut dyn Effects,
     name: &str,
     argv: &[Arg],
     stdin: &Input,
@@ -191,7 +191,7 @@ pub(super) fn check(
 }
 
 /// What `alias` runs or reveals.
-fn run_alias(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+fn run_alias(w: &mut dyn Effects, args: &[Arg], shown: &str) -> Option<Output> {
     for a in args {
         if let Some((name, value)) = a.text.split_once('=') {
             let words = (!a.dynamic).then(|| value.split_whitespace().map(str::to_owned).collect());
@@ -207,7 +207,13 @@ fn run_alias(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
 }
 
 /// What `su sg runuser newgrp` runs or reveals.
-fn run_su(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) -> Option<Output> {
+fn run_su(
+    w: &mut dyn Effects,
+    name: &str,
+    args: &[Arg],
+    stdin: &Input,
+    shown: &str,
+) -> Option<Output> {
     let inspect = args
         .iter()
         .all(|a| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V"));
@@ -270,7 +276,7 @@ fn run_su(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) 
 }
 
 /// What `machinectl` runs or reveals.
-fn run_machinectl(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+fn run_machinectl(w: &mut dyn Effects, args: &[Arg], shown: &str) -> Option<Output> {
     let p = parse_args(args, &Spec::gnu("M", &["machine", "uid"]));
     if p.operands
         .first()
@@ -285,7 +291,7 @@ fn run_machinectl(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
 }
 
 /// What `npx pnpx bunx` runs or reveals.
-fn run_npx(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Option<Output> {
+fn run_npx(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) -> Option<Output> {
     let p = parse_args(args, &Spec::posix("pc", &["package", "call"]));
     let codes: Vec<Arg> = p
         .values(Some('c'), &["call"])
@@ -303,7 +309,7 @@ fn run_npx(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Option<O
 }
 
 /// What `watch` runs or reveals.
-fn run_watch(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+fn run_watch(w: &mut dyn Effects, args: &[Arg], shown: &str) -> Option<Output> {
     let p = parse_args(args, &Spec::posix("nq", &["interval"]));
     let rest = &args[p.rest.min(args.len())..];
     if rest.is_empty() {
@@ -317,7 +323,7 @@ fn run_watch(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
 }
 
 /// What `jq gojq jaq` runs or reveals.
-fn run_jq(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+fn run_jq(w: &mut dyn Effects, args: &[Arg], shown: &str) -> Option<Output> {
     // `jq -n env`, `jq -n '$ENV'`: the whole environment as JSON.
     let p = parse_args(
         args,
@@ -343,7 +349,7 @@ fn run_jq(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
 }
 
 /// What `awk gawk mawk nawk` runs or reveals.
-fn run_awk(w: &mut Walker, args: &[Arg], shown: &str) -> Option<Output> {
+fn run_awk(w: &mut dyn Effects, args: &[Arg], shown: &str) -> Option<Output> {
     if args.iter().any(|a| a.text.contains("in ENVIRON")) {
         w.deny(
             Family::EnvDump,
@@ -388,7 +394,7 @@ pub(super) fn join(args: &[Arg]) -> Arg {
     }
 }
 
-fn shell(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+fn shell(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let p = parse_args(args, &Spec::posix("oO", &["rcfile", "init-file"]));
     let has_c = p.has_short('c') || p.has_long("command");
     if has_c {
@@ -423,7 +429,7 @@ fn stdin_downloads(stdin: &Input) -> bool {
 
 /// A shell or `source` running the file `script`.
 pub(super) fn run_file(
-    w: &mut Walker,
+    w: &mut dyn Effects,
     script: &Arg,
     stdin: &Input,
     shown: &str,
@@ -434,14 +440,14 @@ pub(super) fn run_file(
         return run_stdin(w, &as_input, shown, is_shell);
     }
     let relative = !script.text.starts_with(['/', '~', '$']);
-    if w.is_downloaded(&plain_path(&script.text)) || (w.extracted_download && relative) {
+    if w.is_downloaded(&plain_path(&script.text)) || (w.extracted_download() && relative) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
         );
         return Output::unknown();
     }
-    if let Some(content) = w.written.get(&plain_path(&script.text)).cloned() {
+    if let Some(content) = w.written().get(&plain_path(&script.text)).cloned() {
         // A script the command line itself just wrote.
         if is_shell {
             return w.run_script(&content, stdin);
@@ -477,7 +483,7 @@ pub(super) fn run_file(
 }
 
 /// A shell (`is_shell`) or interpreter reading its program from standard input.
-pub(super) fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bool) -> Output {
+pub(super) fn run_stdin(w: &mut dyn Effects, stdin: &Input, shown: &str, is_shell: bool) -> Output {
     match stdin {
         Input::Inherited => Output::unknown(),
         Input::Static(text) => {
@@ -489,7 +495,7 @@ pub(super) fn run_stdin(w: &mut Walker, stdin: &Input, shown: &str, is_shell: bo
             }
         }
         Input::File(path) => {
-            if is_shell && let Some(content) = w.written.get(&plain_path(path)).cloned() {
+            if is_shell && let Some(content) = w.written().get(&plain_path(path)).cloned() {
                 return w.run_script(&content, &Input::Inherited);
             }
             if w.is_downloaded(&plain_path(path)) {
@@ -588,7 +594,7 @@ fn code_forks_forever(code: &str) -> bool {
             .any(|k| code.contains(k))
 }
 
-fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
+fn inline_program(w: &mut dyn Effects, code: &Arg, shown: &str) {
     if !judge_code_text(w, code, shown) {
         w.deny(
             Family::InlineInterpreter,
@@ -599,7 +605,7 @@ fn inline_program(w: &mut Walker, code: &Arg, shown: &str) {
 
 /// Judge program text in any language by what it does (downloads and runs, deletes the home
 /// directory, forks forever, sends data, prints the environment); `true` when it denied.
-pub(crate) fn judge_code_text(w: &mut Walker, code: &Arg, shown: &str) -> bool {
+pub(crate) fn judge_code_text(w: &mut dyn Effects, code: &Arg, shown: &str) -> bool {
     if code.taint.download {
         w.deny(
             Family::RemoteExec,
@@ -640,7 +646,13 @@ pub(crate) fn judge_code_text(w: &mut Walker, code: &Arg, shown: &str) -> bool {
     true
 }
 
-fn interpreter(w: &mut Walker, l: &LangSpec, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+fn interpreter(
+    w: &mut dyn Effects,
+    l: &LangSpec,
+    args: &[Arg],
+    stdin: &Input,
+    shown: &str,
+) -> Output {
     let program = scan(l, args);
     // Code that prints the environment hands the secrets to whatever reads its output.
     let dumps_env = matches!(&program, Program::Inline(c) if code_dumps_env(&c.text));
@@ -718,7 +730,7 @@ pub(crate) fn runs_package_from_address(name: &str, args: &[Arg]) -> bool {
         .any(is_address_spec)
 }
 
-fn deno(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+fn deno(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let p = parse_args(args, &Spec::posix("", &[]));
     if p.has('e', "eval") || p.has_short('p') {
         inline_program(w, &Arg::default(), shown);
@@ -797,7 +809,7 @@ fn fetches_to_files(program: &str, args: &[Arg]) -> bool {
     }
 }
 
-fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
+fn xargs(w: &mut dyn Effects, args: &[Arg], stdin: &Input) -> Output {
     let mut i = 0;
     let mut replace: Option<String> = None;
     let mut arg_file: Option<String> = None;
@@ -911,7 +923,7 @@ fn xargs(w: &mut Walker, args: &[Arg], stdin: &Input) -> Output {
         Input::File(p) => Some(p.clone()),
         _ => None,
     });
-    let items = match source.and_then(|f| w.written.get(&plain_path(&f)).cloned()) {
+    let items = match source.and_then(|f| w.written().get(&plain_path(&f)).cloned()) {
         Some(text) if !text.trim().is_empty() => {
             split_items(&text, null, lines || replace.is_some())
         }
@@ -1021,7 +1033,7 @@ fn split_items(text: &str, null: bool, lines: bool) -> Vec<String> {
         .collect()
 }
 
-fn find(w: &mut Walker, args: &[Arg]) {
+fn find(w: &mut dyn Effects, args: &[Arg]) {
     let parts = FindParts::parse(args);
     for exec in &parts.execs {
         if exec.is_empty() {
@@ -1057,7 +1069,7 @@ fn find(w: &mut Walker, args: &[Arg]) {
     }
 }
 
-fn parallel(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output {
+fn parallel(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let p = parse_args(
         args,
         &Spec::posix(
@@ -1134,7 +1146,7 @@ fn parallel(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) -> Output 
 }
 
 /// Remember the files a download writes, so running them later is `remote_exec`.
-pub(super) fn note_download_files(w: &mut Walker, name: &str, args: &[Arg]) {
+pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg]) {
     let spec = if name == "wget" {
         Spec::gnu(
             "oOPdaeiTtwUYB",
@@ -1173,11 +1185,11 @@ pub(super) fn note_download_files(w: &mut Walker, name: &str, args: &[Arg]) {
     match name {
         "curl" => {
             for v in p.values(Some('o'), &["output"]) {
-                w.downloaded.insert(plain_path(v));
+                w.downloaded_mut().insert(plain_path(v));
             }
             if p.has('O', "remote-name") || p.has_long("remote-name-all") {
                 for u in &urls {
-                    w.downloaded.insert(basename(u));
+                    w.downloaded_mut().insert(basename(u));
                 }
             }
         }
@@ -1196,7 +1208,7 @@ pub(super) fn note_download_files(w: &mut Walker, name: &str, args: &[Arg]) {
                     .map(|d| d.trim_end_matches('/').to_owned());
                 for u in &urls {
                     let file = basename(u);
-                    w.downloaded.insert(match &dir {
+                    w.downloaded_mut().insert(match &dir {
                         Some(d) => plain_path(&format!("{d}/{file}")),
                         None => file,
                     });
@@ -1204,13 +1216,13 @@ pub(super) fn note_download_files(w: &mut Walker, name: &str, args: &[Arg]) {
             }
             for o in outs {
                 if o != "-" {
-                    w.downloaded.insert(plain_path(&o));
+                    w.downloaded_mut().insert(plain_path(&o));
                 }
             }
         }
         _ => {
             for v in p.values(Some('o'), &["output"]) {
-                w.downloaded.insert(plain_path(v));
+                w.downloaded_mut().insert(plain_path(v));
             }
         }
     }

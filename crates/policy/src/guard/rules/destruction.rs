@@ -7,11 +7,11 @@
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args};
+use super::super::effects::Effects;
 use super::super::normalize::{Arg, Input};
-use super::super::walk::Walker;
 use super::target::{Target, classify, home_file, is_device};
 
-pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, shown: &str) {
+pub(super) fn check(w: &mut dyn Effects, name: &str, args: &[Arg], _stdin: &Input, shown: &str) {
     match name {
         "rm" | "unlink" => remove(w, name, args, shown),
         "git" => git(w, args, shown),
@@ -53,7 +53,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], _stdin: &Input, sh
 }
 
 /// `rm -rf` of the root, home, workspace, parent or `.git`; deleting home files.
-fn remove(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+fn remove(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     let p = parse_args(args, &Spec::gnu("", &[]));
     if deletes_home_file(w, &p.operands, "deletes", shown) {
         return;
@@ -72,7 +72,7 @@ fn remove(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
         "forcibly removes"
     };
     for op in &p.operands {
-        if let Some(t) = classify(&op.text, &w.cwd) {
+        if let Some(t) = classify(&op.text, w.cwd()) {
             w.deny(
                 Family::Destruction,
                 format!("`{shown}` {how} {}.", t.describe()),
@@ -83,7 +83,7 @@ fn remove(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
 }
 
 /// `ln -f` over home files.
-fn link(w: &mut Walker, args: &[Arg], shown: &str) {
+fn link(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     // `ln -sf /dev/null ~/.bash_history` replaces the file.
     let p = parse_args(args, &Spec::gnu("St", &["suffix", "target-directory"]));
     if p.has('f', "force") && p.operands.len() >= 2 {
@@ -93,7 +93,7 @@ fn link(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// `kill` of every process.
-fn kill(w: &mut Walker, args: &[Arg], shown: &str) {
+fn kill(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     // The signal comes first (`-9`, `-KILL`, `-s KILL`, `-n 9`); then the pids, where
     // `-1` is every process the user may signal.
     let mut i = 0;
@@ -120,7 +120,7 @@ fn kill(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// `pkill`/`killall` of every process or another user's.
-fn pkill(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+fn pkill(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     let p = parse_args(
         args,
         &Spec::gnu(
@@ -172,7 +172,7 @@ fn pkill(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
 }
 
 /// `crontab -r`.
-fn crontab(w: &mut Walker, args: &[Arg], shown: &str) {
+fn crontab(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let p = parse_args(args, &Spec::gnu("u", &[]));
     if p.has_short('r') {
         w.deny(
@@ -183,7 +183,7 @@ fn crontab(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// `find -delete` or `-exec rm` on a protected root.
-fn find(w: &mut Walker, args: &[Arg], shown: &str) {
+fn find(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let parts = FindParts::parse(args);
     let deletes = parts.delete
         || parts.execs.iter().any(|e| {
@@ -198,7 +198,7 @@ fn find(w: &mut Walker, args: &[Arg], shown: &str) {
         return;
     }
     for root in &parts.roots {
-        if let Some(t) = classify(&root.text, &w.cwd) {
+        if let Some(t) = classify(&root.text, w.cwd()) {
             // Named files under the workspace or the shared temporary directories.
             let scratch = matches!(&t, Target::System(p) if p == "/tmp" || p == "/var/tmp");
             let targeted_in_workspace = parts.has_filter
@@ -215,7 +215,7 @@ fn find(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// `dd` onto a disk device.
-fn raw_write(w: &mut Walker, args: &[Arg], shown: &str) {
+fn raw_write(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     for a in args {
         if let Some(dest) = a.text.strip_prefix("of=")
             && is_device(dest)
@@ -230,14 +230,17 @@ fn raw_write(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// `shred` of a protected file.
-fn shred(w: &mut Walker, args: &[Arg], shown: &str) {
+fn shred(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let p = parse_args(
         args,
         &Spec::gnu("nsx", &["iterations", "size", "random-source"]),
     );
     for op in &p.operands {
         let t = op.text.as_str();
-        if is_device(t) || classify(t, &w.cwd).is_some() || t.starts_with('/') || t.starts_with('~')
+        if is_device(t)
+            || classify(t, w.cwd()).is_some()
+            || t.starts_with('/')
+            || t.starts_with('~')
         {
             w.deny(
                 Family::Destruction,
@@ -249,13 +252,13 @@ fn shred(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// Recursive permission or owner changes on system or home directories.
-fn permissions(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+fn permissions(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     let p = parse_args(args, &Spec::gnu("", &["reference", "from"]));
     if !(p.has('R', "recursive") || (name == "setfacl" && p.has_short('R'))) {
         return;
     }
     for op in &p.operands {
-        if let Some(t) = classify(&op.text, &w.cwd)
+        if let Some(t) = classify(&op.text, w.cwd())
             && t.is_system_or_home()
         {
             w.deny(
@@ -271,7 +274,7 @@ fn permissions(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
 }
 
 /// Truncating or replacing files in the home directory.
-fn overwrite_home(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+fn overwrite_home(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     if name == "truncate" {
         let p = parse_args(args, &Spec::gnu("sr", &["size", "reference"]));
         if deletes_home_file(w, &p.operands, "truncates", shown) {
@@ -316,7 +319,7 @@ fn overwrite_home(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
 }
 
 /// `rsync --delete` into the root, home or workspace.
-fn rsync(w: &mut Walker, args: &[Arg], shown: &str) {
+fn rsync(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let deletes = args
         .iter()
         .any(|a| a.text.starts_with("--delete") || a.text == "--del" || a.text == "--remove");
@@ -330,7 +333,7 @@ fn rsync(w: &mut Walker, args: &[Arg], shown: &str) {
     if deletes
         && p.operands.len() >= 2
         && let Some(dest) = p.operands.last()
-        && let Some(t) = classify(&dest.text, &w.cwd)
+        && let Some(t) = classify(&dest.text, w.cwd())
     {
         w.deny(
             Family::Destruction,
@@ -343,7 +346,7 @@ fn rsync(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// `mv` of protected directories.
-fn moves(w: &mut Walker, args: &[Arg], shown: &str) {
+fn moves(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let p = parse_args(args, &Spec::gnu("St", &["suffix", "target-directory"]));
     let n = p.operands.len();
     let sources = if p.has('t', "target-directory") {
@@ -352,7 +355,7 @@ fn moves(w: &mut Walker, args: &[Arg], shown: &str) {
         n.saturating_sub(1)
     };
     for op in p.operands.iter().take(sources) {
-        if let Some(t) = classify(&op.text, &w.cwd)
+        if let Some(t) = classify(&op.text, w.cwd())
             && (t.is_system_or_home() || matches!(t, Target::GitDir | Target::HomeSensitive(_)))
         {
             w.deny(
@@ -365,9 +368,9 @@ fn moves(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// Deny when an operand is a file the user keeps in the home directory; `how` is the verb.
-fn deletes_home_file(w: &mut Walker, operands: &[&Arg], how: &str, shown: &str) -> bool {
+fn deletes_home_file(w: &mut dyn Effects, operands: &[&Arg], how: &str, shown: &str) -> bool {
     for op in operands {
-        if let Some(path) = home_file(&op.text, &w.cwd) {
+        if let Some(path) = home_file(&op.text, w.cwd()) {
             w.deny(
                 Family::Destruction,
                 format!(
@@ -404,7 +407,7 @@ pub(super) fn git_subcommand(args: &[Arg]) -> Option<(usize, &str)> {
 
 /// `mkfs`: a filesystem on a device erases it; on a regular file in the workspace
 /// (`mkfs.ext4 -F disk.img`) it builds an image.
-fn formats(w: &mut Walker, args: &[Arg], shown: &str) {
+fn formats(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let target = args
         .iter()
         .rev()
@@ -423,7 +426,7 @@ fn formats(w: &mut Walker, args: &[Arg], shown: &str) {
     }
 }
 
-fn git(w: &mut Walker, args: &[Arg], shown: &str) {
+fn git(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let Some((i, sub)) = git_subcommand(args) else {
         return;
     };
@@ -439,7 +442,7 @@ fn git(w: &mut Walker, args: &[Arg], shown: &str) {
                 && p.operands.iter().all(|o| {
                     !o.dynamic
                         && !matches!(o.text.as_str(), "." | "./" | "*" | ":/" | ":/*")
-                        && classify(&o.text, &w.cwd).is_none()
+                        && classify(&o.text, w.cwd()).is_none()
                         && !o.text.starts_with(['/', '~'])
                         && !o.text.contains("..")
                 });
@@ -456,7 +459,7 @@ fn git(w: &mut Walker, args: &[Arg], shown: &str) {
                 return;
             }
             for op in &p.operands {
-                if let Some(t) = classify(&op.text, &w.cwd) {
+                if let Some(t) = classify(&op.text, w.cwd()) {
                     w.deny(
                         Family::Destruction,
                         format!("`{shown}` deletes {}.", t.describe()),

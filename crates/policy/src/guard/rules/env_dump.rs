@@ -4,10 +4,10 @@
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args};
+use super::super::effects::Effects;
 use super::super::normalize::{Arg, is_secret_name};
-use super::super::walk::Walker;
 
-pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+pub(super) fn check(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     let dumps = match name {
         "printenv" => {
             parse_args(args, &Spec::gnu("", &[])).operands.is_empty()
@@ -46,7 +46,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
         "printenv" => args.iter().any(|a| is_secret_name(&a.text)),
         _ => false,
     };
-    if prints_secret && !w.concurrent {
+    if prints_secret && !w.concurrent() {
         w.deny(
             Family::EnvDump,
             format!("`{shown}` prints a secret environment variable."),

@@ -7,8 +7,8 @@
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args};
+use super::super::effects::Effects;
 use super::super::normalize::{Arg, Input};
-use super::super::walk::Walker;
 
 fn is_network(name: &str) -> bool {
     matches!(
@@ -129,7 +129,7 @@ fn off_machine(address: &str) -> bool {
 /// `git push URL …`, `git push user@host:repo.git`, or a push to a remote that this script
 /// pointed at an address (`git remote add x URL; git push x`): the repository goes somewhere
 /// the workspace's own configuration does not name.
-fn git_push_to_address(w: &mut Walker, args: &[Arg]) -> bool {
+fn git_push_to_address(w: &mut dyn Effects, args: &[Arg]) -> bool {
     let Some((i, sub)) = super::destruction::git_subcommand(args) else {
         return false;
     };
@@ -158,8 +158,8 @@ fn git_push_to_address(w: &mut Walker, args: &[Arg]) -> bool {
                 .values(None, &["repo"])
                 .next()
                 .or_else(|| p.operands.first().map(|a| a.text.as_str()));
-            repo.is_some_and(|r| off_machine(r) || w.addressed_remotes.contains(r))
-                || (repo.is_none() && w.addressed_remotes.contains("origin"))
+            repo.is_some_and(|r| off_machine(r) || w.addressed_remotes().contains(r))
+                || (repo.is_none() && w.addressed_remotes().contains("origin"))
         }
         // `git remote add [-f] [-t b] NAME URL`, `git remote set-url [--push] NAME URL`.
         "remote" => {
@@ -169,7 +169,7 @@ fn git_push_to_address(w: &mut Walker, args: &[Arg]) -> bool {
                 && matches!(verb, "add" | "set-url")
                 && off_machine(url)
             {
-                w.addressed_remotes.insert(name.to_string());
+                w.addressed_remotes_mut().insert(name.to_string());
             }
             false
         }
@@ -178,7 +178,7 @@ fn git_push_to_address(w: &mut Walker, args: &[Arg]) -> bool {
 }
 
 /// `remote.NAME.url ADDRESS` (a `git config` key and value): the remote now points there.
-fn note_remote_url(w: &mut Walker, key_value: &str) {
+fn note_remote_url(w: &mut dyn Effects, key_value: &str) {
     let Some((key, url)) = key_value.split_once(' ') else {
         return;
     };
@@ -188,7 +188,7 @@ fn note_remote_url(w: &mut Walker, key_value: &str) {
             .or_else(|| k.strip_suffix(".pushurl"))
     }) && off_machine(url)
     {
-        w.addressed_remotes.insert(name.to_owned());
+        w.addressed_remotes_mut().insert(name.to_owned());
     }
 }
 
@@ -245,7 +245,7 @@ const CURL: Spec = Spec::gnu(
     ],
 );
 
-pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
+pub(super) fn check(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
     if !is_network(name) {
         return;
     }
@@ -281,7 +281,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, sho
         Input::Stream(o) => o.taint.secret || o.taint.env_secret || o.files_only,
         _ => false,
     };
-    let proxied = w.proxy_env;
+    let proxied = w.proxy_env();
     let found = match name {
         "curl" => curl(args, stdin_secret, proxied),
         "wget" => {

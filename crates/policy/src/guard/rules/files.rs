@@ -8,11 +8,11 @@
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args, program_name};
+use super::super::effects::{Cwd, Effects};
 use super::super::normalize::{Arg, Input};
 use super::super::programs;
-use super::super::walk::Walker;
 use super::code::judge_code_text;
-use super::target::{Cwd, plain_path};
+use super::target::plain_path;
 
 /// How a file that runs later is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +242,7 @@ fn npm_scripts(content: &str) -> Vec<String> {
 /// A command wrote `content` (`None`: unknown) or a download to `path`: judge what that file
 /// will run.
 pub(crate) fn on_write(
-    w: &mut Walker,
+    w: &mut dyn Effects,
     path: &str,
     content: Option<&str>,
     download: bool,
@@ -309,20 +309,20 @@ pub(crate) fn controls_host(path: &str) -> bool {
 }
 
 /// What a command's input holds: known text, and whether it is a download.
-fn content_of(w: &Walker, input: &Input) -> (Option<String>, bool) {
+fn content_of(w: &dyn Effects, input: &Input) -> (Option<String>, bool) {
     match input {
         Input::Static(t) => (Some(t.clone()), false),
         Input::Stream(o) => (o.text.clone(), o.taint.download),
         Input::File(p) => {
             let f = plain_path(p);
-            (w.written.get(&f).cloned(), w.is_downloaded(&f))
+            (w.written().get(&f).cloned(), w.is_downloaded(&f))
         }
         Input::Inherited => (None, false),
     }
 }
 
 /// What the file or stream an operand names holds.
-fn content_of_arg(w: &Walker, a: &Arg, stdin: &Input) -> (Option<String>, bool) {
+fn content_of_arg(w: &dyn Effects, a: &Arg, stdin: &Input) -> (Option<String>, bool) {
     if let Some(out) = &a.proc_sub {
         return (out.text.clone(), out.taint.download);
     }
@@ -330,13 +330,13 @@ fn content_of_arg(w: &Walker, a: &Arg, stdin: &Input) -> (Option<String>, bool) 
         "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "-" => content_of(w, stdin),
         t => {
             let f = plain_path(t);
-            (w.written.get(&f).cloned(), w.is_downloaded(&f))
+            (w.written().get(&f).cloned(), w.is_downloaded(&f))
         }
     }
 }
 
 /// Record that `path` now holds `content` (or a download), and judge what it will run.
-fn record(w: &mut Walker, path: &str, content: Option<String>, download: bool, shown: &str) {
+fn record(w: &mut dyn Effects, path: &str, content: Option<String>, download: bool, shown: &str) {
     if controls_host(path) {
         w.deny(
             Family::HostAvailability,
@@ -345,12 +345,12 @@ fn record(w: &mut Walker, path: &str, content: Option<String>, download: bool, s
     }
     let file = plain_path(path);
     if download {
-        w.downloaded.insert(file.clone());
+        w.downloaded_mut().insert(file.clone());
     }
     if let Some(text) = &content
-        && w.written.len() < 64
+        && w.written().len() < 64
     {
-        w.written.insert(file, text.clone());
+        w.written_mut().insert(file, text.clone());
     }
     on_write(w, path, content.as_deref(), download, shown);
 }
@@ -372,14 +372,20 @@ fn is_system_binary(path: &str) -> bool {
 /// Writers other than a redirect (`tee`, `dd of=`, `cp`, `install`, `ln`, `mv`), archives
 /// unpacked from the network, repositories cloned from an address, and the programs that run
 /// files a download put in place.
-pub(crate) fn after_command(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
+pub(crate) fn after_command(
+    w: &mut dyn Effects,
+    name: &str,
+    args: &[Arg],
+    stdin: &Input,
+    shown: &str,
+) {
     match name {
         "tee" => {
             let append = args.iter().any(|a| a.text == "-a" || a.text == "--append");
             let (content, download) = content_of(w, stdin);
             for op in args.iter().filter(|a| !a.text.starts_with('-')) {
                 let before = append
-                    .then(|| w.written.get(&plain_path(&op.text)).cloned())
+                    .then(|| w.written().get(&plain_path(&op.text)).cloned())
                     .flatten();
                 let text = content.clone().map(|c| before.unwrap_or_default() + &c);
                 record(w, &op.text, text, download, shown);
@@ -422,7 +428,7 @@ pub(crate) fn after_command(w: &mut Walker, name: &str, args: &[Arg], stdin: &In
             let from_stdin = matches!(stdin, Input::Stream(o) if o.taint.download);
             let from_file = args.iter().any(|a| w.is_downloaded(&plain_path(&a.text)));
             if from_stdin || from_file {
-                w.extracted_download = true;
+                w.set_extracted_download(true);
             }
         }
         "git" => clone(w, args),
@@ -448,7 +454,7 @@ pub(crate) fn after_command(w: &mut Walker, name: &str, args: &[Arg], stdin: &In
     consumers(w, name, args, stdin, shown);
 }
 
-fn copy(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) {
+fn copy(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) {
     let p = parse_args(
         args,
         &Spec::gnu(
@@ -462,7 +468,7 @@ fn copy(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) {
     for src in srcs {
         // `install -m 000 /dev/null ~/.bashrc`: an empty file over one in the home directory.
         if src.text == "/dev/null"
-            && let Some(file) = super::target::home_file(&dst.text, &w.cwd)
+            && let Some(file) = super::target::home_file(&dst.text, w.cwd())
         {
             w.deny(
                 Family::Destruction,
@@ -482,7 +488,7 @@ fn copy(w: &mut Walker, args: &[Arg], stdin: &Input, shown: &str) {
 }
 
 /// `git clone ADDRESS [DIR]`: the directory holds code from that address.
-fn clone(w: &mut Walker, args: &[Arg]) {
+fn clone(w: &mut dyn Effects, args: &[Arg]) {
     let p = parse_args(
         args,
         &Spec::gnu(
@@ -512,7 +518,7 @@ fn clone(w: &mut Walker, args: &[Arg]) {
         Some(d) => (*d).to_owned(),
         None => program_name(url).trim_end_matches(".git").to_owned(),
     };
-    w.downloaded.insert(plain_path(&dir));
+    w.downloaded_mut().insert(plain_path(&dir));
 }
 
 /// The workspace directory the script is in, relative to the root.
@@ -526,9 +532,9 @@ fn cwd_prefix(cwd: &Cwd) -> Option<String> {
 
 /// A program that runs files of the workspace (`make` runs `Makefile`) after a download put
 /// one there, an archive from the network was unpacked, or inside a cloned repository.
-fn consumers(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
+fn consumers(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
     let shadow = format!("bin/{name}");
-    if w.downloaded.iter().any(|d| d.ends_with(&shadow)) {
+    if w.downloaded().iter().any(|d| d.ends_with(&shadow)) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs `{name}`, which a download just replaced."),
@@ -578,7 +584,7 @@ fn consumers(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &st
             .map(str::to_owned)
             .collect::<Vec<_>>()
         {
-            if let Some(content) = w.written.get(&plain_path(&f)).cloned() {
+            if let Some(content) = w.written().get(&plain_path(&f)).cloned() {
                 for line in make_recipes(&content) {
                     w.run_script(&line, &Input::Inherited);
                 }
@@ -594,11 +600,11 @@ fn consumers(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &st
     if program.runs_files.iter().all(|f| f.starts_with('@')) {
         return;
     }
-    let dir = cwd_prefix(&w.cwd);
+    let dir = cwd_prefix(w.cwd());
     let inside_download = dir
         .as_deref()
         .is_some_and(|d| !d.is_empty() && w.is_downloaded(d.trim_end_matches('/')));
-    let hit = w.downloaded.iter().find(|d| {
+    let hit = w.downloaded().iter().find(|d| {
         program.runs_files.iter().any(|f| {
             let rel = dir.as_deref().and_then(|p| d.strip_prefix(p)).unwrap_or(d);
             if let Some(under) = f.strip_suffix('/') {
@@ -613,7 +619,7 @@ fn consumers(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input, shown: &st
             Family::RemoteExec,
             format!("`{shown}` runs `{file}`, a file just downloaded."),
         );
-    } else if inside_download || w.extracted_download {
+    } else if inside_download || w.extracted_download() {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs build or hook files that came from the network."),

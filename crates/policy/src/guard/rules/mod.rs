@@ -1,6 +1,9 @@
 //! The rule families, applied to one resolved command at a time, and what each command
 //! leaves behind for the rest of the walk: its output (static text, downloads, file contents),
 //! the working directory, variables.
+//!
+//! The rules see the walk only through [`Effects`]: they record denials, read and update the
+//! walk state, and hand carried code back to be walked, without depending on the walker.
 
 pub(crate) mod carried;
 mod code;
@@ -14,10 +17,10 @@ pub(crate) mod target;
 
 use super::Family;
 use super::command::{Spec, is_assignment, parse_args, program_name};
+use super::effects::{Cwd, Effects};
 use super::normalize::{Arg, Input, Output, Taint, decode_ansi_c, decode_base64, display_argv};
 use super::programs::{Role, denials, has_role};
-use super::walk::Walker;
-use target::{Cwd, plain_path};
+use target::plain_path;
 
 /// Programs that fetch content from the network onto stdout or into a file.
 pub(crate) fn is_downloader(name: &str) -> bool {
@@ -30,7 +33,7 @@ fn is_file_reader(name: &str) -> bool {
 }
 
 /// Judge one command after its wrappers were peeled off; return what it writes to stdout.
-pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
+pub(crate) fn judge(w: &mut dyn Effects, argv: &[Arg], stdin: &Input) -> Output {
     let Some(head) = argv.first() else {
         return Output::text(String::new());
     };
@@ -39,13 +42,13 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
     let shown = display_argv(argv);
 
     let relative = head.text.contains('/') && !head.text.starts_with(['/', '~', '$']);
-    if w.is_downloaded(&plain_path(&head.text)) || (w.extracted_download && relative) {
+    if w.is_downloaded(&plain_path(&head.text)) || (w.extracted_download() && relative) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
         );
     }
-    if let Some(script) = w.written.get(&plain_path(&head.text)).cloned() {
+    if let Some(script) = w.written().get(&plain_path(&head.text)).cloned() {
         // A script the command line itself just wrote.
         w.run_script(&script, stdin);
     }
@@ -114,7 +117,12 @@ pub(crate) fn judge(w: &mut Walker, argv: &[Arg], stdin: &Input) -> Output {
 }
 
 /// A wrapper given no command: `env` prints the environment, `sudo -s` opens a root shell.
-pub(crate) fn wrapper_alone(w: &mut Walker, name: &str, argv: &[Arg], _stdin: &Input) -> Output {
+pub(crate) fn wrapper_alone(
+    w: &mut dyn Effects,
+    name: &str,
+    argv: &[Arg],
+    _stdin: &Input,
+) -> Output {
     let shown = display_argv(argv);
     match name {
         "env" => {
@@ -216,12 +224,12 @@ fn prints_stored_credential(name: &str, args: &[Arg]) -> bool {
 
 /// Reading a host credential file (`cat ~/.ssh/id_rsa`, `cp ~/.aws/credentials .`,
 /// `tar czf k.tgz ~/.ssh`) or exporting secret keys: the first step of carrying them off.
-fn check_credential_read(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+fn check_credential_read(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     // `curl file:///home/u/.netrc`: a downloader reading a local file.
     if is_downloader(name) {
         for a in args {
             if let Some(path) = a.text.strip_prefix("file://")
-                && let Some(file) = target::host_credential(path, &w.cwd)
+                && let Some(file) = target::host_credential(path, w.cwd())
             {
                 w.deny(
                     Family::Exfiltration,
@@ -251,7 +259,7 @@ fn check_credential_read(w: &mut Walker, name: &str, args: &[Arg], shown: &str) 
     };
     for op in read {
         let path = op.text.strip_prefix('@').unwrap_or(&op.text);
-        if let Some(file) = target::host_credential(path, &w.cwd) {
+        if let Some(file) = target::host_credential(path, w.cwd()) {
             w.deny(
                 Family::Exfiltration,
                 format!("`{shown}` reads the host credential `{file}`, outside the workspace."),
@@ -263,7 +271,7 @@ fn check_credential_read(w: &mut Walker, name: &str, args: &[Arg], shown: &str) 
 
 /// Paths in words that matter whatever the command: the environment of a process and
 /// bash's network pseudo-files.
-fn check_path_word(w: &mut Walker, text: &str, shown: &str) {
+fn check_path_word(w: &mut dyn Effects, text: &str, shown: &str) {
     if is_proc_environ(text) {
         w.deny(
             Family::EnvDump,
@@ -280,13 +288,13 @@ fn check_path_word(w: &mut Walker, text: &str, shown: &str) {
 
 /// A redirect target: network pseudo-files, devices, process environments.
 pub(crate) fn check_redirect(
-    w: &mut Walker,
+    w: &mut dyn Effects,
     path: &str,
     reads: bool,
     writes: bool,
     truncates: bool,
 ) {
-    if truncates && let Some(file) = target::home_file(path, &w.cwd) {
+    if truncates && let Some(file) = target::home_file(path, w.cwd()) {
         w.deny(
             Family::Destruction,
             format!("The redirect to `{path}` empties `{file}`, a file in the home directory outside the workspace."),
@@ -298,7 +306,7 @@ pub(crate) fn check_redirect(
             format!("The redirect to `{path}` opens a network connection."),
         );
     }
-    if reads && let Some(file) = target::host_credential(path, &w.cwd) {
+    if reads && let Some(file) = target::host_credential(path, w.cwd()) {
         w.deny(
             Family::Exfiltration,
             format!("The redirect from `{path}` reads the host credential `{file}`, outside the workspace."),
@@ -339,10 +347,10 @@ fn is_dev_net(text: &str) -> bool {
 }
 
 /// What a command changes for the rest of the script: directory and variables.
-fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
+fn effects(w: &mut dyn Effects, name: &str, args: &[Arg]) {
     match name {
         "cd" | "pushd" => effect_cd(w, args),
-        "popd" => w.cwd = Cwd::Unknown,
+        "popd" => w.set_cwd(Cwd::Unknown),
         "export" | "declare" | "typeset" | "local" | "readonly" => effect_export(w, args),
         "read" | "mapfile" | "readarray" | "getopts" => effect_read(w, args),
         "test" | "[" | "let" | "unset" => {
@@ -366,20 +374,21 @@ fn effects(w: &mut Walker, name: &str, args: &[Arg]) {
 }
 
 /// `cd`, `pushd`: the working directory the rest of the script sees.
-fn effect_cd(w: &mut Walker, args: &[Arg]) {
+fn effect_cd(w: &mut dyn Effects, args: &[Arg]) {
     let operands: Vec<&Arg> = args
         .iter()
         .filter(|a| !a.text.starts_with('-') || a.text == "-")
         .collect();
-    w.cwd = match operands.first() {
+    let cwd = match operands.first() {
         None => Cwd::Home(Vec::new()),
         Some(a) if a.dynamic || a.text == "-" => Cwd::Unknown,
-        Some(a) => change_dir(&w.cwd, &a.text),
+        Some(a) => change_dir(w.cwd(), &a.text),
     };
+    w.set_cwd(cwd);
 }
 
 /// `export`, `declare`, …: the variables set, array assignments, namerefs and subscripts.
-fn effect_export(w: &mut Walker, args: &[Arg]) {
+fn effect_export(w: &mut dyn Effects, args: &[Arg]) {
     let nameref = args
         .iter()
         .any(|a| a.text.starts_with('-') && a.text.contains('n') && !a.text.starts_with("--"));
@@ -418,7 +427,7 @@ fn effect_export(w: &mut Walker, args: &[Arg]) {
 }
 
 /// `read`, `mapfile`, …: variables now unknown.
-fn effect_read(w: &mut Walker, args: &[Arg]) {
+fn effect_read(w: &mut dyn Effects, args: &[Arg]) {
     let p = parse_args(args, &Spec::gnu("adnNptu", &[]));
     let names: Vec<String> = p
         .operands
@@ -432,7 +441,7 @@ fn effect_read(w: &mut Walker, args: &[Arg]) {
 }
 
 /// `printf -v`: the variable set to the formatted text.
-fn effect_printf(w: &mut Walker, args: &[Arg]) {
+fn effect_printf(w: &mut dyn Effects, args: &[Arg]) {
     for a in args {
         w.run_subscript(&a.text);
     }
@@ -538,7 +547,7 @@ fn passthrough(stdin: &Input, args: &[Arg]) -> Output {
     }
 }
 
-fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
+fn produce(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input) -> Output {
     match name {
         "echo" => output_echo(args),
         "printf" => output_printf(args),
@@ -555,7 +564,7 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
             output_dirname(name, args, stdin)
         }
         // `$(git rev-parse --show-toplevel)` is the workspace root.
-        "git" if args.iter().any(|a| a.text == "--show-toplevel") => match &w.cwd {
+        "git" if args.iter().any(|a| a.text == "--show-toplevel") => match w.cwd() {
             Cwd::Root => Output::text(".\n".to_owned()),
             Cwd::Workspace(down) => Output::text(format!("{}\n", vec![".."; down.len()].join("/"))),
             _ => passthrough(stdin, args),
@@ -595,7 +604,7 @@ fn produce(w: &mut Walker, name: &str, args: &[Arg], stdin: &Input) -> Output {
         // `curl … | tee i.sh`: the files tee writes hold the download.
         "tee" if matches!(stdin, Input::Stream(o) if o.taint.download) => {
             for a in args.iter().filter(|a| !a.text.starts_with('-')) {
-                w.downloaded.insert(plain_path(&a.text));
+                w.downloaded_mut().insert(plain_path(&a.text));
             }
             passthrough(stdin, args)
         }

@@ -7,10 +7,10 @@
 
 use super::super::Family;
 use super::super::command::{Spec, parse_args};
+use super::super::effects::Effects;
 use super::super::normalize::Arg;
-use super::super::walk::Walker;
 
-pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+pub(super) fn check(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     match name {
         "chmod" => privilege_chmod(w, args, shown),
         // `chown bob /etc/sudoers`, `chgrp -R users /etc/sudoers.d`: the new owner may rewrite
@@ -31,7 +31,7 @@ pub(super) fn check(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
 }
 
 /// When `chmod` grants rights the agent does not have.
-fn privilege_chmod(w: &mut Walker, args: &[Arg], shown: &str) {
+fn privilege_chmod(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let p = parse_args(args, &Spec::gnu("", &["reference"]));
     // A mode such as `-s` reads as an option; it only removes bits.
     if !p.has_long("reference") && p.operands.len() >= 2 && sets_id_bits(&p.operands[0].text) {
@@ -48,7 +48,7 @@ fn privilege_chmod(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// When `chown chgrp` grants rights the agent does not have.
-fn privilege_chown(w: &mut Walker, args: &[Arg], shown: &str) {
+fn privilege_chown(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let p = parse_args(args, &Spec::gnu("", &["reference", "from"]));
     let files = if p.has_long("reference") {
         &p.operands[..]
@@ -64,7 +64,7 @@ fn privilege_chown(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// When `install` grants rights the agent does not have.
-fn privilege_install(w: &mut Walker, args: &[Arg], shown: &str) {
+fn privilege_install(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let p = parse_args(
         args,
         &Spec::gnu(
@@ -81,7 +81,7 @@ fn privilege_install(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// When `setcap` grants rights the agent does not have.
-fn privilege_setcap(w: &mut Walker, args: &[Arg], shown: &str) {
+fn privilege_setcap(w: &mut dyn Effects, args: &[Arg], shown: &str) {
     let p = parse_args(args, &Spec::gnu("n", &[]));
     let grants = p
         .operands
@@ -96,7 +96,7 @@ fn privilege_setcap(w: &mut Walker, args: &[Arg], shown: &str) {
 }
 
 /// When `usermod gpasswd adduser addgroup` grants rights the agent does not have.
-fn privilege_usermod(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+fn privilege_usermod(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     let admin = |t: &str| {
         t.split(',')
             .any(|g| matches!(g, "sudo" | "wheel" | "admin" | "root" | "docker" | "adm"))
@@ -136,7 +136,7 @@ fn privilege_usermod(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
 }
 
 /// When `tee cp mv ln` grants rights the agent does not have.
-fn privilege_tee(w: &mut Walker, name: &str, args: &[Arg], shown: &str) {
+fn privilege_tee(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) {
     let any_operand = args.iter().any(|a| {
         let t = a.text.strip_prefix("of=").unwrap_or(&a.text);
         grants_root(t)

@@ -2,23 +2,7 @@
 //! the filesystem root, a system directory, the home directory, the workspace root, the
 //! parent, the repository's `.git` — the targets whose removal is destruction.
 
-/// The working directory the script is in, as far as `cd` tells.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) enum Cwd {
-    /// The workspace root or a directory under it (components below the root).
-    Workspace(Vec<String>),
-    /// The home directory or under it.
-    Home(Vec<String>),
-    /// An absolute directory.
-    Absolute(Vec<String>),
-    /// Above the workspace root (`cd ..`): levels up, then components down.
-    Above(usize, Vec<String>),
-    /// Unknown (`cd "$dir"`, `cd -`).
-    Unknown,
-    /// The workspace root (the starting point).
-    #[default]
-    Root,
-}
+use super::super::effects::Cwd;
 
 /// A dangerous target.
 #[derive(Debug, Clone, PartialEq, Eq)]
