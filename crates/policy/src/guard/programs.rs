@@ -469,11 +469,13 @@ impl Program {
 /// The loaded table.
 #[derive(Debug)]
 pub(crate) struct Table {
-    by_name: HashMap<String, Program>,
+    /// Each name's slot: the entries that name it, and the program compiled from them on the
+    /// name's first lookup (a call judges a handful of programs; compiling all of them for
+    /// every process would cost more than the judgement).
+    by_name: HashMap<String, Slot>,
     /// The embedded table failed to parse: every command is denied (fail closed).
     broken: bool,
-    /// The entries as written, for the example check.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// The entries as written (compiled per name on first lookup; also the example check's).
     pub(crate) entries: Vec<Entry>,
 }
 
@@ -496,38 +498,64 @@ fn family(id: &str) -> Family {
 
 /// Parse the table. A malformed table is a build-time mistake caught by the unit tests; in
 /// use it fails closed: [`denials`] denies every command.
+/// One name's entries and, once looked up, its compiled program.
+#[derive(Debug, Default)]
+struct Slot {
+    entries: Vec<usize>,
+    program: OnceLock<Program>,
+}
+
 fn load() -> Table {
     let parsed: Result<Source, _> = serde_json::from_str(SOURCE_JSON);
     let broken = parsed.is_err();
     let source = parsed.unwrap_or(Source {
         program: Vec::new(),
     });
-    let mut by_name: HashMap<String, Program> = HashMap::new();
-    for e in &source.program {
+    let mut by_name: HashMap<String, Slot> = HashMap::new();
+    for (i, e) in source.program.iter().enumerate() {
         for n in &e.names {
-            let p = by_name.entry(n.clone()).or_default();
-            p.roles.extend(e.roles.iter().copied());
-            if e.wrapper.is_some() {
-                p.wrapper.clone_from(&e.wrapper);
-            }
-            if e.interpreter.is_some() {
-                p.interpreter.clone_from(&e.interpreter);
-            }
-            p.runs_files.extend(e.runs_files.iter().cloned());
-            if let Some(when) = &e.runs_when {
-                p.runs_when = Some(Pattern::parse(when));
-            }
-            p.rules.extend(e.deny.iter().map(|r| Rule {
-                when: Pattern::parse(&r.when),
-                family: family(&r.family),
-                reason: r.reason.clone(),
-            }));
+            by_name.entry(n.clone()).or_default().entries.push(i);
         }
     }
     Table {
         by_name,
         broken,
         entries: source.program,
+    }
+}
+
+/// The program a name's entries describe, merged in table order.
+fn compile(entries: &[Entry], of: &[usize]) -> Program {
+    let mut p = Program::default();
+    for e in of.iter().map(|&i| &entries[i]) {
+        p.roles.extend(e.roles.iter().copied());
+        if e.wrapper.is_some() {
+            p.wrapper.clone_from(&e.wrapper);
+        }
+        if e.interpreter.is_some() {
+            p.interpreter.clone_from(&e.interpreter);
+        }
+        p.runs_files.extend(e.runs_files.iter().cloned());
+        if let Some(when) = &e.runs_when {
+            p.runs_when = Some(Pattern::parse(when));
+        }
+        p.rules.extend(e.deny.iter().map(|r| Rule {
+            when: Pattern::parse(&r.when),
+            family: family(&r.family),
+            reason: r.reason.clone(),
+        }));
+    }
+    p
+}
+
+impl Table {
+    /// The compiled program named exactly `name`.
+    fn get(&self, name: &str) -> Option<&Program> {
+        let slot = self.by_name.get(name)?;
+        Some(
+            slot.program
+                .get_or_init(|| compile(&self.entries, &slot.entries)),
+        )
     }
 }
 
@@ -541,13 +569,13 @@ pub(crate) fn table() -> &'static Table {
 /// `python3` → `python`).
 pub(crate) fn program(name: &str) -> Option<&'static Program> {
     let t = table();
-    if let Some(p) = t.by_name.get(name) {
+    if let Some(p) = t.get(name) {
         return Some(p);
     }
     let trimmed = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
     if trimmed != name
         && !trimmed.is_empty()
-        && let Some(p) = t.by_name.get(trimmed)
+        && let Some(p) = t.get(trimmed)
     {
         return Some(p);
     }
