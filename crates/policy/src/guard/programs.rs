@@ -32,8 +32,8 @@
 //! (crontabs, services, package-manager registries), upload channels and tunnels, and
 //! credential stores.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Deserialize;
 
@@ -43,8 +43,10 @@ use super::normalize::Arg;
 /// The table source, embedded at build time.
 #[cfg(test)]
 const SOURCE: &str = include_str!("programs.toml");
-/// The same table as JSON, converted by the build script: what the guard loads at run time.
-const SOURCE_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/programs.json"));
+/// The table as the build script indexes it: each entry's JSON and the sorted name index.
+mod index {
+    include!(concat!(env!("OUT_DIR"), "/programs_index.rs"));
+}
 
 /// What a program does, as far as the rules care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -157,7 +159,8 @@ struct RawRule {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Entry {
-    /// The program names.
+    /// The program names (indexed by the build script; read here by the example check).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) names: Vec<String>,
     /// What the programs do.
     #[serde(default)]
@@ -188,6 +191,7 @@ pub(crate) struct Entry {
     pub(crate) not_match: Vec<String>,
 }
 
+#[cfg(test)]
 #[derive(Deserialize)]
 struct Source {
     program: Vec<Entry>,
@@ -469,14 +473,14 @@ impl Program {
 /// The loaded table.
 #[derive(Debug)]
 pub(crate) struct Table {
-    /// Each name's slot: the entries that name it, and the program compiled from them on the
-    /// name's first lookup (a call judges a handful of programs; compiling all of them for
-    /// every process would cost more than the judgement).
-    by_name: HashMap<String, Slot>,
-    /// The embedded table failed to parse: every command is denied (fail closed).
-    broken: bool,
-    /// The entries as written (compiled per name on first lookup; also the example check's).
-    pub(crate) entries: Vec<Entry>,
+    /// Each entry, parsed on first use (`None`: it failed to parse).
+    entries: Vec<OnceLock<Option<Entry>>>,
+    /// Each name of [`index::NAME_INDEX`], compiled on its first lookup (`None`: one of its
+    /// entries failed to parse). A call judges a handful of programs; parsing and compiling
+    /// the whole table for every process would cost more than the judgement.
+    programs: Vec<OnceLock<Option<Program>>>,
+    /// An entry failed to parse: every command is denied from then on (fail closed).
+    broken: AtomicBool,
 }
 
 fn family(id: &str) -> Family {
@@ -496,38 +500,10 @@ fn family(id: &str) -> Family {
     }
 }
 
-/// Parse the table. A malformed table is a build-time mistake caught by the unit tests; in
-/// use it fails closed: [`denials`] denies every command.
-/// One name's entries and, once looked up, its compiled program.
-#[derive(Debug, Default)]
-struct Slot {
-    entries: Vec<usize>,
-    program: OnceLock<Program>,
-}
-
-fn load() -> Table {
-    let parsed: Result<Source, _> = serde_json::from_str(SOURCE_JSON);
-    let broken = parsed.is_err();
-    let source = parsed.unwrap_or(Source {
-        program: Vec::new(),
-    });
-    let mut by_name: HashMap<String, Slot> = HashMap::new();
-    for (i, e) in source.program.iter().enumerate() {
-        for n in &e.names {
-            by_name.entry(n.clone()).or_default().entries.push(i);
-        }
-    }
-    Table {
-        by_name,
-        broken,
-        entries: source.program,
-    }
-}
-
 /// The program a name's entries describe, merged in table order.
-fn compile(entries: &[Entry], of: &[usize]) -> Program {
+fn compile(entries: &[&Entry]) -> Program {
     let mut p = Program::default();
-    for e in of.iter().map(|&i| &entries[i]) {
+    for e in entries {
         p.roles.extend(e.roles.iter().copied());
         if e.wrapper.is_some() {
             p.wrapper.clone_from(&e.wrapper);
@@ -549,20 +525,61 @@ fn compile(entries: &[Entry], of: &[usize]) -> Program {
 }
 
 impl Table {
+    fn new() -> Table {
+        Table {
+            entries: index::ENTRY_JSON.iter().map(|_| OnceLock::new()).collect(),
+            programs: index::NAME_INDEX.iter().map(|_| OnceLock::new()).collect(),
+            broken: AtomicBool::new(false),
+        }
+    }
+
+    /// Entry `i`, parsed on first use.
+    fn entry(&self, i: usize) -> Option<&Entry> {
+        self.entries[i]
+            .get_or_init(|| {
+                let e = serde_json::from_str(index::ENTRY_JSON[i]).ok();
+                if e.is_none() {
+                    self.broken.store(true, Ordering::Relaxed);
+                }
+                e
+            })
+            .as_ref()
+    }
+
+    /// Every entry, in table order (the example check's).
+    #[cfg(test)]
+    pub(crate) fn all_entries(&self) -> Vec<&Entry> {
+        (0..self.entries.len())
+            .map(|i| self.entry(i).expect("every entry parses"))
+            .collect()
+    }
+
     /// The compiled program named exactly `name`.
     fn get(&self, name: &str) -> Option<&Program> {
-        let slot = self.by_name.get(name)?;
-        Some(
-            slot.program
-                .get_or_init(|| compile(&self.entries, &slot.entries)),
-        )
+        let k = index::NAME_INDEX
+            .binary_search_by(|(n, _)| (*n).cmp(name))
+            .ok()?;
+        self.programs[k]
+            .get_or_init(|| {
+                let of: Option<Vec<&Entry>> = index::NAME_INDEX[k]
+                    .1
+                    .iter()
+                    .map(|&i| self.entry(i))
+                    .collect();
+                of.map(|of| compile(&of))
+            })
+            .as_ref()
+    }
+
+    fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Relaxed)
     }
 }
 
-/// The table, parsed on first use.
+/// The table, indexed on first use.
 pub(crate) fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(load)
+    TABLE.get_or_init(Table::new)
 }
 
 /// What the table knows of `name`: exact, else without a version suffix (`python3.12` →
@@ -589,7 +606,8 @@ pub(crate) fn has_role(name: &str, role: Role) -> bool {
 
 /// The table's rules over `name args`: each match with its family and sentence. Pure.
 pub(crate) fn denials(name: &str, args: &[Arg]) -> Vec<(Family, &'static str)> {
-    if table().broken {
+    let found = program(name);
+    if table().is_broken() {
         return vec![(
             Family::Unparseable,
             "cannot be judged: the guard's program table failed to load",
@@ -601,7 +619,7 @@ pub(crate) fn denials(name: &str, args: &[Arg]) -> Vec<(Family, &'static str)> {
     {
         return Vec::new();
     }
-    match program(name) {
+    match found {
         Some(p) => p
             .rules
             .iter()
@@ -648,7 +666,7 @@ mod tests {
     #[test]
     fn every_example_in_the_table_gets_its_verdict() {
         let mut failures = Vec::new();
-        for e in &table().entries {
+        for e in table().all_entries() {
             for m in &e.matches {
                 if evaluate(m).decision.is_allow() {
                     failures.push(format!("{:?}: should deny {m:?}", e.names));
