@@ -15,7 +15,7 @@ use crate::tools::{Runnable, Shell, ToolDef};
 use airlock_policy::guard::GuardedScript;
 use airlock_policy::jail::{Access, Jail};
 use airlock_policy::permission::{Policy, ToolClass, ToolRequest};
-use airlock_policy::{Decision, RelPath, Stage, Verdict};
+use airlock_policy::{Decision, RelPath, Ruling, Stage};
 use airlock_stage::store::Store;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
@@ -85,7 +85,7 @@ pub(crate) fn denial(d: Decision) -> CallOutcome {
         ok: false,
         output: d.to_json(),
         truncated: false,
-        status: if d.decision == Verdict::Allow {
+        status: if d.decision == Ruling::Allow {
             Status::Ok
         } else {
             Status::Denied
@@ -103,13 +103,13 @@ pub(crate) fn explain(g: &Gates<'_>, tool: &str, args: &str) -> Value {
     let mut trail = Vec::new();
     let result = decide(g, tool, args, AskMode::Record, &mut trail);
     let decision = match &result {
-        Ok(_) if trail.iter().any(|d| d.decision == Verdict::Ask) => "ask",
+        Ok(_) if trail.iter().any(|d| d.decision == Ruling::Ask) => "ask",
         Ok(_) => "allow",
         Err(d) => {
             if trail.last() != Some(d) {
                 trail.push(d.clone());
             }
-            if d.decision == Verdict::Ask {
+            if d.decision == Ruling::Ask {
                 "ask"
             } else {
                 "deny"
@@ -171,12 +171,12 @@ pub(crate) fn decide(
         .filter(|r| r.names_arguments() && !rule_subjects.is_empty())
         .map(|r| format!("the operator rule `{r}`"));
     match perm.decision {
-        Verdict::Allow => trail.push(perm),
-        Verdict::Deny => {
+        Ruling::Allow => trail.push(perm),
+        Ruling::Deny => {
             trail.push(perm.clone());
             return Err(perm);
         }
-        Verdict::Ask => {
+        Ruling::Ask => {
             trail.push(perm.clone());
             if let AskMode::Ask(ctx) = ask {
                 resolve_ask(g, tool, &args, &rule_subjects, perm, ctx)?;
@@ -476,7 +476,7 @@ mod tests {
         }
     }
 
-    fn stages(trail: &[Decision]) -> Vec<(Stage, Verdict)> {
+    fn stages(trail: &[Decision]) -> Vec<(Stage, Ruling)> {
         trail.iter().map(|d| (d.stage, d.decision)).collect()
     }
 
@@ -491,10 +491,10 @@ mod tests {
         assert_eq!(
             stages(&trail),
             [
-                (Stage::Permission, Verdict::Allow),
-                (Stage::Jail, Verdict::Allow),
-                (Stage::Guard, Verdict::Allow),
-                (Stage::Validation, Verdict::Allow),
+                (Stage::Permission, Ruling::Allow),
+                (Stage::Jail, Ruling::Allow),
+                (Stage::Guard, Ruling::Allow),
+                (Stage::Validation, Ruling::Allow),
             ]
         );
         let approver = DenyAll::default();

@@ -8,7 +8,7 @@ use std::fmt;
 /// The outcome of one stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub enum Ruling {
     /// The call may proceed to the next stage.
     Allow,
     /// The call is refused; nothing happens.
@@ -17,14 +17,14 @@ pub enum Verdict {
     Ask,
 }
 
-impl Verdict {
+impl Ruling {
     /// The most restrictive of two verdicts: deny beats ask beats allow.
-    pub fn most_restrictive(self, other: Verdict) -> Verdict {
-        fn rank(v: Verdict) -> u8 {
+    pub fn most_restrictive(self, other: Ruling) -> Ruling {
+        fn rank(v: Ruling) -> u8 {
             match v {
-                Verdict::Allow => 0,
-                Verdict::Ask => 1,
-                Verdict::Deny => 2,
+                Ruling::Allow => 0,
+                Ruling::Ask => 1,
+                Ruling::Deny => 2,
             }
         }
         if rank(other) > rank(self) {
@@ -71,7 +71,7 @@ impl fmt::Display for Stage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     /// allow, deny or ask.
-    pub decision: Verdict,
+    pub decision: Ruling,
     /// Which stage decided.
     pub stage: Stage,
     /// A stable, machine-matchable rule id (`jail_escape`, `destruction`, …).
@@ -83,7 +83,7 @@ pub struct Decision {
 impl Decision {
     /// A decision with the given verdict.
     pub fn new(
-        decision: Verdict,
+        decision: Ruling,
         stage: Stage,
         rule: impl Into<Cow<'static, str>>,
         reason: impl Into<String>,
@@ -101,7 +101,7 @@ impl Decision {
         rule: impl Into<Cow<'static, str>>,
         reason: impl Into<String>,
     ) -> Self {
-        Self::new(Verdict::Allow, stage, rule, reason)
+        Self::new(Ruling::Allow, stage, rule, reason)
     }
     /// A deny decision.
     pub fn deny(
@@ -109,7 +109,7 @@ impl Decision {
         rule: impl Into<Cow<'static, str>>,
         reason: impl Into<String>,
     ) -> Self {
-        Self::new(Verdict::Deny, stage, rule, reason)
+        Self::new(Ruling::Deny, stage, rule, reason)
     }
     /// An ask decision.
     pub fn ask(
@@ -117,11 +117,11 @@ impl Decision {
         rule: impl Into<Cow<'static, str>>,
         reason: impl Into<String>,
     ) -> Self {
-        Self::new(Verdict::Ask, stage, rule, reason)
+        Self::new(Ruling::Ask, stage, rule, reason)
     }
     /// True when the verdict is allow.
     pub fn is_allow(&self) -> bool {
-        self.decision == Verdict::Allow
+        self.decision == Ruling::Allow
     }
     /// The decision as a JSON object (the Decision JSON of CLI.md).
     pub fn to_json(&self) -> serde_json::Value {
@@ -132,9 +132,9 @@ impl Decision {
 impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let verb = match self.decision {
-            Verdict::Allow => "allowed",
-            Verdict::Deny => "denied",
-            Verdict::Ask => "needs approval",
+            Ruling::Allow => "allowed",
+            Ruling::Deny => "denied",
+            Ruling::Ask => "needs approval",
         };
         write!(
             f,
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn deny_beats_ask_beats_allow() {
-        use Verdict::*;
+        use Ruling::*;
         assert_eq!(Allow.most_restrictive(Ask), Ask);
         assert_eq!(Ask.most_restrictive(Deny), Deny);
         assert_eq!(Deny.most_restrictive(Allow), Deny);

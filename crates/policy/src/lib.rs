@@ -7,9 +7,9 @@
 //! allow carries its [`Stage`], a stable rule id and one human sentence ([`Decision`]).
 //!
 //! ```
-//! use airlock_policy::{Decision, Stage, Verdict};
+//! use airlock_policy::{Decision, Stage, Ruling};
 //! let d = Decision::deny(Stage::Jail, "jail_escape", "`../x` resolves outside the workspace.");
-//! assert_eq!(d.decision, Verdict::Deny);
+//! assert_eq!(d.decision, Ruling::Deny);
 //! assert_eq!(serde_json::to_value(&d).unwrap()["stage"], "jail");
 //! ```
 
@@ -25,5 +25,5 @@ pub mod path;
 pub mod permission;
 pub mod rules;
 
-pub use decision::{Decision, Stage, Verdict};
+pub use decision::{Decision, Ruling, Stage};
 pub use path::{RelPath, RelPathError};

@@ -3,7 +3,7 @@
 //! parses and normalises; `guard_redteam.jsonl` holds held-out-style variants of every family
 //! and benign look-alikes.
 
-use airlock_policy::Verdict;
+use airlock_policy::Ruling;
 use airlock_policy::guard::evaluate;
 use serde::Deserialize;
 
@@ -28,9 +28,9 @@ fn check_file(name: &str) {
         count += 1;
         let report = evaluate(&case.cmd);
         let got_verdict = match report.decision.decision {
-            Verdict::Allow => "allow",
-            Verdict::Deny => "deny",
-            Verdict::Ask => "ask",
+            Ruling::Allow => "allow",
+            Ruling::Deny => "deny",
+            Ruling::Ask => "ask",
         };
         let ok = got_verdict == case.expect
             && (case.expect != "deny" || report.decision.rule == case.family);

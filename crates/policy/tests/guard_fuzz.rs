@@ -3,7 +3,7 @@
 //! `eval`, `$( )`, subshells, brace groups and chains) and property tests that the guard never
 //! panics, whatever the input and however deep its nesting.
 
-use airlock_policy::Verdict;
+use airlock_policy::Ruling;
 use airlock_policy::guard::evaluate;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -199,7 +199,7 @@ fn denied_commands_stay_denied_under_mutation() {
             let r = evaluate(&m);
             // brush cannot parse a `case` pattern's `)` inside `$( )` or `( )`; those fail
             // closed as `unparseable`, still denied.
-            let escaped = r.decision.decision != Verdict::Deny
+            let escaped = r.decision.decision != Ruling::Deny
                 || (r.decision.rule == "unparseable" && !cmd.contains("case "));
             if escaped {
                 failures.push(format!(
@@ -241,7 +241,7 @@ fn mutations_keep_benign_commands_benign() {
             let r = evaluate(&m);
             let privileged = m.contains("sudo ");
             assert!(
-                r.decision.decision == Verdict::Allow
+                r.decision.decision == Ruling::Allow
                     || (privileged && r.decision.rule == "privilege"),
                 "{m:?}: {} ({})",
                 r.decision.rule,
@@ -266,7 +266,7 @@ fn deep_nesting_is_refused_not_overflowed() {
         for n in [10usize, 30, 60, 200, 1000] {
             let script = format!("{}rm -rf /{}", open.repeat(n), close.repeat(n));
             let r = evaluate(&script);
-            assert_eq!(r.decision.decision, Verdict::Deny, "{open:?} x{n}");
+            assert_eq!(r.decision.decision, Ruling::Deny, "{open:?} x{n}");
         }
     }
     // Re-parsing a large string many times is bounded too.
@@ -274,7 +274,7 @@ fn deep_nesting_is_refused_not_overflowed() {
     let repeated = format!("s='echo {big}'; {}", "eval $s; ".repeat(40));
     assert_eq!(evaluate(&repeated).decision.rule, "unparseable");
     let backticks = format!("{}ls{}", "`".repeat(500), "`".repeat(500));
-    assert_eq!(evaluate(&backticks).decision.decision, Verdict::Deny);
+    assert_eq!(evaluate(&backticks).decision.decision, Ruling::Deny);
 }
 
 proptest! {

@@ -2,7 +2,7 @@
 
 use airlock_policy::jail::{Access, Jail, sensitive_rule};
 use airlock_policy::modes::OperatorGrant;
-use airlock_policy::{RelPath, Stage, Verdict};
+use airlock_policy::{RelPath, Ruling, Stage};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -43,7 +43,7 @@ fn denied(jail: &Jail, path: &str, access: Access) -> String {
     match jail.confine(path, access) {
         Ok(p) => panic!("`{path}` ({access:?}) was allowed as {:?}", p.abs()),
         Err(d) => {
-            assert_eq!(d.decision, Verdict::Deny);
+            assert_eq!(d.decision, Ruling::Deny);
             assert_eq!(d.stage, Stage::Jail);
             assert!(!d.reason.is_empty());
             d.rule.into_owned()
@@ -607,13 +607,10 @@ fn unrestricted_lifts_confinement_but_not_sensitive_files() {
 fn decide_reports_allow_and_deny_as_decisions() {
     let f = fixture();
     let d = f.jail.decide("./src/lib.rs", Access::Write);
-    assert_eq!((d.decision, &*d.rule), (Verdict::Allow, "jail_confined"));
+    assert_eq!((d.decision, &*d.rule), (Ruling::Allow, "jail_confined"));
     assert!(d.reason.contains("`src/lib.rs`"), "{}", d.reason);
     let d = f.jail.decide("../x", Access::Read);
-    assert_eq!(
-        (d.decision, &*d.rule),
-        (Verdict::Deny, "jail_parent_escape")
-    );
+    assert_eq!((d.decision, &*d.rule), (Ruling::Deny, "jail_parent_escape"));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! allowed path, where it resolves). Every mismatch is collected and reported at once.
 
 use airlock_policy::jail::{Access, Jail};
-use airlock_policy::{Stage, Verdict};
+use airlock_policy::{Ruling, Stage};
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
@@ -143,7 +143,7 @@ fn check(jail: &Jail, cases: &[(String, Access, Want)]) {
         let shown: String = path.escape_debug().to_string().chars().take(100).collect();
         match (want, &got) {
             (Deny(rule), Err(d)) => {
-                assert_eq!(d.decision, Verdict::Deny);
+                assert_eq!(d.decision, Ruling::Deny);
                 assert_eq!(d.stage, Stage::Jail);
                 assert!(!d.reason.is_empty());
                 if d.rule != *rule {
@@ -546,11 +546,11 @@ fn files_that_are_not_plain() {
 fn decide_and_json_shape_for_a_mixed_batch() {
     let w = workspace();
     let d = w.jail.decide("src_link/lib.rs", W);
-    assert_eq!(d.decision, Verdict::Allow);
+    assert_eq!(d.decision, Ruling::Allow);
     assert_eq!(d.rule, "jail_confined");
     assert!(d.reason.contains("src/lib.rs"), "{}", d.reason);
     let d = w.jail.decide("~/x", R);
-    assert_eq!(d.decision, Verdict::Deny);
+    assert_eq!(d.decision, Ruling::Deny);
     assert!(d.reason.contains("~/x"), "{}", d.reason);
     assert!(d.reason.contains("./~/x"), "{}", d.reason);
     let d = w.jail.decide("file:///etc/passwd", R);

@@ -219,7 +219,7 @@ fn run_at(parsed: &Parsed<'_>, args_len: usize) -> Wrap {
 }
 
 /// Unwrap one wrapper level: `name` with its arguments `args`.
-pub(crate) fn unwrap(name: &str, args: &[Arg]) -> Wrap {
+pub(crate) fn strip_wrapper(name: &str, args: &[Arg]) -> Wrap {
     let asks_info = |a: &Arg| matches!(a.text.as_str(), "--help" | "--version" | "-h" | "-V");
     if changes_root(name).is_some() && args.first().is_some_and(asks_info) {
         return Wrap::Inspect;
@@ -726,22 +726,25 @@ mod tests {
     #[test]
     fn wrappers_find_their_command() {
         assert_eq!(
-            unwrap("timeout", &args(&["-s", "KILL", "30", "rm", "-rf", "/"])),
+            strip_wrapper("timeout", &args(&["-s", "KILL", "30", "rm", "-rf", "/"])),
             Wrap::Run {
                 start: 3,
                 prepend: vec![]
             }
         );
         assert_eq!(
-            unwrap("env", &args(&["-u", "DEBUG", "A=1", "cargo", "test"])),
+            strip_wrapper("env", &args(&["-u", "DEBUG", "A=1", "cargo", "test"])),
             Wrap::Run {
                 start: 3,
                 prepend: vec![]
             }
         );
-        assert_eq!(unwrap("env", &args(&["-0"])), Wrap::NoCommand);
-        assert_eq!(unwrap("command", &args(&["-v", "rm"])), Wrap::Inspect);
-        assert_eq!(unwrap("ls", &args(&[])), Wrap::No);
+        assert_eq!(strip_wrapper("env", &args(&["-0"])), Wrap::NoCommand);
+        assert_eq!(
+            strip_wrapper("command", &args(&["-v", "rm"])),
+            Wrap::Inspect
+        );
+        assert_eq!(strip_wrapper("ls", &args(&[])), Wrap::No);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Unit tests of the guard's public behaviour on single constructs.
 
 use super::*;
-use crate::decision::Verdict;
+use crate::decision::Ruling;
 
 fn rule(script: &str) -> String {
     evaluate(script).decision.rule.into_owned()
@@ -10,7 +10,7 @@ fn rule(script: &str) -> String {
 #[test]
 fn allow_has_rule_allow() {
     let r = evaluate("cargo test");
-    assert_eq!(r.decision.decision, Verdict::Allow);
+    assert_eq!(r.decision.decision, Ruling::Allow);
     assert_eq!(r.decision.rule, "allow");
     assert_eq!(r.normalized, "cargo test");
 }

@@ -15,7 +15,7 @@ use brush_parser::word::{
     SpecialParameter, TildeExpr, WordPiece, WordPieceWithSource,
 };
 
-use super::command::{Wrap, changes_root, is_privilege, program_name, unwrap};
+use super::command::{Wrap, changes_root, is_privilege, program_name, strip_wrapper};
 use super::effects::{Cwd, Effects};
 use super::normalize::{
     Arg, Input, Output, Taint, decode_ansi_c, display_argv, is_secret_name, shorten, stream_input,
@@ -38,13 +38,13 @@ const MAX_WRAPPERS: usize = 16;
 const MAX_PARSED_BYTES: usize = 2 * 1024 * 1024;
 
 /// The result of walking one script.
-pub(crate) struct Outcome {
+pub(crate) struct WalkResult {
     pub(crate) findings: Vec<Finding>,
     pub(crate) normalized: String,
 }
 
 /// Walk a whole script.
-pub(crate) fn analyse(script: &str) -> Outcome {
+pub(crate) fn analyse(script: &str) -> WalkResult {
     let mut walker = Walker::default();
     walker.run_script(script, &Input::Inherited);
     let normalized = if walker.normalized.is_empty() {
@@ -52,7 +52,7 @@ pub(crate) fn analyse(script: &str) -> Outcome {
     } else {
         walker.normalized.join("; ")
     };
-    Outcome {
+    WalkResult {
         findings: walker.findings,
         normalized,
     }
@@ -951,7 +951,7 @@ impl Walker {
                     format!("`{shown}` is a fork bomb: the function `{name}` spawns copies of itself without end."),
                 );
             }
-            let wrap = unwrap(&name, &argv[1..]);
+            let wrap = strip_wrapper(&name, &argv[1..]);
             if is_privilege(&name) && name != "su" && name != "sg" && wrap != Wrap::Inspect {
                 let shown = display_argv(&argv);
                 self.deny(

@@ -10,13 +10,13 @@
 //! use airlock_policy::modes::{PermissionMode, WorkMode};
 //! use airlock_policy::permission::{Policy, ToolClass, ToolRequest};
 //! use airlock_policy::rules::Rules;
-//! use airlock_policy::Verdict;
+//! use airlock_policy::Ruling;
 //!
 //! let p = Policy::new(WorkMode::Discuss, PermissionMode::Auto, None, Rules::new(), vec![]).unwrap();
 //! let paths = ["src/main.rs".to_string()];
 //! let write = ToolRequest { tool: "write_file", class: ToolClass::Write, subjects: &paths };
 //! let d = p.decide(&write);
-//! assert_eq!((d.decision, &*d.rule), (Verdict::Deny, "mode_discuss_readonly"));
+//! assert_eq!((d.decision, &*d.rule), (Ruling::Deny, "mode_discuss_readonly"));
 //! ```
 
 mod policy;

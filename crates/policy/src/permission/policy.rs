@@ -339,7 +339,7 @@ fn drops_staged_only(req: &ToolRequest<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Verdict;
+    use crate::Ruling;
 
     #[test]
     fn default_is_widest_the_mode_allows() {
@@ -381,7 +381,7 @@ mod tests {
             class: ToolClass::Exec,
             subjects: &subjects,
         });
-        assert_eq!(d.decision, Verdict::Allow);
+        assert_eq!(d.decision, Ruling::Allow);
     }
 
     #[test]
@@ -395,7 +395,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.decide_named("rm_rf", &[]).rule, "unknown_tool");
-        assert_eq!(p.decide_named("rm_rf", &[]).decision, Verdict::Deny);
+        assert_eq!(p.decide_named("rm_rf", &[]).decision, Ruling::Deny);
         assert!(p.decide_named("grep", &["x".to_string()]).is_allow());
     }
 }
