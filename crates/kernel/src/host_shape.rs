@@ -193,31 +193,12 @@ fn linked_targets(root: &Path) -> Vec<(PathBuf, HostExec)> {
             } else {
                 Path::new(dir).join(target)
             };
-            if let Some(t) = fold_inside(&joined) {
+            if let Some(t) = airlock_policy::host_exec::fold_inside(&joined) {
                 out.push((t, h));
             }
         }
     }
     out
-}
-
-/// `p` with `.` and `..` folded lexically; `None` when it climbs out or is empty.
-fn fold_inside(p: &Path) -> Option<PathBuf> {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            _ => return None,
-        }
-    }
-    (!out.as_os_str().is_empty()).then_some(out)
 }
 
 /// What the repository's own configuration names inside the workspace.

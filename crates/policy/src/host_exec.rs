@@ -391,12 +391,18 @@ fn config_value(v: &str) -> String {
 /// `value` taken relative to `base` (workspace-relative), folded lexically; `None` when it is
 /// empty, absolute, home-relative or climbs out of the workspace.
 fn inside(base: &std::path::Path, value: &str) -> Option<std::path::PathBuf> {
-    use std::path::Component;
     if value.is_empty() || value.starts_with('~') || value.starts_with('/') {
         return None;
     }
+    fold_inside(&base.join(value))
+}
+
+/// A workspace-relative `p` with `.` and `..` folded lexically; `None` when it climbs out, is
+/// absolute or is empty.
+pub fn fold_inside(p: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::path::Component;
     let mut out = std::path::PathBuf::new();
-    for c in base.join(value).components() {
+    for c in p.components() {
         match c {
             Component::Normal(n) => out.push(n),
             Component::CurDir => {}
