@@ -11,9 +11,17 @@ kernel → chain → tools → exec (exec and its submodules never reach back in
 kernel; tools never into chain or kernel; chain never into kernel). Prints the edges with -v.
 """
 
+import importlib.util
 import pathlib
 import re
 import sys
+
+# The cycle search is the workspace-wide check's (scripts/check-module-cycles.py).
+_spec = importlib.util.spec_from_file_location(
+    "module_cycles", pathlib.Path(__file__).resolve().parent / "check-module-cycles.py"
+)
+module_cycles = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(module_cycles)
 
 SRC = pathlib.Path(__file__).resolve().parent.parent / "crates" / "kernel" / "src"
 
@@ -89,34 +97,8 @@ def main() -> int:
             if b.split("::")[0] == a.split("::")[0] and b.startswith(a + "::"):
                 problems.append(f"parent reaches into a child by path: {a} → {b}")
 
-    # Cycles (Tarjan's strongly connected components).
-    index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
-
-    def strong(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in edges[v]:
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                sccs.append(sorted(comp))
-
-    for v in sorted(edges):
-        if v not in index:
-            strong(v)
+    # Cycles: the workspace check's strongly connected components, over this graph.
+    sccs = module_cycles.cycles(edges)
     for comp in sccs:
         problems.append("cycle: " + " ↔ ".join(comp))
 
