@@ -524,7 +524,15 @@ fn an_apply_killed_at_any_moment_is_recovered_to_pre_or_post_state() {
 
     let mut interrupted = 0;
     let mut outcomes = Vec::new();
-    for (n, fraction) in [0.05, 0.4, 0.8].iter().enumerate() {
+    // Each kill is aimed by what the apply has done so far, not by a clock: right after the
+    // journal opens; once the new directory `gen` exists (its 2,000 temps are being written);
+    // once the first of them is renamed into place (the renames are under way).
+    let triggers: [(&str, Option<&str>); 3] = [
+        ("journal opened", None),
+        ("gen/ created", Some("gen")),
+        ("first rename", Some("gen/f1.txt")),
+    ];
+    for (n, (fraction, appears)) in triggers.iter().enumerate() {
         let ws = parent.join(format!("kill{n}"));
         clone_workspace(&fx.ws, &ws);
         let mut child = fx
@@ -534,7 +542,16 @@ fn an_apply_killed_at_any_moment_is_recovered_to_pre_or_post_state() {
             .spawn()
             .unwrap();
         wait_for_journal(&ws);
-        std::thread::sleep(took.mul_f64(*fraction));
+        if let Some(rel) = appears {
+            let target = ws.join(rel);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !target.exists()
+                && Instant::now() < deadline
+                && child.try_wait().unwrap().is_none()
+            {
+                std::hint::spin_loop();
+            }
+        }
         let _ = child.kill(); // SIGKILL
         let status = child.wait().unwrap();
         let killed = status.code().is_none();
@@ -552,7 +569,7 @@ fn an_apply_killed_at_any_moment_is_recovered_to_pre_or_post_state() {
         let at_post = state == post;
         assert!(
             at_pre || at_post,
-            "kill at {fraction} of {took:?} left a mixed workspace: {} paths differ from pre, {} from post; report {report}; stderr {}",
+            "kill at {fraction} ({took:?} for a whole apply) left a mixed workspace: {} paths differ from pre, {} from post; report {report}; stderr {}",
             changed_paths(&state, &pre).len(),
             changed_paths(&state, &post).len(),
             err(&o)
