@@ -132,6 +132,40 @@ impl ParsedPatch {
         out
     }
 
+    /// The same patch with its paths replaced, in the order of [`ParsedPatch::rel_paths`], by
+    /// the paths a jail confined them to (a path through a directory link becomes the link's
+    /// target). The stage then writes exactly where the jail said, without resolving anything
+    /// again. Refused when the list does not have one path per touched path.
+    pub fn confined_to(&self, confined: &[RelPath]) -> Result<ParsedPatch, PatchError> {
+        let expected = self.rel_paths().len();
+        if confined.len() != expected {
+            return Err(PatchError::BadPath {
+                path: self.paths().join(", "),
+                reason: format!(
+                    "the patch touches {expected} path(s) but {} were confined",
+                    confined.len()
+                ),
+            });
+        }
+        let mut next = confined.iter().cloned();
+        let mut take = || next.next().expect("one confined path per touched path");
+        let files = self
+            .files
+            .iter()
+            .map(|f| {
+                let op = match &f.op {
+                    Op::Create(_) => Op::Create(take()),
+                    Op::Delete(_) => Op::Delete(take()),
+                    Op::Modify(_) => Op::Modify(take()),
+                    Op::Rename(..) => Op::Rename(take(), take()),
+                    Op::Copy(..) => Op::Copy(take(), take()),
+                };
+                FilePatch { op, ..f.clone() }
+            })
+            .collect();
+        Ok(ParsedPatch { files })
+    }
+
     /// How many files the patch changes.
     pub fn len(&self) -> usize {
         self.files.len()

@@ -390,14 +390,21 @@ pub(crate) fn apply_patch(k: &ExecCtx<'_>, p: &Call<'_, ApplyPatchArgs>) -> crat
     let Some(patch) = &p.patch else {
         return failure("apply_patch needs a patch.", Status::Failed);
     };
-    let keys: Vec<&[u8]> = p
-        .paths
-        .iter()
-        .filter_map(super::Confined::rel)
-        .map(|r| r.as_bytes())
-        .collect();
+    // The stage writes where the jail confined each path, not where the patch text points.
+    let rels: Vec<RelPath> = match (0..p.paths.len())
+        .map(|i| p.write_rel(i).cloned())
+        .collect()
+    {
+        Ok(r) => r,
+        Err(o) => return o,
+    };
+    let patch = match patch.confined_to(&rels) {
+        Ok(patch) => patch,
+        Err(e) => return failure(format!("The patch was not staged: {e}"), Status::Failed),
+    };
+    let keys: Vec<&[u8]> = rels.iter().map(RelPath::as_bytes).collect();
     k.writes.with(&keys, || {
-        match airlock_stage::patch::stage_patch(k.store, patch) {
+        match airlock_stage::patch::stage_patch(k.store, &patch) {
             Ok(paths) => {
                 let list: Vec<String> = paths.iter().map(|p| p.display()).collect();
                 success(

@@ -277,6 +277,57 @@ fn apply_patch_stages_every_hunk_or_nothing() {
     assert!(!files::apply_patch(&f.ctx(1 << 20), &c).ok);
 }
 
+/// The patch's paths are the ones the jail confined, not re-derived from the patch text: a
+/// patch through an on-disk directory link stages at the link's target, as `write_file` does.
+#[test]
+fn apply_patch_stages_at_the_paths_the_jail_confined() {
+    let f = Fixture::new();
+    std::os::unix::fs::symlink("src", f.root.join("lnk")).unwrap();
+    let approver = DenyAll::default();
+    let cx = CallContext::new(Cancel::new(), &approver);
+    let text = "--- a/lnk/a.rs\n+++ b/lnk/a.rs\n@@ -1 +1 @@\n-old\n+new\n";
+    let patch = airlock_stage::patch::parse_patch(text).unwrap();
+    let paths: Vec<Confined> = patch
+        .paths()
+        .iter()
+        .map(|p| f.confine(p, Access::Write, Link::Follow))
+        .collect();
+    assert_eq!(
+        paths[0].rel().map(RelPath::display).as_deref(),
+        Some("src/a.rs")
+    );
+    let mut c = call(ApplyPatchArgs { patch: text.into() }, paths, &cx);
+    c.patch = Some(patch);
+    let o = files::apply_patch(&f.ctx(1 << 20), &c);
+    assert!(o.ok, "{}", o.output);
+    assert_eq!(f.staged("src/a.rs").as_deref(), Some(&b"new\n"[..]));
+    let entries: Vec<String> = f
+        .store
+        .snapshot()
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.path.display())
+        .collect();
+    assert_eq!(
+        entries,
+        ["src/a.rs"],
+        "staged below the link instead of at its target"
+    );
+    // A patch whose paths do not match the confined list is refused, not staged.
+    let text2 = "--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1 @@\n-alpha\n+omega\n";
+    let mut c = call(
+        ApplyPatchArgs {
+            patch: text2.into(),
+        },
+        Vec::new(),
+        &cx,
+    );
+    c.patch = Some(airlock_stage::patch::parse_patch(text2).unwrap());
+    assert!(!files::apply_patch(&f.ctx(1 << 20), &c).ok);
+    assert!(f.staged("notes.txt").as_deref() == Some(&b"alpha\nbeta\nalpha\n"[..]));
+}
+
 #[test]
 fn read_file_pages_the_merged_view() {
     let f = Fixture::new();
