@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::{FailureSink, Parsed};
 use crate::model::{Failure, FailureKind};
-use crate::sanitize::{Locator, expected_received};
+use crate::sanitize::{Locator, assertion_values};
 
 /// Most lines kept per failure section.
 const MAX_SECTION_LINES: usize = 40;
@@ -51,6 +51,9 @@ struct Diagnostic {
     code: Option<DiagnosticCode>,
     #[serde(default)]
     spans: Vec<Span>,
+    /// The `help:` and `note:` sub-diagnostics, with their suggested replacements.
+    #[serde(default)]
+    children: Vec<Diagnostic>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -67,6 +70,33 @@ struct Span {
     is_primary: bool,
     #[serde(default)]
     label: Option<String>,
+    #[serde(default)]
+    suggested_replacement: Option<String>,
+}
+
+/// Most `help:`/`note:` lines kept per compile error.
+const MAX_HINTS: usize = 4;
+
+/// rustc's `help:` and `note:` lines of a diagnostic, each with its suggested code when it
+/// has one: `help: consider importing this struct: `use std::collections::HashMap;``.
+fn hint_lines(diag: &Diagnostic) -> Vec<String> {
+    diag.children
+        .iter()
+        .filter(|c| matches!(c.level.as_str(), "help" | "note") && !c.message.is_empty())
+        .take(MAX_HINTS)
+        .map(|c| {
+            let suggestion = c
+                .spans
+                .iter()
+                .filter_map(|s| s.suggested_replacement.as_deref())
+                .map(str::trim)
+                .find(|s| !s.is_empty() && !s.contains('\n'));
+            match suggestion {
+                Some(code) => format!("{}: {}: `{code}`", c.level, c.message),
+                None => format!("{}: {}", c.level, c.message),
+            }
+        })
+        .collect()
 }
 
 /// Streaming parser of cargo + libtest output.
@@ -179,6 +209,10 @@ impl<'a> CargoParser<'a> {
                 if let Some(label) = primary.and_then(|s| s.label.as_deref()) {
                     message.push_str(&format!(" ({label})"));
                 }
+                for hint in hint_lines(&diag) {
+                    message.push('\n');
+                    message.push_str(&hint);
+                }
                 let mut f = Failure {
                     test: "(compile)".into(),
                     message,
@@ -241,10 +275,10 @@ impl<'a> CargoParser<'a> {
                 .collect();
         }
         let text = message.join("\n");
-        let (expected, received) = expected_received(&text);
+        assertion_values(&text).apply(&mut failure);
         failure.message = text;
-        failure.expected = expected;
-        failure.received = received;
+        // libtest names a test by its full path (`module::tests::name`): `--exact` selects it.
+        failure.id = Some(failure.test.clone());
         sink.failure(failure);
     }
 
@@ -321,8 +355,11 @@ test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
         assert_eq!(f.file.as_deref(), Some("src/lib.rs"));
         assert_eq!((f.line, f.column), (Some(16), Some(9)));
         assert!(f.message.contains("sum of 2 and 3"));
-        assert_eq!(f.expected.as_deref(), Some("6"));
-        assert_eq!(f.received.as_deref(), Some("5"));
+        // `assert_eq!(left, right)` names no expected side: kept as left and right.
+        assert_eq!(f.left.as_deref(), Some("5"));
+        assert_eq!(f.right.as_deref(), Some("6"));
+        assert_eq!((&f.expected, &f.received), (&None, &None));
+        assert_eq!(f.id.as_deref(), Some("tests::adds_large_numbers"));
     }
 
     #[test]

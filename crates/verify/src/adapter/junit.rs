@@ -12,7 +12,7 @@ use junit_parser::{TestCase, TestStatus, TestSuite};
 
 use super::{FailureSink, MAX_REPORT_BYTES, Parsed};
 use crate::model::{Failure, FailureKind};
-use crate::sanitize::{Locator, clean_message, expected_received};
+use crate::sanitize::{Locator, assertion_values, clean_message};
 
 /// Parses the JUnit file at `path`. A missing or unreadable file sets `report_missing`.
 pub fn parse(
@@ -268,42 +268,108 @@ fn failure_of(
     } else {
         FailureKind::Test
     };
-    let body = message_body(text);
+    let (body, pytest_lines) = message_body(text);
     let message = if body.trim().is_empty() {
         clean_message(message)
     } else {
         clean_message(&body)
     };
-    let (expected, received) = expected_received(text);
+    // pytest's `E` lines are its assertion message; the rest of its text is quoted source,
+    // whose `assert` lines are no statement about values.
+    let values = if pytest_lines {
+        assertion_values(&body)
+    } else {
+        assertion_values(text)
+    };
     let mut failure = Failure {
-        test: locator.relative(&name).unwrap_or(name),
+        test: locator.relative(&name).unwrap_or_else(|| name.clone()),
         file: case.file.clone(),
         line: case.line.and_then(|l| u32::try_from(l).ok()),
         message,
-        expected,
-        received,
         kind,
         ..Failure::default()
     };
+    values.apply(&mut failure);
     locator.locate(&mut failure, text, innermost_last);
+    if kind == FailureKind::Test {
+        let classname = case.classname.as_deref().unwrap_or("");
+        failure.id = if innermost_last {
+            pytest_node_id(
+                classname,
+                &name,
+                &locator.frames(text),
+                failure.file.as_deref(),
+            )
+        } else if looks_like_source_file(classname) {
+            // vitest: the case's classname is its file, its name the describe chain.
+            Some(format!("{classname} > {name}"))
+        } else {
+            None
+        };
+    }
     failure
 }
 
+fn looks_like_source_file(s: &str) -> bool {
+    !s.is_empty()
+        && !s.contains(' ')
+        && Path::new(s)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+/// A pytest node id (`tests/test_a.py::TestX::test_y[p1]`) from the JUnit classname
+/// (`tests.test_a.TestX`) and name (`test_y[p1]`): the longest dotted prefix of the classname
+/// that names a file of the traceback (or the failure's file) is the module, the rest its
+/// class chain. Without such a file, the leading lower-case parts are taken as the module.
+fn pytest_node_id(
+    classname: &str,
+    name: &str,
+    frames: &[crate::sanitize::Location],
+    file: Option<&str>,
+) -> Option<String> {
+    if classname.is_empty() || name.is_empty() {
+        return None;
+    }
+    let parts: Vec<&str> = classname.split('.').collect();
+    let is_file = |cand: &str| file == Some(cand) || frames.iter().any(|f| f.file == cand);
+    let split = (1..=parts.len())
+        .rev()
+        .find(|&k| is_file(&format!("{}.py", parts[..k].join("/"))))
+        .or_else(|| {
+            let classes = parts
+                .iter()
+                .rev()
+                .take_while(|p| p.starts_with(|c: char| c.is_ascii_uppercase()))
+                .count();
+            (classes < parts.len()).then_some(parts.len() - classes)
+        })?;
+    let mut id = format!("{}.py", parts[..split].join("/"));
+    for class in &parts[split..] {
+        id.push_str("::");
+        id.push_str(class);
+    }
+    id.push_str("::");
+    id.push_str(name);
+    Some(id)
+}
+
 /// The assertion part of a failure text: node's `cause:` block, pytest's `E ` lines, or the
-/// text up to its first stack frame.
-fn message_body(text: &str) -> String {
+/// text up to its first stack frame; and whether it was pytest's `E` lines.
+fn message_body(text: &str) -> (String, bool) {
     if let Some(idx) = text.find("cause: ") {
         let cause = &text[idx + "cause: ".len()..];
-        return cut_at_frames(cause);
+        return (cut_at_frames(cause), false);
     }
     let e_lines: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("E ").or_else(|| (l == "E").then_some("")))
         .collect();
     if !e_lines.is_empty() {
-        return e_lines.join("\n");
+        return (e_lines.join("\n"), true);
     }
-    cut_at_frames(text)
+    (cut_at_frames(text), false)
 }
 
 fn cut_at_frames(text: &str) -> String {
