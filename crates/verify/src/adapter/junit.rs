@@ -303,6 +303,9 @@ fn failure_of(
         } else if looks_like_source_file(classname) {
             // vitest: the case's classname is its file, its name the describe chain.
             Some(format!("{classname} > {name}"))
+        } else if classname == "test" {
+            // node:test's reporter: the name is what `--test-name-pattern` matches.
+            Some(name)
         } else {
             None
         };
