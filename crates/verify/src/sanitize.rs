@@ -569,9 +569,8 @@ impl Changed {
         }
         // A Rust test path names its module chain: `calc::tests::adds`.
         let path = f.id.as_deref().unwrap_or(&f.test);
-        let mut segments: Vec<&str> = path.split("::").collect();
-        segments.pop();
-        segments.iter().any(|s| self.modules.contains(*s))
+        path.rsplit_once("::")
+            .is_some_and(|(modules, _)| modules.split("::").any(|s| self.modules.contains(s)))
     }
 }
 

@@ -259,6 +259,27 @@ fn rustc_help_lines_stay_with_their_error() {
         "{}",
         r.diagnostics
     );
+
+    // The same from plain `cargo test` (rustc's human format), as an explicit command runs.
+    let mut opts = options(4096);
+    opts.runner = Some(airlock_verify::RunnerKind::Cargo);
+    opts.command = Some(vec!["cargo".into(), "test".into(), "--offline".into()]);
+    let (r, _) = verify(&ws, &opts);
+    let f = r
+        .failures
+        .iter()
+        .find(|f| f.message.contains("HashMap"))
+        .unwrap_or_else(|| panic!("{:?}\n{}", r.failures, r.diagnostics));
+    assert_eq!(
+        (f.file.as_deref(), f.line),
+        (Some("src/lib.rs"), Some(2)),
+        "{f:?}"
+    );
+    assert!(
+        f.message
+            .contains("help: consider importing this struct: `use std::collections::HashMap;`"),
+        "{f:?}"
+    );
 }
 
 #[test]

@@ -106,6 +106,9 @@ pub struct CargoParser<'a> {
     section: Option<(String, Vec<String>)>,
     /// A human-format rustc error waiting for its `-->` line.
     pending_error: Option<String>,
+    /// A human-format rustc error already located, open for its `help:`/`note:` lines until
+    /// the blank line that ends it.
+    open_error: Option<Failure>,
     /// `build-finished` reported failure.
     pub build_failed: bool,
 }
@@ -118,6 +121,7 @@ impl<'a> CargoParser<'a> {
             parsed: Parsed::default(),
             section: None,
             pending_error: None,
+            open_error: None,
             build_failed: false,
         }
     }
@@ -156,6 +160,10 @@ impl<'a> CargoParser<'a> {
             return;
         }
         // Human rustc diagnostics (plain `cargo test` without JSON).
+        if self.open_error.is_some() && self.hint_line(line) {
+            return;
+        }
+        self.flush_error(sink);
         if let Some(msg) = self.pending_error.take()
             && let Some(caps) = RUSTC_ARROW_RE.captures(line)
         {
@@ -168,7 +176,7 @@ impl<'a> CargoParser<'a> {
             f.file = self.locator.relative(&caps[1]);
             f.line = caps[2].parse().ok();
             f.column = caps[3].parse().ok();
-            sink.failure(f);
+            self.open_error = Some(f);
             return;
         }
         if line.starts_with("error")
@@ -284,8 +292,48 @@ impl<'a> CargoParser<'a> {
 
     /// Ends the stream and returns what was learned.
     pub fn finish(mut self, sink: &mut dyn FailureSink) -> Parsed {
+        self.flush_error(sink);
         self.close_section(sink);
         self.parsed
+    }
+
+    /// Reads one line of an open human-format error: its code frame, `help:`/`note:` lines
+    /// (`= help:` too) and the suggested code after a help (`1 + use std::…;`). False at the
+    /// blank line or any other line that ends the error.
+    fn hint_line(&mut self, line: &str) -> bool {
+        static SUGGESTION_RE: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"^\s*\d+\s*\+\s+(\S.*)$").expect("regex"));
+        let Some(open) = self.open_error.as_mut() else {
+            return false;
+        };
+        if line.trim().is_empty() {
+            return false;
+        }
+        let t = line.trim_start();
+        let t = t.strip_prefix("= ").unwrap_or(t);
+        let hints = open.message.lines().count().saturating_sub(1);
+        if t.starts_with("help:") || t.starts_with("note:") {
+            if hints < MAX_HINTS {
+                open.message.push('\n');
+                open.message.push_str(t);
+            }
+            return true;
+        }
+        if let Some(caps) = SUGGESTION_RE.captures(line) {
+            let last = open.message.lines().last().unwrap_or("");
+            if last.starts_with("help:") && !last.ends_with('`') {
+                open.message.push_str(&format!(": `{}`", caps[1].trim()));
+            }
+            return true;
+        }
+        // The code frame: `  |`, `2 |     code`, `  |     ^^^ label`, `...`.
+        line.starts_with(' ') || line.starts_with(|c: char| c.is_ascii_digit()) || t == "..."
+    }
+
+    fn flush_error(&mut self, sink: &mut dyn FailureSink) {
+        if let Some(f) = self.open_error.take() {
+            sink.failure(f);
+        }
     }
 }
 
