@@ -27,6 +27,16 @@ fn node_modules() -> PathBuf {
     nm
 }
 
+/// The TypeScript compiler (`bash scripts/ci-deps-vdiag.sh`).
+fn ts_modules() -> PathBuf {
+    let nm = fixtures().join("ts_deps/node_modules");
+    assert!(
+        nm.join(".bin/tsc").exists(),
+        "the TypeScript compiler is not installed: run `bash scripts/ci-deps-vdiag.sh`"
+    );
+    nm
+}
+
 struct Workspace {
     _dir: tempfile::TempDir,
     root: PathBuf,
@@ -50,6 +60,9 @@ fn workspace(name: &str) -> Workspace {
     assert!(status.success());
     if matches!(name, "vitest" | "jest") {
         std::os::unix::fs::symlink(node_modules(), root.join("node_modules")).unwrap();
+    }
+    if name == "tsc" {
+        std::os::unix::fs::symlink(ts_modules(), root.join("node_modules")).unwrap();
     }
     let layer = dir.path().join("layer");
     std::fs::create_dir_all(&layer).unwrap();
@@ -350,4 +363,37 @@ fn jest_each_cases_fold_with_full_names_and_values_print_once() {
     );
     assert_eq!(text.matches("Expected: 3").count(), 1, "{text}");
     assert!(!text.contains("expected: 3"), "{text}");
+}
+
+#[test]
+fn typescript_elaboration_stays_with_its_error() {
+    let ws = workspace("tsc");
+    let mut opts = options(4096);
+    opts.ro_binds.push(ts_modules());
+    opts.command = Some(
+        ["node_modules/.bin/tsc", "--noEmit", "--pretty", "false"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let (r, _) = verify(&ws, &opts);
+    let f = r
+        .failures
+        .iter()
+        .find(|f| f.message.contains("TS2322"))
+        .unwrap_or_else(|| panic!("{:?}\n{}", r.failures, r.diagnostics));
+    assert_eq!(
+        (f.file.as_deref(), f.line),
+        (Some("src/point.ts"), Some(7)),
+        "{f:?}"
+    );
+    assert!(
+        f.message
+            .contains("The types of 'y.z' are incompatible between these types.\nType 'string' is not assignable to type 'number'."),
+        "{f:?}"
+    );
+    assert!(
+        r.diagnostics.contains("The types of 'y.z'"),
+        "{}",
+        r.diagnostics
+    );
 }
