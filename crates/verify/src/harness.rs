@@ -190,6 +190,9 @@ pub fn run_verification_with(
     collector
         .sanitizer
         .set_changed(adapter::select::changed_paths(&input.layers));
+    collector
+        .sanitizer
+        .set_file_reader(adapter::select::head_reader(input.workspace, &input.layers));
     let facts_and_plan = match run {
         Attempt::Missing { plan, reason } => {
             let mut s = Sanitizer::new(opts.budget_bytes);

@@ -483,11 +483,40 @@ struct Entry {
 /// `calc.spec.js`, `tests/calc.rs`) is a changed module's name (`calc.py`, `calc/__init__.py`,
 /// `src/calc.rs`, `calc/index.ts`); when its Rust test path names a changed module
 /// (`calc::tests::adds`); or when it is a Go test in a changed package's directory.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Changed {
     paths: HashSet<String>,
     modules: HashSet<String>,
     go_dirs: HashSet<String>,
+    /// Reads the head of a workspace file (see [`Sanitizer::set_file_reader`]).
+    reader: Option<FileReader>,
+    /// Whether a test file's imports name a changed module, per file read.
+    imports: HashMap<String, bool>,
+}
+
+/// Reads the first bytes of a workspace-relative file (`None`: absent or unreadable).
+pub type FileReader = Box<dyn Fn(&str) -> Option<String>>;
+
+/// Most test files whose imports are read.
+const MAX_IMPORT_FILES: usize = 1024;
+
+/// True when one of the import lines of `text` (`import …`, `from … import`, `use …`,
+/// `require(…)`, `export … from`, a Go import path line) names one of `modules`.
+fn imports_name(text: &str, modules: &HashSet<String>) -> bool {
+    text.lines().take(400).any(|l| {
+        let t = l.trim_start();
+        let import = t.starts_with("import ")
+            || t.starts_with("import(")
+            || t.starts_with("from ")
+            || t.starts_with("use ")
+            || t.starts_with("pub use ")
+            || t.contains("require(")
+            || (t.starts_with("export ") && t.contains(" from "))
+            || (t.starts_with('"') && t.trim_end().ends_with('"'));
+        import
+            && t.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|tok| !tok.is_empty() && modules.contains(tok))
+    })
 }
 
 /// File names that stand for their directory as a module.
@@ -549,10 +578,28 @@ impl Changed {
         self.paths.is_empty()
     }
 
-    fn relates(&self, f: &Failure) -> bool {
+    fn relates(&mut self, f: &Failure) -> bool {
         if self.is_empty() {
             return false;
         }
+        if self.relates_by_name(f) {
+            return true;
+        }
+        let (Some(file), Some(reader)) = (f.file.as_deref(), self.reader.as_ref()) else {
+            return false;
+        };
+        if let Some(&known) = self.imports.get(file) {
+            return known;
+        }
+        if self.imports.len() >= MAX_IMPORT_FILES {
+            return false;
+        }
+        let hit = reader(file).is_some_and(|text| imports_name(&text, &self.modules));
+        self.imports.insert(file.to_string(), hit);
+        hit
+    }
+
+    fn relates_by_name(&self, f: &Failure) -> bool {
         if let Some(file) = f.file.as_deref()
             && (self.paths.contains(file)
                 || tested_module(file).is_some_and(|m| self.modules.contains(m))
@@ -611,7 +658,16 @@ impl Sanitizer {
     /// them are shown first (see the rules on relatedness in the module docs). Call before the
     /// first [`Sanitizer::push`].
     pub fn set_changed<S: AsRef<str>>(&mut self, paths: impl IntoIterator<Item = S>) {
+        let reader = self.changed.reader.take();
         self.changed = Changed::new(paths);
+        self.changed.reader = reader;
+    }
+
+    /// How to read a failing test file's head, so that a test whose imports name a changed
+    /// module counts as exercising the change (`from calc import add`, `import { add } from
+    /// '../src/math.js'`, `use crate::calc`).
+    pub fn set_file_reader(&mut self, reader: FileReader) {
+        self.changed.reader = Some(reader);
     }
 
     /// Sets a one-line header (the verdict summary); it counts against the budget.
@@ -1344,6 +1400,48 @@ mod tests {
         assert!(tested_module("tests/calc.spec.ts") == Some("calc"));
         assert!(module_of("src/calc/__init__.py") == Some("calc"));
         assert!(module_of("src/lib.rs").is_none());
+    }
+
+    #[test]
+    fn a_test_whose_imports_name_a_changed_module_comes_first() {
+        let ws = tempfile::tempdir().unwrap();
+        let w = |rel: &str, body: &str| {
+            let p = ws.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        };
+        w(
+            "tests/test_a.py",
+            "import os\n\ndef test_a():\n    assert 0\n",
+        );
+        w("tests/test_b.py", "from pkg.geometry import area\n");
+        w(
+            "test/c.test.js",
+            "import { area } from '../src/geometry.js';\n",
+        );
+        w("tests/d.rs", "use pkg::geometry::area;\n");
+        let mut s = Sanitizer::new(4096);
+        s.set_changed(["src/geometry.py"]);
+        s.set_file_reader(crate::adapter::select::head_reader(ws.path(), &[]));
+        for file in [
+            "tests/test_a.py",
+            "tests/test_b.py",
+            "test/c.test.js",
+            "tests/d.rs",
+        ] {
+            s.push(failure("t", file, file, 1));
+        }
+        let out = s.finish();
+        let order: Vec<&str> = out.failures.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "tests/test_b.py",
+                "test/c.test.js",
+                "tests/d.rs",
+                "tests/test_a.py"
+            ]
+        );
     }
 
     #[test]

@@ -151,6 +151,37 @@ fn js_escape(text: &str) -> String {
     out
 }
 
+/// Most bytes of a file [`head_reader`] reads.
+const MAX_HEAD: u64 = 64 * 1024;
+
+/// A reader of the first 64 KiB of a workspace-relative file as the run sees it (the top
+/// layer holding it, else the workspace). Symlinks, whiteouts and paths climbing out read as
+/// nothing.
+pub fn head_reader(workspace: &Path, layers: &[PathBuf]) -> crate::sanitize::FileReader {
+    let mut roots: Vec<PathBuf> = layers.iter().rev().cloned().collect();
+    roots.push(workspace.to_path_buf());
+    Box::new(move |rel: &str| {
+        if rel.starts_with('/') || rel.split('/').any(|c| c == "..") {
+            return None;
+        }
+        for root in &roots {
+            let path = root.join(rel);
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_file() => {
+                    let mut buf = Vec::new();
+                    let file = std::fs::File::open(&path).ok()?;
+                    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_HEAD), &mut buf)
+                        .ok()?;
+                    return Some(String::from_utf8_lossy(&buf).into_owned());
+                }
+                Ok(_) => return None,
+                Err(_) => continue,
+            }
+        }
+        None
+    })
+}
+
 /// The workspace-relative paths of every file, symlink and whiteout the layers hold (at most
 /// 10 000), airlock's own report directory left out.
 pub fn changed_paths(layers: &[PathBuf]) -> Vec<String> {
