@@ -283,6 +283,22 @@ mod tests {
     }
 
     #[test]
+    fn head_reader_sees_the_top_layer_and_nothing_outside() {
+        let ws = tempfile::tempdir().unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("a.py"), "old").unwrap();
+        std::fs::write(layer.path().join("a.py"), "new").unwrap();
+        std::fs::write(ws.path().join("b.py"), "b".repeat(100_000)).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", ws.path().join("l.py")).unwrap();
+        let read = head_reader(ws.path(), &[layer.path().to_path_buf()]);
+        assert_eq!(read("a.py").as_deref(), Some("new"));
+        assert_eq!(read("b.py").map(|t| t.len()), Some(64 * 1024));
+        assert_eq!(read("l.py"), None);
+        assert_eq!(read("../a.py"), None);
+        assert_eq!(read("missing.py"), None);
+    }
+
+    #[test]
     fn changed_paths_lists_the_layers_files() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("src/a")).unwrap();
