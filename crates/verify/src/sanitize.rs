@@ -859,9 +859,11 @@ fn distinct_part<'l>(first: &str, label: &'l str) -> &'l str {
     label.get(cut..).unwrap_or(label)
 }
 
-/// Kind, file, line, column and family: what the cases of one parameterised test share.
+/// Kind, pre-existing or not, file, line, column and family: what the cases of one
+/// parameterised test share.
 type GroupKey = (
     FailureKind,
+    bool,
     Option<String>,
     Option<u32>,
     Option<u32>,
@@ -875,10 +877,21 @@ fn group_entries(entries: impl Iterator<Item = Entry>) -> Vec<Vec<Entry>> {
     let mut by_key: HashMap<GroupKey, usize> = HashMap::new();
     for e in entries {
         let f = &e.failure;
-        let key = (f.file.is_some() && !f.pre_existing)
+        let key = f
+            .file
+            .is_some()
             .then(|| family(label(f)))
             .flatten()
-            .map(|fam| (f.kind, f.file.clone(), f.line, f.column, fam.to_string()));
+            .map(|fam| {
+                (
+                    f.kind,
+                    f.pre_existing,
+                    f.file.clone(),
+                    f.line,
+                    f.column,
+                    fam.to_string(),
+                )
+            });
         match key {
             Some(k) => match by_key.get(&k) {
                 Some(&g) => groups[g].push(e),
