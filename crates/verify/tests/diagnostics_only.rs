@@ -158,3 +158,40 @@ fn a_command_without_selection_is_refused() {
     let e = run_verification(&input, &opts).unwrap_err();
     assert!(matches!(e, VerifyError::Selection(_)), "{e}");
 }
+
+/// A baseline of selected tests is another base than the whole suite's: never reused for it.
+#[test]
+fn a_partial_base_is_not_the_whole_suites_base() {
+    let ws = workspace("pytest");
+    let cache = tempfile::tempdir().unwrap();
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
+    let run = |only: &[&str]| {
+        let opts = VerifyOptions {
+            timeout: Duration::from_secs(180),
+            baseline: true,
+            only: only.iter().map(|s| s.to_string()).collect(),
+            home_binds: vec![home.join(".pyenv")]
+                .into_iter()
+                .filter(|p| p.exists())
+                .collect(),
+            host_env: std::env::vars_os().collect(),
+            ..VerifyOptions::default()
+        };
+        let input = VerifyInput {
+            workspace: &ws.root,
+            layers: Vec::new(),
+            changeset_hash: "blake3:base".into(),
+            scratch_dir: ws.scratch.path(),
+            baseline_cache: Some((cache.path(), "salt".into())),
+        };
+        run_verification(&input, &opts).unwrap()
+    };
+    let full = run(&[]);
+    let partial = run(&["tests/test_calc.py::TestAdd::test_sum[two]"]);
+    let (full_base, partial_base) = (full.base.unwrap(), partial.base.unwrap());
+    assert_ne!(full_base.id, partial_base.id);
+    assert!(!partial_base.reused);
+    assert_eq!(partial_base.tests.failed, 1, "{partial_base:?}");
+    assert_eq!(full_base.tests.failed, 18, "{full_base:?}");
+    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2);
+}
