@@ -336,19 +336,34 @@ fn pytest_node_id(
         return None;
     }
     let parts: Vec<&str> = classname.split('.').collect();
-    let is_file = |cand: &str| file == Some(cand) || frames.iter().any(|f| f.file == cand);
-    let split = (1..=parts.len())
+    // The workspace-relative file a module path names: itself, or a traceback file ending in
+    // it (pytest's rootdir below the workspace root).
+    let file_of = |cand: &str| -> Option<String> {
+        let suffix = format!("/{cand}");
+        file.into_iter()
+            .chain(frames.iter().map(|f| f.file.as_str()))
+            .find(|f| *f == cand || f.ends_with(&suffix))
+            .map(str::to_string)
+    };
+    let found = (1..=parts.len())
         .rev()
-        .find(|&k| is_file(&format!("{}.py", parts[..k].join("/"))))
-        .or_else(|| {
+        .find_map(|k| file_of(&format!("{}.py", parts[..k].join("/"))).map(|f| (k, f)));
+    let (split, module_file) = match found {
+        Some(hit) => hit,
+        None => {
             let classes = parts
                 .iter()
                 .rev()
                 .take_while(|p| p.starts_with(|c: char| c.is_ascii_uppercase()))
                 .count();
-            (classes < parts.len()).then_some(parts.len() - classes)
-        })?;
-    let mut id = format!("{}.py", parts[..split].join("/"));
+            if classes >= parts.len() {
+                return None;
+            }
+            let split = parts.len() - classes;
+            (split, format!("{}.py", parts[..split].join("/")))
+        }
+    };
+    let mut id = module_file;
     for class in &parts[split..] {
         id.push_str("::");
         id.push_str(class);
@@ -473,6 +488,46 @@ E   SyntaxError: invalid syntax</error></testcase></testsuite></testsuites>"#;
         assert_eq!(failures[1].file.as_deref(), Some("tests/test_other.py"));
         assert_eq!(failures[1].line, Some(5));
         assert!(failures[1].message.contains("SyntaxError: invalid syntax"));
+    }
+
+    #[test]
+    fn pytest_node_ids_keep_class_parameter_and_rootdir() {
+        let frames = |files: &[&str]| -> Vec<crate::sanitize::Location> {
+            files
+                .iter()
+                .map(|f| crate::sanitize::Location {
+                    file: f.to_string(),
+                    line: 1,
+                    column: None,
+                })
+                .collect()
+        };
+        assert_eq!(
+            pytest_node_id(
+                "tests.test_a.TestX",
+                "test_y[p1]",
+                &frames(&["tests/test_a.py"]),
+                None
+            )
+            .as_deref(),
+            Some("tests/test_a.py::TestX::test_y[p1]")
+        );
+        // The failure's innermost frame is the code under test; the test file is still found.
+        assert_eq!(
+            pytest_node_id(
+                "tests.test_a",
+                "test_z",
+                &frames(&["src/calc.py", "py/tests/test_a.py"]),
+                Some("src/calc.py")
+            )
+            .as_deref(),
+            Some("py/tests/test_a.py::test_z")
+        );
+        // No traceback file: the lower-case parts are the module.
+        assert_eq!(
+            pytest_node_id("pkg.test_m.TestOuter.TestInner", "test_w", &[], None).as_deref(),
+            Some("pkg/test_m.py::TestOuter::TestInner::test_w")
+        );
     }
 
     #[test]
