@@ -26,6 +26,8 @@ use crate::model::RunnerKind;
 pub const MAX_ONLY: usize = 1000;
 /// Most changed paths read from the layers.
 const MAX_CHANGED: usize = 10_000;
+/// Directories of installed packages, caches and version control: never the change itself.
+const SKIPPED_DIRS: [&str; 4] = ["node_modules", ".git", "__pycache__", ".pytest_cache"];
 
 /// Rewrites `plan` to run only the tests `ids` name. An error says why the ids cannot be
 /// selected (a runner without a selection syntax, an id of the wrong shape).
@@ -183,7 +185,8 @@ pub fn head_reader(workspace: &Path, layers: &[PathBuf]) -> crate::sanitize::Fil
 }
 
 /// The workspace-relative paths of every file, symlink and whiteout the layers hold (at most
-/// 10 000), airlock's own report directory left out.
+/// 10 000), airlock's own report directory and installed packages and caches
+/// (`node_modules`, `.git`, `__pycache__`, `.pytest_cache`) left out.
 pub fn changed_paths(layers: &[PathBuf]) -> Vec<String> {
     let mut out = Vec::new();
     for layer in layers {
@@ -211,6 +214,8 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
             continue;
         }
         match entry.file_type() {
+            Ok(t)
+                if t.is_dir() && SKIPPED_DIRS.contains(&&*entry.file_name().to_string_lossy()) => {}
             Ok(t) if t.is_dir() => walk(root, &path, out),
             Ok(_) => out.push(rel),
             Err(_) => {}
@@ -305,6 +310,8 @@ mod tests {
         std::fs::write(dir.path().join("src/a/b.rs"), "x").unwrap();
         std::fs::create_dir_all(dir.path().join(REPORT_DIR)).unwrap();
         std::fs::write(dir.path().join(REPORT_DIR).join("r.xml"), "x").unwrap();
+        std::fs::create_dir_all(dir.path().join("web/node_modules/x")).unwrap();
+        std::fs::write(dir.path().join("web/node_modules/x/i.js"), "x").unwrap();
         assert_eq!(
             changed_paths(&[dir.path().to_path_buf()]),
             vec!["src/a/b.rs".to_string()]
