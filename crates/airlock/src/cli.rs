@@ -198,6 +198,13 @@ enum Command {
         /// Also run on the unchanged workspace and mark pre-existing failures.
         #[arg(long)]
         baseline: bool,
+        /// Bytes of diagnostics text, 256 to 65536 (default 4096 or `[verify] budget`).
+        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+        budget: Option<u64>,
+        /// Run only these tests, by the `id` of failures in an earlier verdict; the verdict is
+        /// advisory (apply needs the whole suite).
+        #[arg(long, value_name = "ID", num_args = 1..)]
+        only: Vec<String>,
         #[command(flatten)]
         ceilings: Ceilings,
         /// The operator's own test command: its verdict can unlock `apply` (a command an agent
@@ -426,12 +433,20 @@ fn run(mut cli: Cli) -> CliResult {
             timeout,
             runner,
             baseline,
+            budget,
+            only,
             ceilings,
             argv,
         } => {
             let mut args = json!({ "runner": runner.clone(), "baseline": baseline });
             if let Some(t) = timeout {
                 args["timeout_secs"] = json!(t);
+            }
+            if let Some(b) = budget {
+                args["budget"] = json!(b);
+            }
+            if !only.is_empty() {
+                args["only"] = json!(only);
             }
             // The operator's command travels outside the tool's arguments: only this channel
             // can name a command whose verdict unlocks `apply`.

@@ -268,6 +268,16 @@ pub struct VerifyArgs {
     /// Also run on the unchanged workspace and mark failures that already existed.
     #[serde(default)]
     pub baseline: bool,
+    /// Bytes of diagnostics text (256 to 65536; default 4096, or the operator's
+    /// `[verify] budget`). The JSON `failures` list has its own cap (200).
+    #[schemars(range(min = 256, max = 65536))]
+    pub budget: Option<Int>,
+    /// Run only these tests, by the `id` of a failure of an earlier verdict (pytest node id,
+    /// `file > describe > name`, cargo test path, `./pkg::TestX/sub`). Advisory: a run of some
+    /// tests cannot unlock apply.
+    #[serde(default)]
+    #[schemars(length(max = 1000), inner(length(min = 1, max = 4096)))]
+    pub only: Vec<String>,
 }
 
 /// `diff`: staged changes as a unified diff.
@@ -378,7 +388,15 @@ impl Check for BashArgs {
 
 impl Check for VerifyArgs {
     fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
-        range("timeout_secs", self.timeout_secs, 1, Some(7200))
+        range("timeout_secs", self.timeout_secs, 1, Some(7200))?;
+        range("budget", self.budget, 256, Some(65536))?;
+        if self.only.len() > 1000 {
+            return Err(Invalid::at("only", "must hold at most 1000 test ids"));
+        }
+        for id in &self.only {
+            len("only", id, 1, Some(4096))?;
+        }
+        Ok(())
     }
 }
 

@@ -469,6 +469,7 @@ mod tests {
                     allow_degraded: false,
                     expose_sensitive: &[],
                     verify_command: &self.verify_command,
+                    verify_budget: None,
                     settings: &TEST_SETTINGS,
                 },
                 &self.outcomes,

@@ -30,6 +30,8 @@ pub struct Kernel {
     pub(crate) max_file_bytes: u64,
     /// The operator's configured test command for this workspace, if any.
     pub(crate) verify_command: Option<Vec<String>>,
+    /// The operator's default diagnostics budget of `verify` (`[verify] budget`).
+    pub(crate) verify_budget: Option<usize>,
     /// The operator's `[sandbox] expose_sensitive` globs: sensitive workspace files that
     /// sandboxed commands may read.
     pub(crate) expose_sensitive: Vec<globset::GlobMatcher>,
@@ -117,6 +119,7 @@ impl Kernel {
             tools: tools::registry(cfg.max_file_bytes),
             max_file_bytes: cfg.max_file_bytes,
             verify_command: cfg.verify_command.clone(),
+            verify_budget: cfg.verify_budget,
             expose_sensitive,
             notices,
             startup_outcomes: startup.outcomes,
@@ -262,6 +265,7 @@ impl Kernel {
                 allow_degraded: self.config.allow_degraded,
                 expose_sensitive: &self.expose_sensitive,
                 verify_command: &self.verify_command,
+                verify_budget: self.verify_budget,
                 settings: &self.config.settings,
             },
             &self.startup_outcomes,

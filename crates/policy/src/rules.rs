@@ -354,6 +354,9 @@ pub struct Config {
     /// The operator's test command for this workspace (`[verify] command`, or its entry in
     /// `[verify.workspaces]`): a verdict of this command can unlock apply.
     pub verify_command: Option<Vec<String>>,
+    /// The default diagnostics budget of `verify`, in bytes (`[verify] budget`, 256 to
+    /// 65536); a call's own `budget` overrides it.
+    pub verify_budget: Option<usize>,
 }
 
 impl Default for Config {
@@ -365,6 +368,7 @@ impl Default for Config {
             expose_sensitive: Vec::new(),
             notices: Vec::new(),
             verify_command: None,
+            verify_budget: None,
         }
     }
 }
@@ -499,6 +503,9 @@ pub fn load_defaults(path: &Path) -> Result<Defaults, ConfigError> {
 struct RawVerify {
     #[serde(default)]
     command: Option<toml::Spanned<Vec<String>>>,
+    /// Default diagnostics budget in bytes.
+    #[serde(default)]
+    budget: Option<toml::Spanned<i64>>,
     /// Absolute workspace path → that workspace's test command.
     #[serde(default)]
     workspaces: std::collections::BTreeMap<String, toml::Spanned<Vec<String>>>,
@@ -683,6 +690,17 @@ pub fn merge_file_for(
         if let Some(c) = v.command {
             config.verify_command = Some(checked(c)?);
         }
+        if let Some(b) = v.budget {
+            let n = usize::try_from(*b.get_ref())
+                .ok()
+                .filter(|n| (256..=65536).contains(n))
+                .ok_or_else(|| ConfigError::Syntax {
+                    path: path.to_path_buf(),
+                    line: line_of(text, b.span().start),
+                    message: "`budget` is a number of bytes from 256 to 65536".into(),
+                })?;
+            config.verify_budget = Some(n);
+        }
         for (ws, c) in v.workspaces {
             let c = checked(c)?;
             let named = Path::new(&ws);
@@ -808,6 +826,22 @@ mod tests {
         assert!(e.to_string().starts_with("c.toml:2:"), "{e}");
         let e = merge_file(&mut c, Path::new("c.toml"), "\n\nbogus = 1\n").unwrap_err();
         assert!(e.to_string().starts_with("c.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn verify_budget_from_config() {
+        let mut c = Config::default();
+        merge_file(&mut c, Path::new("u.toml"), "[verify]\nbudget = 16384\n").unwrap();
+        assert_eq!(c.verify_budget, Some(16384));
+        for bad in ["0", "100", "1000000", "\"big\""] {
+            let e = merge_file(
+                &mut Config::default(),
+                Path::new("u.toml"),
+                &format!("\n[verify]\nbudget = {bad}\n"),
+            )
+            .unwrap_err();
+            assert!(e.to_string().starts_with("u.toml:3:"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -248,6 +248,11 @@ pub enum NotVerified {
         "the last verification passed with a test command the agent chose, so its verdict is advisory and cannot unlock apply; run `airlock verify` (the project's detected runner or the command in your config, or `airlock verify -- CMD`), or allow that exact command with an operator rule `verify(CMD)`"
     )]
     Advisory,
+    /// The verdict passed, but only for the tests `--only` selected.
+    #[error(
+        "the last verification ran only selected tests (`--only`), so its verdict is advisory and cannot unlock apply; run `airlock verify` for the whole suite"
+    )]
+    Partial,
     /// The verdict carries no provenance.
     #[error(
         "the last verdict was recorded without saying where its command came from; run `airlock verify` again"
@@ -317,6 +322,7 @@ impl VerifiedChangeset {
         if !verdict.source.unlocks_apply() {
             return Err(match verdict.source {
                 VerdictSource::Agent => NotVerified::Advisory,
+                VerdictSource::Partial => NotVerified::Partial,
                 _ => NotVerified::Unrecorded,
             });
         }
@@ -390,7 +396,11 @@ mod tests {
             detail: serde_json::Value::Null,
         };
         assert!(VerifiedChangeset::attest(snap.clone(), Some(&pass)).is_ok());
-        for source in [VerdictSource::Agent, VerdictSource::Unrecorded] {
+        for source in [
+            VerdictSource::Agent,
+            VerdictSource::Unrecorded,
+            VerdictSource::Partial,
+        ] {
             let advisory = VerdictRecord {
                 source,
                 ..pass.clone()
@@ -448,6 +458,7 @@ mod tests {
                         }
                         Err(NotVerified::NotPassed(v)) => assert_eq!(v, verdict),
                         Err(NotVerified::Advisory) => assert_eq!(source, VerdictSource::Agent),
+                        Err(NotVerified::Partial) => assert_eq!(source, VerdictSource::Partial),
                         Err(NotVerified::Unrecorded) => {
                             assert_eq!(source, VerdictSource::Unrecorded)
                         }

@@ -78,17 +78,21 @@ pub enum VerdictSource {
     Agent,
     /// Recorded without provenance (by an earlier airlock): trusted for nothing.
     Unrecorded,
+    /// A run of selected tests only (`verify --only`), whoever chose the command: it says
+    /// nothing about the rest of the suite, so it is advice only.
+    Partial,
 }
 
 impl VerdictSource {
     /// Every source, in declaration order.
-    pub const ALL: [VerdictSource; 6] = [
+    pub const ALL: [VerdictSource; 7] = [
         VerdictSource::Detected,
         VerdictSource::OperatorConfig,
         VerdictSource::OperatorCli,
         VerdictSource::OperatorRule,
         VerdictSource::Agent,
         VerdictSource::Unrecorded,
+        VerdictSource::Partial,
     ];
 
     /// True when a passing verdict from this source may unlock apply.
@@ -111,6 +115,7 @@ impl VerdictSource {
             VerdictSource::OperatorRule => "operator_rule",
             VerdictSource::Agent => "agent",
             VerdictSource::Unrecorded => "unrecorded",
+            VerdictSource::Partial => "partial",
         }
     }
 
@@ -122,6 +127,7 @@ impl VerdictSource {
             "operator_cli" => VerdictSource::OperatorCli,
             "operator_rule" => VerdictSource::OperatorRule,
             "agent" => VerdictSource::Agent,
+            "partial" => VerdictSource::Partial,
             _ => VerdictSource::Unrecorded,
         }
     }

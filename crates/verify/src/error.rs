@@ -22,6 +22,9 @@ pub enum VerifyError {
     /// The command could not be started.
     #[error("the test command could not be started: {0}")]
     Spawn(String),
+    /// The tests `--only` names cannot be selected with this runner.
+    #[error("the tests to run could not be selected: {0}")]
+    Selection(String),
     /// A file operation of the harness failed.
     #[error("{} failed for {}: {source}", .op, .path.display())]
     Io {

@@ -39,6 +39,10 @@ pub struct VerifyOptions {
     pub command: Option<Vec<String>>,
     /// Diagnostics budget in bytes (default 4 KiB).
     pub budget_bytes: usize,
+    /// Run only these tests (full ids, see [`crate::Failure::id`]); empty: the whole suite.
+    /// Such a run says nothing about the other tests: the caller must treat its verdict as
+    /// advisory.
+    pub only: Vec<String>,
     /// Also run the tests on the unchanged base and mark failures that already existed.
     pub baseline: bool,
     /// Toolchain paths under `$HOME` to expose read-only (the caller's allow-list, e.g.
@@ -74,6 +78,7 @@ impl Default for VerifyOptions {
             runner: None,
             command: None,
             budget_bytes: DEFAULT_BUDGET,
+            only: Vec::new(),
             baseline: false,
             home_binds: Vec::new(),
             masked: Vec::new(),
@@ -182,6 +187,12 @@ pub fn run_verification_with(
         _ => None,
     };
     let mut collector = Collector::new(opts.budget_bytes, baseline);
+    collector
+        .sanitizer
+        .set_changed(adapter::select::changed_paths(&input.layers));
+    collector
+        .sanitizer
+        .set_file_reader(adapter::select::head_reader(input.workspace, &input.layers));
     let facts_and_plan = match run {
         Attempt::Missing { plan, reason } => {
             let mut s = Sanitizer::new(opts.budget_bytes);
@@ -330,7 +341,8 @@ fn run_once(
     src: &dyn FileSource,
 ) -> Result<Attempt, VerifyError> {
     let visible_root = runner.visible_root(workspace, scratch);
-    let plan = adapter::plan(kind, opts.command.as_deref(), &visible_root, src);
+    let mut plan = adapter::plan(kind, opts.command.as_deref(), &visible_root, src);
+    adapter::select::restrict(&mut plan, &opts.only).map_err(VerifyError::Selection)?;
     if plan.argv.is_empty() {
         return Err(VerifyError::EmptyCommand);
     }
@@ -509,7 +521,7 @@ fn parse_run(
                 err_tail.push(l);
                 p.build_line(l, collector);
             });
-            p.finish()
+            p.finish(collector)
         }
         ReportFormat::Generic => {
             let mut p = GenericParser::new(&locator);
@@ -674,7 +686,9 @@ fn base_key(
     kind: RunnerKind,
     src: &dyn FileSource,
 ) -> Option<String> {
-    let plan = adapter::plan(kind, opts.command.as_deref(), input.workspace, src);
+    let mut plan = adapter::plan(kind, opts.command.as_deref(), input.workspace, src);
+    // A run of selected tests is another base than the whole suite.
+    adapter::select::restrict(&mut plan, &opts.only).ok()?;
     let mut env: Vec<(String, String)> = plan.env.clone();
     env.extend(opts.env.iter().cloned());
     let extra: Vec<(std::ffi::OsString, std::ffi::OsString)> =

@@ -126,6 +126,19 @@ pub struct Failure {
     /// The received (actual) value, when the runner gives it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received: Option<String>,
+    /// The left operand of a comparison whose sides the runner does not name as expected or
+    /// actual (Rust's `assert_eq!` `left:`, pytest's `assert L == R`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left: Option<String>,
+    /// The right operand of such a comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub right: Option<String>,
+    /// The test's full identity, in a form `verify --only` accepts and translates to the
+    /// runner's own selection: a pytest node id (`tests/test_a.py::TestX::test_y[p1]`), a
+    /// vitest/jest `file > describe > … > name`, a cargo test path (`module::tests::name`), a
+    /// go `./pkg::TestX/sub`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// Stack frames inside the workspace, innermost first, as `file:line[:col]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stack: Vec<String>,
@@ -142,13 +155,13 @@ fn is_test_kind(kind: &FailureKind) -> bool {
 }
 
 impl Failure {
-    /// The identity used to recognise the same failure across runs (baseline) and to fold
-    /// duplicates: kind, test name and file.
+    /// The identity used to recognise the same failure across runs (baseline): kind, test
+    /// (its full [`Failure::id`] when known, else its name) and file.
     pub fn identity(&self) -> String {
         format!(
             "{:?}\u{1f}{}\u{1f}{}",
             self.kind,
-            self.test,
+            self.id.as_deref().unwrap_or(&self.test),
             self.file.as_deref().unwrap_or("")
         )
     }

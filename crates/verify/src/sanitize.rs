@@ -38,12 +38,13 @@ pub const MAX_MESSAGE_BYTES: usize = 600;
 pub const MAX_MESSAGE_LINES: usize = 10;
 /// Most workspace stack frames kept per failure.
 pub const MAX_FRAMES: usize = 4;
-/// Most failures kept in the structured list.
-pub const MAX_FAILURES: usize = 50;
+/// Most failures kept in the structured list (the verdict JSON's `failures`), whatever the
+/// text budget.
+pub const MAX_FAILURES: usize = 200;
 /// Longest line read from runner output; the rest of a longer line is skipped.
 pub const MAX_LINE_BYTES: usize = 16 * 1024;
 /// Bytes reserved at the end of the budget for the "omitted" line.
-const RESERVE: usize = 120;
+const RESERVE: usize = 220;
 /// Most fingerprints of omitted failures remembered for folding (bounded memory).
 const MAX_OMITTED_FINGERPRINTS: usize = 65_536;
 
@@ -341,9 +342,36 @@ fn is_code_frame_line(trimmed: &str) -> bool {
     rest.starts_with('|') && (digits > 0 || rest.trim_start_matches('|').trim().starts_with('^'))
 }
 
-/// Expected / received values from common assertion formats (jest `Expected:`/`Received:`,
-/// vitest's `- Expected`/`+ Received` diff, Rust's `left:`/`right:`, node's `expected:`/`actual:`).
-pub fn expected_received(text: &str) -> (Option<String>, Option<String>) {
+/// The values an assertion message states, each under the name its runner gives it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Values {
+    /// The expected value (jest/vitest `Expected`, node's `expected:`).
+    pub expected: Option<String>,
+    /// The received or actual value (jest/vitest `Received`, node's `actual:`).
+    pub received: Option<String>,
+    /// The left side of a comparison whose runner does not say which side is expected
+    /// (Rust's `left:`, pytest's `assert L == R`).
+    pub left: Option<String>,
+    /// The right side of such a comparison.
+    pub right: Option<String>,
+}
+
+impl Values {
+    /// Copies the values onto `failure`.
+    pub fn apply(self, failure: &mut Failure) {
+        failure.expected = self.expected;
+        failure.received = self.received;
+        failure.left = self.left;
+        failure.right = self.right;
+    }
+}
+
+/// The values of an assertion message, as its runner names them: jest `Expected:`/`Received:`,
+/// vitest's `- Expected`/`+ Received` diff and node's `expected:`/`actual:` give expected and
+/// received; Rust's `left:`/`right:` and pytest's `assert L == R` give left and right (which
+/// side is the expected one is the test author's choice, so it is never guessed). Only the
+/// assertion message is read: a line of quoted source code is not an assertion.
+pub fn assertion_values(text: &str) -> Values {
     static JEST_E: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"(?m)^\s*Expected(?: value)?:\s*(.+)$").expect("regex"));
     static JEST_R: LazyLock<Regex> =
@@ -356,57 +384,76 @@ pub fn expected_received(text: &str) -> (Option<String>, Option<String>) {
         LazyLock::new(|| Regex::new(r"(?m)^\s*expected:\s*(.+?),?$").expect("regex"));
     static NODE_A: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"(?m)^\s*actual:\s*(.+?),?$").expect("regex"));
+    // pytest's rewritten assertion, as the first line of its message: `assert 5 == 6`.
+    static PYTEST_EQ: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:AssertionError: )?assert (.+?) == (.+)$").expect("regex")
+    });
     let text = strip_ansi(text);
     let grab = |re: &Regex| {
         re.captures(&text)
             .map(|c| truncate_marked(c[1].trim(), 200))
     };
+    let mut v = Values::default();
     if let (Some(e), Some(r)) = (grab(&JEST_E), grab(&JEST_R)) {
-        return (Some(e), Some(r));
+        v.expected = Some(e);
+        v.received = Some(r);
+        return v;
     }
     if let (Some(l), Some(r)) = (grab(&RUST_L), grab(&RUST_R)) {
-        return (Some(r), Some(l));
+        v.left = Some(l);
+        v.right = Some(r);
+        return v;
     }
     if let (Some(e), Some(a)) = (grab(&NODE_E), grab(&NODE_A)) {
-        return (Some(e), Some(a));
+        v.expected = Some(e);
+        v.received = Some(a);
+        return v;
     }
-    // pytest's rewritten assertion: `assert 5 == 6` (left is what the code produced).
-    static PYTEST_EQ: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(?m)^\s*assert (.+?) == (.+)$").expect("regex"));
-    if let Some(c) = PYTEST_EQ.captures(&text) {
-        return (
-            Some(truncate_marked(c[2].trim(), 200)),
-            Some(truncate_marked(c[1].trim(), 200)),
-        );
+    if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty())
+        && let Some(c) = PYTEST_EQ.captures(first)
+    {
+        v.left = Some(truncate_marked(c[1].trim(), 200));
+        v.right = Some(truncate_marked(c[2].trim(), 200));
+        return v;
     }
-    // vitest: "- Expected\n+ Received\n\n- 6\n+ 5"
+    if let Some((expected, received)) = diff_block(&text) {
+        v.expected = Some(truncate_marked(&expected.join("\n"), 200));
+        v.received = Some(truncate_marked(&received.join("\n"), 200));
+    }
+    v
+}
+
+/// vitest's diff, "- Expected\n+ Received\n\n- 6\n+ 5": its `-` and `+` lines (at most 8).
+fn diff_block(text: &str) -> Option<(Vec<&str>, Vec<&str>)> {
     let mut lines = text.lines().map(str::trim);
-    if lines.any(|l| l == "- Expected") {
-        let mut expected = Vec::new();
-        let mut received = Vec::new();
-        for l in lines {
-            if l == "+ Received" || l.is_empty() {
-                continue;
-            }
-            if let Some(v) = l.strip_prefix("- ") {
-                expected.push(v);
-            } else if let Some(v) = l.strip_prefix("+ ") {
-                received.push(v);
-            } else if is_frame_line(l) {
-                break;
-            }
-            if expected.len() + received.len() >= 8 {
-                break;
-            }
+    if !lines.any(|l| l == "- Expected") {
+        return None;
+    }
+    let mut expected = Vec::new();
+    let mut received = Vec::new();
+    for l in lines {
+        if l == "+ Received" || l.is_empty() {
+            continue;
         }
-        if !expected.is_empty() || !received.is_empty() {
-            return (
-                Some(truncate_marked(&expected.join("\n"), 200)),
-                Some(truncate_marked(&received.join("\n"), 200)),
-            );
+        if let Some(v) = l.strip_prefix("- ") {
+            expected.push(v);
+        } else if let Some(v) = l.strip_prefix("+ ") {
+            received.push(v);
+        } else if is_frame_line(l) {
+            break;
+        }
+        if expected.len() + received.len() >= 8 {
+            break;
         }
     }
-    (None, None)
+    (!expected.is_empty() || !received.is_empty()).then_some((expected, received))
+}
+
+/// Expected / received values only (see [`assertion_values`]): `(None, None)` for a
+/// comparison whose runner names no expected side.
+pub fn expected_received(text: &str) -> (Option<String>, Option<String>) {
+    let v = assertion_values(text);
+    (v.expected, v.received)
 }
 
 /// The sanitiser's result.
@@ -414,32 +461,180 @@ pub fn expected_received(text: &str) -> (Option<String>, Option<String>) {
 pub struct Sanitized {
     /// Rendered diagnostics, within the budget.
     pub text: String,
-    /// The distinct failures kept (folded representatives), at most [`MAX_FAILURES`].
+    /// The distinct failures kept (folded representatives), at most [`MAX_FAILURES`], in the
+    /// order the text shows them: the changed files' tests first, then file by file in turn.
     pub failures: Vec<Failure>,
     /// Failures (occurrences) left out of `text`.
     pub omitted: u64,
-    /// Distinct failures left out of `failures`.
+    /// Distinct failures left out of `failures` (beyond [`MAX_FAILURES`]).
     pub failures_omitted: u64,
 }
 
 struct Entry {
     failure: Failure,
+    key: u64,
     count: u64,
-    rendered_len: usize,
+    related: bool,
+}
+
+/// What a change touched, for putting first the tests that exercise it. A failure is related
+/// to the change when its file, or a workspace frame of its stack, is a changed file; when its
+/// test file's name without test affixes (`test_calc.py`, `calc_test.go`, `calc.test.ts`,
+/// `calc.spec.js`, `tests/calc.rs`) is a changed module's name (`calc.py`, `calc/__init__.py`,
+/// `src/calc.rs`, `calc/index.ts`); when its Rust test path names a changed module
+/// (`calc::tests::adds`); or when it is a Go test in a changed package's directory.
+#[derive(Default)]
+struct Changed {
+    paths: HashSet<String>,
+    modules: HashSet<String>,
+    go_dirs: HashSet<String>,
+    /// Reads the head of a workspace file (see [`Sanitizer::set_file_reader`]).
+    reader: Option<FileReader>,
+    /// Whether a test file's imports name a changed module, per file read.
+    imports: HashMap<String, bool>,
+}
+
+/// Reads the first bytes of a workspace-relative file (`None`: absent or unreadable).
+pub type FileReader = Box<dyn Fn(&str) -> Option<String>>;
+
+/// Most test files whose imports are read.
+const MAX_IMPORT_FILES: usize = 1024;
+
+/// True when one of the import lines of `text` (`import …`, `from … import`, `use …`,
+/// `require(…)`, `export … from`, a Go import path line) names one of `modules`.
+fn imports_name(text: &str, modules: &HashSet<String>) -> bool {
+    text.lines().take(400).any(|l| {
+        let t = l.trim_start();
+        let import = t.starts_with("import ")
+            || t.starts_with("import(")
+            || t.starts_with("from ")
+            || t.starts_with("use ")
+            || t.starts_with("pub use ")
+            || t.contains("require(")
+            || (t.starts_with("export ") && t.contains(" from "))
+            || (t.starts_with('"') && t.trim_end().ends_with('"'));
+        import
+            && t.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|tok| !tok.is_empty() && modules.contains(tok))
+    })
+}
+
+/// File names that stand for their directory as a module.
+const DIR_MODULES: [&str; 5] = ["__init__", "index", "mod", "lib", "main"];
+
+fn parent_dir(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit_once('/').map_or(path, |(_, f)| f)
+}
+
+/// The module a source path defines: its file name up to the first dot, or its directory's
+/// name for `__init__.py`, `index.js`, `mod.rs`, `lib.rs`, `main.go`.
+fn module_of(path: &str) -> Option<&str> {
+    let name = file_name(path);
+    let stem = name.split('.').next().unwrap_or(name);
+    if DIR_MODULES.contains(&stem) {
+        let dir = parent_dir(path);
+        let base = file_name(dir);
+        return (!base.is_empty() && base != "src").then_some(base);
+    }
+    (!stem.is_empty()).then_some(stem)
+}
+
+/// The module a test file is named after: `test_calc.py`, `calc_test.go`, `calc.test.ts`,
+/// `calc.spec.js`, `calc_tests.rs` all name `calc`.
+fn tested_module(path: &str) -> Option<&str> {
+    let stem = module_of(path)?;
+    let stem = stem.strip_prefix("test_").unwrap_or(stem);
+    let stem = ["_test", "_tests", "_spec"]
+        .iter()
+        .find_map(|s| stem.strip_suffix(s))
+        .unwrap_or(stem);
+    (!stem.is_empty()).then_some(stem)
+}
+
+impl Changed {
+    fn new<S: AsRef<str>>(paths: impl IntoIterator<Item = S>) -> Changed {
+        let mut c = Changed::default();
+        for p in paths {
+            let p = p.as_ref().trim_start_matches("./");
+            if p.is_empty() {
+                continue;
+            }
+            if let Some(m) = module_of(p) {
+                c.modules.insert(m.to_string());
+            }
+            if p.ends_with(".go") {
+                c.go_dirs.insert(parent_dir(p).to_string());
+            }
+            c.paths.insert(p.to_string());
+        }
+        c
+    }
+
+    fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    fn relates(&mut self, f: &Failure) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        if self.relates_by_name(f) {
+            return true;
+        }
+        let (Some(file), Some(reader)) = (f.file.as_deref(), self.reader.as_ref()) else {
+            return false;
+        };
+        if let Some(&known) = self.imports.get(file) {
+            return known;
+        }
+        if self.imports.len() >= MAX_IMPORT_FILES {
+            return false;
+        }
+        let hit = reader(file).is_some_and(|text| imports_name(&text, &self.modules));
+        self.imports.insert(file.to_string(), hit);
+        hit
+    }
+
+    fn relates_by_name(&self, f: &Failure) -> bool {
+        if let Some(file) = f.file.as_deref()
+            && (self.paths.contains(file)
+                || tested_module(file).is_some_and(|m| self.modules.contains(m))
+                || (file.ends_with(".go") && self.go_dirs.contains(parent_dir(file))))
+        {
+            return true;
+        }
+        let frame_file = |frame: &str| -> bool {
+            let file = frame.split(':').next().unwrap_or("");
+            self.paths.contains(file)
+        };
+        if f.stack.iter().any(|fr| frame_file(fr)) {
+            return true;
+        }
+        // A Rust test path names its module chain: `calc::tests::adds`.
+        let path = f.id.as_deref().unwrap_or(&f.test);
+        path.rsplit_once("::")
+            .is_some_and(|(modules, _)| modules.split("::").any(|s| self.modules.contains(s)))
+    }
 }
 
 /// Folds, bounds and renders failures within a byte budget. See the module docs.
 pub struct Sanitizer {
     budget: usize,
     header: String,
-    entries: Vec<Entry>,
+    entries: Vec<Option<Entry>>,
+    live: usize,
     index: HashMap<u64, usize>,
     omitted_fingerprints: HashSet<u64>,
-    omitted: u64,
-    distinct_omitted: u64,
-    used: usize,
-    full: bool,
+    /// Occurrences not kept (beyond [`MAX_FAILURES`] distinct failures).
+    dropped: u64,
+    /// Distinct failures not kept.
+    dropped_distinct: u64,
     notes: Vec<String>,
+    changed: Changed,
 }
 
 impl Sanitizer {
@@ -449,14 +644,30 @@ impl Sanitizer {
             budget: budget.max(256),
             header: String::new(),
             entries: Vec::new(),
+            live: 0,
             index: HashMap::new(),
             omitted_fingerprints: HashSet::new(),
-            omitted: 0,
-            distinct_omitted: 0,
-            used: 0,
-            full: false,
+            dropped: 0,
+            dropped_distinct: 0,
             notes: Vec::new(),
+            changed: Changed::default(),
         }
+    }
+
+    /// The workspace-relative paths the change touched: failures of the tests that exercise
+    /// them are shown first (see the rules on relatedness in the module docs). Call before the
+    /// first [`Sanitizer::push`].
+    pub fn set_changed<S: AsRef<str>>(&mut self, paths: impl IntoIterator<Item = S>) {
+        let reader = self.changed.reader.take();
+        self.changed = Changed::new(paths);
+        self.changed.reader = reader;
+    }
+
+    /// How to read a failing test file's head, so that a test whose imports name a changed
+    /// module counts as exercising the change (`from calc import add`, `import { add } from
+    /// '../src/math.js'`, `use crate::calc`).
+    pub fn set_file_reader(&mut self, reader: FileReader) {
+        self.changed.reader = Some(reader);
     }
 
     /// Sets a one-line header (the verdict summary); it counts against the budget.
@@ -464,47 +675,62 @@ impl Sanitizer {
         self.header = truncate_marked(&strip_ansi(header), self.budget / 4);
     }
 
-    /// Adds a failure; identical ones (same kind, message, file, line) are folded.
+    /// Adds a failure; identical ones (same kind, message, file, line) are folded. At most
+    /// [`MAX_FAILURES`] distinct failures are kept; beyond that, a failure related to the
+    /// change takes the place of the last unrelated one kept.
     pub fn push(&mut self, mut failure: Failure) {
         // The fold key is taken on the raw failure so that repeats cost one hash, not a clean.
         let key = fold_key(&failure);
-        if let Some(&i) = self.index.get(&key) {
-            self.entries[i].count += 1;
+        if let Some(&i) = self.index.get(&key)
+            && let Some(e) = self.entries[i].as_mut()
+        {
+            e.count += 1;
             return;
         }
         if self.omitted_fingerprints.contains(&key) {
-            self.omitted += 1;
+            self.dropped += 1;
             return;
         }
-        let limit = self
-            .budget
-            .saturating_sub(RESERVE + self.header.len() + self.notes_len());
-        if self.full {
-            self.omit(key);
+        let related = self.changed.relates(&failure);
+        if self.live >= MAX_FAILURES && !(related && self.evict_unrelated()) {
+            self.drop_distinct(key, 1);
             return;
         }
         failure.message = clean_message(&failure.message);
         failure.test = truncate_marked(strip_ansi(&failure.test).trim(), 200);
-        let len = render_entry(&failure, 1).len() + 16;
-        if self.used + len > limit && !(self.entries.is_empty() && self.used == 0) {
-            if limit.saturating_sub(self.used) < 48 {
-                self.full = true;
-            }
-            self.omit(key);
-            return;
+        if let Some(id) = failure.id.take() {
+            failure.id = Some(truncate_marked(strip_ansi(&id).trim(), 400));
         }
-        self.used += len;
         self.index.insert(key, self.entries.len());
-        self.entries.push(Entry {
+        self.entries.push(Some(Entry {
             failure,
+            key,
             count: 1,
-            rendered_len: len,
-        });
+            related,
+        }));
+        self.live += 1;
     }
 
-    fn omit(&mut self, key: u64) {
-        self.omitted += 1;
-        self.distinct_omitted += 1;
+    /// Drops the last kept failure unrelated to the change; false when there is none.
+    fn evict_unrelated(&mut self) -> bool {
+        let Some(i) = self
+            .entries
+            .iter()
+            .rposition(|e| e.as_ref().is_some_and(|e| !e.related))
+        else {
+            return false;
+        };
+        if let Some(e) = self.entries[i].take() {
+            self.index.remove(&e.key);
+            self.live -= 1;
+            self.drop_distinct(e.key, e.count);
+        }
+        true
+    }
+
+    fn drop_distinct(&mut self, key: u64, count: u64) {
+        self.dropped += count;
+        self.dropped_distinct += 1;
         if self.omitted_fingerprints.len() < MAX_OMITTED_FINGERPRINTS {
             self.omitted_fingerprints.insert(key);
         }
@@ -520,40 +746,35 @@ impl Sanitizer {
         }
     }
 
-    fn notes_len(&self) -> usize {
-        self.notes
-            .iter()
-            .map(|n| n.len().min(self.budget / 2) + 1)
-            .sum()
-    }
-
-    /// Renders everything within the budget.
+    /// Renders everything within the budget: groups of failures (parameterised cases folded
+    /// into one entry that names their ids) in order — those related to the change first,
+    /// then one group per file in turn, so no single file takes the whole budget.
     pub fn finish(self) -> Sanitized {
         let mut out = String::new();
         if !self.header.is_empty() {
             out.push_str(&self.header);
             out.push('\n');
         }
-        let mut failures = Vec::new();
-        let mut failures_omitted = self.distinct_omitted;
-        let mut omitted = self.omitted;
+        let groups = order_groups(group_entries(self.entries.into_iter().flatten()));
+        let mut omitted = self.dropped;
+        let mut omitted_distinct = self.dropped_distinct;
         let hard_limit = self.budget.saturating_sub(RESERVE);
-        for entry in self.entries {
-            let text = render_entry(&entry.failure, entry.count);
-            debug_assert!(text.len() <= entry.rendered_len);
+        for group in &groups {
+            let text = render_group(group);
             if out.len() + text.len() + 1 > hard_limit {
-                omitted += entry.count;
-                failures_omitted += 1;
+                omitted += group.iter().map(|e| e.count).sum::<u64>();
+                omitted_distinct += group.len() as u64;
                 continue;
             }
             out.push_str(&text);
             out.push('\n');
-            if failures.len() < MAX_FAILURES {
-                failures.push(entry.failure);
-            } else {
-                failures_omitted += 1;
-            }
         }
+        let failures: Vec<Failure> = groups
+            .into_iter()
+            .flatten()
+            .map(|e| e.failure)
+            .take(MAX_FAILURES)
+            .collect();
         for note in &self.notes {
             let room = hard_limit.saturating_sub(out.len() + 1);
             if room < 40 {
@@ -574,7 +795,9 @@ impl Sanitizer {
         }
         if omitted > 0 {
             out.push_str(&format!(
-                "{omitted} more failures omitted (diagnostics budget {} bytes; raise the budget to see them)\n",
+                "{omitted} more failures omitted ({omitted_distinct} distinct; the JSON `failures` lists {}, `failures_omitted` {}); diagnostics budget {} bytes: raise it with `--budget BYTES` (MCP argument `budget`)\n",
+                failures.len(),
+                self.dropped_distinct,
                 self.budget
             ));
         }
@@ -586,9 +809,155 @@ impl Sanitizer {
             text: out,
             failures,
             omitted,
-            failures_omitted,
+            failures_omitted: self.dropped_distinct,
         }
     }
+}
+
+/// The name a failure is shown and rerun by: its full id when known.
+fn label(f: &Failure) -> &str {
+    f.id.as_deref().unwrap_or(&f.test)
+}
+
+/// The family of a parameterised case: its label without the parameter part (`test_x[a-1]`
+/// → `test_x`) or without its last segment (`TestX/sub` → `TestX`, `d > each case` → `d`).
+fn family(label: &str) -> Option<&str> {
+    if label.ends_with(']')
+        && let Some(i) = label.rfind('[')
+        && i > 0
+    {
+        return Some(&label[..i]);
+    }
+    [" > ", "/", "::"]
+        .iter()
+        .filter_map(|sep| label.rfind(sep))
+        .max()
+        .map(|i| &label[..i])
+}
+
+/// What tells a member of a group from the group's first: its parameter part (`[b-2]`) or
+/// last segment (`sub`, `each case 2`).
+fn distinct_part<'l>(first: &str, label: &'l str) -> &'l str {
+    if label.ends_with(']')
+        && let Some(i) = label.rfind('[')
+        && i > 0
+        && first.get(..i) == label.get(..i)
+    {
+        return &label[i..];
+    }
+    let common = first
+        .bytes()
+        .zip(label.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let head = &label[..common.min(label.len())];
+    let cut = [" > ", "/", "::"]
+        .iter()
+        .filter_map(|sep| head.rfind(sep).map(|i| i + sep.len()))
+        .max()
+        .unwrap_or(0);
+    label.get(cut..).unwrap_or(label)
+}
+
+/// Kind, pre-existing or not, file, line, column and family: what the cases of one
+/// parameterised test share.
+type GroupKey = (
+    FailureKind,
+    bool,
+    Option<String>,
+    Option<u32>,
+    Option<u32>,
+    String,
+);
+
+/// Groups failures that are cases of one parameterised test: same kind and location
+/// (file:line:column) and same family, in arrival order.
+fn group_entries(entries: impl Iterator<Item = Entry>) -> Vec<Vec<Entry>> {
+    let mut groups: Vec<Vec<Entry>> = Vec::new();
+    let mut by_key: HashMap<GroupKey, usize> = HashMap::new();
+    for e in entries {
+        let f = &e.failure;
+        let key = f
+            .file
+            .is_some()
+            .then(|| family(label(f)))
+            .flatten()
+            .map(|fam| {
+                (
+                    f.kind,
+                    f.pre_existing,
+                    f.file.clone(),
+                    f.line,
+                    f.column,
+                    fam.to_string(),
+                )
+            });
+        match key {
+            Some(k) => match by_key.get(&k) {
+                Some(&g) => groups[g].push(e),
+                None => {
+                    by_key.insert(k, groups.len());
+                    groups.push(vec![e]);
+                }
+            },
+            None => groups.push(vec![e]),
+        }
+    }
+    groups
+}
+
+/// Groups related to the change first; within each class, one group per file in turn, each
+/// file's groups in arrival order.
+fn order_groups(groups: Vec<Vec<Entry>>) -> Vec<Vec<Entry>> {
+    let (related, rest): (Vec<_>, Vec<_>) = groups
+        .into_iter()
+        .partition(|g| g.iter().any(|e| e.related));
+    let mut ordered = round_robin(related);
+    ordered.extend(round_robin(rest));
+    ordered
+}
+
+fn round_robin(groups: Vec<Vec<Entry>>) -> Vec<Vec<Entry>> {
+    let mut files: Vec<std::collections::VecDeque<Vec<Entry>>> = Vec::new();
+    let mut index: HashMap<Option<String>, usize> = HashMap::new();
+    for g in groups {
+        let file = g[0].failure.file.clone();
+        let i = *index.entry(file).or_insert_with(|| {
+            files.push(std::collections::VecDeque::new());
+            files.len() - 1
+        });
+        files[i].push_back(g);
+    }
+    let mut out = Vec::new();
+    loop {
+        let mut any = false;
+        for q in &mut files {
+            if let Some(g) = q.pop_front() {
+                out.push(g);
+                any = true;
+            }
+        }
+        if !any {
+            return out;
+        }
+    }
+}
+
+/// Most ids of a folded group named in the text; the rest are counted.
+const MAX_FOLDED_IDS: usize = 3;
+
+fn render_group(group: &[Entry]) -> String {
+    let first = &group[0];
+    let mut name = label(&first.failure).to_string();
+    for e in group.iter().skip(1).take(MAX_FOLDED_IDS - 1) {
+        name.push_str(", ");
+        name.push_str(distinct_part(label(&first.failure), label(&e.failure)));
+    }
+    if group.len() > MAX_FOLDED_IDS {
+        name.push_str(&format!(" (+{} more)", group.len() - MAX_FOLDED_IDS));
+    }
+    let count: u64 = first.count;
+    render_entry(&first.failure, &name, count)
 }
 
 fn fold_key(f: &Failure) -> u64 {
@@ -604,7 +973,41 @@ fn fold_key(f: &Failure) -> u64 {
     h.finish()
 }
 
-fn render_entry(f: &Failure, count: u64) -> String {
+/// The message as the text shows it: a runner's `- Expected`/`+ Received` diff is left out
+/// when the message's first line already states every value in it.
+fn message_for_text(message: &str) -> Cow<'_, str> {
+    let Some((expected, received)) = diff_block(message) else {
+        return Cow::Borrowed(message);
+    };
+    let headline = message.lines().next().unwrap_or("");
+    let stated = expected
+        .iter()
+        .chain(received.iter())
+        .all(|v| !v.is_empty() && headline.contains(v));
+    if !stated {
+        return Cow::Borrowed(message);
+    }
+    let mut out = Vec::new();
+    let mut in_diff = false;
+    for line in message.lines() {
+        let t = line.trim();
+        if t == "- Expected" {
+            in_diff = true;
+            continue;
+        }
+        if in_diff && (t.is_empty() || t.starts_with("- ") || t.starts_with("+ ")) {
+            continue;
+        }
+        in_diff = false;
+        out.push(line);
+    }
+    while out.last().is_some_and(|l| l.trim().is_empty()) {
+        out.pop();
+    }
+    Cow::Owned(out.join("\n"))
+}
+
+fn render_entry(f: &Failure, name: &str, count: u64) -> String {
     let mut s = String::new();
     if count > 1 {
         s.push_str(&format!("(×{count}) "));
@@ -623,25 +1026,31 @@ fn render_entry(f: &Failure, count: u64) -> String {
         }
         s.push(' ');
     }
-    s.push_str(&f.test);
+    s.push_str(name);
     if f.pre_existing {
         s.push_str(" [pre-existing]");
     }
-    for line in f.message.lines() {
+    let message = message_for_text(&f.message);
+    for line in message.lines() {
         s.push_str("\n  ");
         s.push_str(line);
     }
-    if let Some(e) = &f.expected {
-        s.push_str(&format!(
-            "\n  expected: {}",
-            e.replace('\n', "\n            ")
-        ));
-    }
-    if let Some(r) = &f.received {
-        s.push_str(&format!(
-            "\n  received: {}",
-            r.replace('\n', "\n            ")
-        ));
+    // Each value once: airlock's own line only when the message does not already show it.
+    for (tag, value) in [
+        ("expected", &f.expected),
+        ("received", &f.received),
+        ("left", &f.left),
+        ("right", &f.right),
+    ] {
+        if let Some(v) = value
+            && !message.contains(v.as_str())
+        {
+            let pad = " ".repeat(tag.len() + 4);
+            s.push_str(&format!(
+                "\n  {tag}: {}",
+                v.replace('\n', &format!("\n{pad}"))
+            ));
+        }
     }
     for frame in f.stack.iter().skip(1) {
         s.push_str(&format!("\n  at {frame}"));
@@ -853,9 +1262,15 @@ mod tests {
             expected_received("Expected: 6\nReceived: 5"),
             (Some("6".into()), Some("5".into()))
         );
+        // Rust names no expected side: left and right stay left and right.
         assert_eq!(
             expected_received("assertion failed\n  left: 5\n right: 6"),
-            (Some("6".into()), Some("5".into()))
+            (None, None)
+        );
+        let v = assertion_values("assertion failed\n  left: 5\n right: 6");
+        assert_eq!(
+            (v.left.as_deref(), v.right.as_deref()),
+            (Some("5"), Some("6"))
         );
         assert_eq!(
             expected_received("\x1b[32m- Expected\x1b[39m\n+ Received\n\n- 6\n+ 5\n\n ❯ a.js:1:1"),
@@ -865,9 +1280,19 @@ mod tests {
             expected_received("  actual: 5,\n  expected: 6,\n"),
             (Some("6".into()), Some("5".into()))
         );
+        // Nor does pytest's `assert L == R`; and only the message's own first line counts.
         assert_eq!(
             expected_received("assert 5 == 6\n +  where 5 = add(2, 3)"),
-            (Some("6".into()), Some("5".into()))
+            (None, None)
+        );
+        let v = assertion_values("assert 5 == 6\n +  where 5 = add(2, 3)");
+        assert_eq!(
+            (v.left.as_deref(), v.right.as_deref()),
+            (Some("5"), Some("6"))
+        );
+        assert_eq!(
+            assertion_values("Failed: DID NOT RAISE <class 'ValueError'>\n    assert x == y"),
+            Values::default()
         );
         assert_eq!(expected_received("plain"), (None, None));
     }
@@ -902,6 +1327,200 @@ mod tests {
         // Every one of the 512 occurrences is either shown (folded) or counted as omitted.
         let shown_occurrences = 12 + (shown - 1);
         assert_eq!(shown_occurrences + out.omitted, 512);
+    }
+
+    #[test]
+    fn the_budget_is_spread_across_files_and_the_json_list_has_its_own_cap() {
+        let mut s = Sanitizer::new(1400);
+        // Forty failures in one file arrive first, then one in each of two others.
+        for i in 0..40 {
+            s.push(failure(
+                &format!("a{i}"),
+                &format!("distinct a {i}"),
+                "t/a.py",
+                i,
+            ));
+        }
+        s.push(failure("b", "only b", "t/b.py", 1));
+        s.push(failure("c", "only c", "t/c.py", 1));
+        let out = s.finish();
+        let shown: Vec<&str> = out.text.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(shown.len() >= 3 && shown.len() < 42, "{}", out.text);
+        assert!(
+            shown[1].contains("t/b.py") && shown[2].contains("t/c.py"),
+            "{shown:?}"
+        );
+        // The JSON list is complete whatever the text budget, in the text's order.
+        assert_eq!(out.failures.len(), 42);
+        assert_eq!(out.failures[1].file.as_deref(), Some("t/b.py"));
+        assert_eq!(out.failures_omitted, 0);
+        assert_eq!(out.omitted, 42 - shown.len() as u64);
+
+        let mut s = Sanitizer::new(1 << 20);
+        for i in 0..(MAX_FAILURES as u32 + 50) {
+            s.push(failure("t", &format!("m{i}"), "t/a.py", i));
+        }
+        let out = s.finish();
+        assert_eq!(out.failures.len(), MAX_FAILURES);
+        assert_eq!(out.failures_omitted, 50);
+        assert!(
+            out.text
+                .contains("(50 distinct; the JSON `failures` lists 200, `failures_omitted` 50)"),
+            "{}",
+            out.text.lines().last().unwrap()
+        );
+    }
+
+    #[test]
+    fn failures_related_to_the_change_come_first_and_are_kept() {
+        let mut s = Sanitizer::new(600);
+        s.set_changed(["src/calc.py", "pkg/util/strings.go", "src/parser.rs"]);
+        for i in 0..MAX_FAILURES as u32 {
+            s.push(failure(
+                "t",
+                &format!("other {i}"),
+                "tests/test_other.py",
+                i,
+            ));
+        }
+        // Past the cap, related failures still get in, in place of unrelated ones.
+        s.push(failure("t", "calc", "tests/test_calc.py", 1));
+        s.push(failure("t", "go", "pkg/util/format_test.go", 1));
+        s.push(Failure {
+            test: "parser::tests::reads".into(),
+            message: "rust".into(),
+            ..Failure::default()
+        });
+        s.push(Failure {
+            test: "helper".into(),
+            message: "through a frame".into(),
+            file: Some("tests/test_z.py".into()),
+            line: Some(3),
+            stack: vec!["tests/test_z.py:3".into(), "src/calc.py:9".into()],
+            ..Failure::default()
+        });
+        s.push(failure("t", "unrelated", "tests/test_more.py", 1));
+        let out = s.finish();
+        assert_eq!(out.failures.len(), MAX_FAILURES);
+        assert_eq!(out.failures_omitted, 5);
+        let first: Vec<&str> = out.failures[..4]
+            .iter()
+            .map(|f| f.message.as_str())
+            .collect();
+        assert_eq!(first, ["calc", "go", "rust", "through a frame"]);
+        let text_first = out.text.lines().next().unwrap();
+        assert!(text_first.contains("tests/test_calc.py"), "{}", out.text);
+        assert!(tested_module("tests/calc.spec.ts") == Some("calc"));
+        assert!(module_of("src/calc/__init__.py") == Some("calc"));
+        assert!(module_of("src/lib.rs").is_none());
+    }
+
+    #[test]
+    fn a_test_whose_imports_name_a_changed_module_comes_first() {
+        let ws = tempfile::tempdir().unwrap();
+        let w = |rel: &str, body: &str| {
+            let p = ws.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        };
+        w(
+            "tests/test_a.py",
+            "import os\n\ndef test_a():\n    assert 0\n",
+        );
+        w("tests/test_b.py", "from pkg.geometry import area\n");
+        w(
+            "test/c.test.js",
+            "import { area } from '../src/geometry.js';\n",
+        );
+        w("tests/d.rs", "use pkg::geometry::area;\n");
+        let mut s = Sanitizer::new(4096);
+        s.set_changed(["src/geometry.py"]);
+        let root = ws.path().to_path_buf();
+        s.set_file_reader(Box::new(move |rel: &str| {
+            std::fs::read_to_string(root.join(rel)).ok()
+        }));
+        for file in [
+            "tests/test_a.py",
+            "tests/test_b.py",
+            "test/c.test.js",
+            "tests/d.rs",
+        ] {
+            s.push(failure("t", file, file, 1));
+        }
+        let out = s.finish();
+        let order: Vec<&str> = out.failures.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "tests/test_b.py",
+                "test/c.test.js",
+                "tests/d.rs",
+                "tests/test_a.py"
+            ]
+        );
+    }
+
+    #[test]
+    fn parameterised_cases_fold_with_their_ids() {
+        assert_eq!(family("t.py::T::test_x[a-1]"), Some("t.py::T::test_x"));
+        assert_eq!(family("./p::TestX/sub"), Some("./p::TestX"));
+        assert_eq!(distinct_part("a::t[x]", "a::t[y-2]"), "[y-2]");
+        assert_eq!(
+            distinct_part("f.js > d > case 1", "f.js > d > case 2"),
+            "case 2"
+        );
+        let mut s = Sanitizer::new(4096);
+        for (i, p) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            s.push(Failure {
+                id: Some(format!("t.py::test_x[{p}]")),
+                message: format!("assert {i} == 9"),
+                ..failure("test_x", "", "t.py", 4)
+            });
+        }
+        let out = s.finish();
+        assert!(
+            out.text.contains(
+                "FAIL t.py:4 t.py::test_x[a], [b], [c] (+2 more)
+  assert 0 == 9"
+            ),
+            "{}",
+            out.text
+        );
+        assert_eq!(out.failures.len(), 5);
+        assert!(!out.text.contains("omitted"));
+    }
+
+    #[test]
+    fn each_value_is_printed_once() {
+        let mut s = Sanitizer::new(4096);
+        let msg = "AssertionError: expected 2 to be 3 // Object.is equality\n\n- Expected\n+ Received\n\n- 3\n+ 2";
+        let mut f = failure("v", msg, "a.test.js", 1);
+        assertion_values(msg).apply(&mut f);
+        s.push(f);
+        let mut g = failure(
+            "r",
+            "assertion failed\n  left: 4\n right: 5",
+            "src/lib.rs",
+            2,
+        );
+        assertion_values(&g.message.clone()).apply(&mut g);
+        s.push(g);
+        s.push(Failure {
+            expected: Some("[1, 2]".into()),
+            received: Some("[1]".into()),
+            ..failure("j", "lengths differ", "b.test.js", 3)
+        });
+        let out = s.finish();
+        assert!(!out.text.contains("- Expected"), "{}", out.text);
+        assert!(out.text.contains("expected 2 to be 3"), "{}", out.text);
+        assert_eq!(out.text.matches("left").count(), 1, "{}", out.text);
+        assert!(!out.text.contains("expected: 3"), "{}", out.text);
+        // Values the message does not show are printed once, under their own name.
+        assert!(
+            out.text.contains("expected: [1, 2]\n  received: [1]"),
+            "{}",
+            out.text
+        );
     }
 
     #[test]

@@ -56,6 +56,7 @@ impl Fixture {
                 allow_degraded: false,
                 expose_sensitive: &[],
                 verify_command: &self.verify_command,
+                verify_budget: None,
                 settings: &TEST_SETTINGS,
             },
             &self.outcomes,

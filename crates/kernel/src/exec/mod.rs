@@ -72,6 +72,8 @@ pub(crate) struct ExecCtx<'k> {
     pub(crate) expose_sensitive: &'k [globset::GlobMatcher],
     /// The operator's configured test command for this workspace, if any.
     pub(crate) verify_command: &'k Option<Vec<String>>,
+    /// The operator's default diagnostics budget of `verify`, if any.
+    pub(crate) verify_budget: Option<usize>,
     /// Outcomes of the recovery run at start-up, reported again by `recover`.
     pub(crate) startup_outcomes: &'k Vec<Value>,
     /// What the front end read from its environment (run and runtime directories, HOME, PATH,
@@ -89,6 +91,8 @@ pub(crate) struct ExecLimits<'k> {
     pub(crate) expose_sensitive: &'k [globset::GlobMatcher],
     /// The operator's configured test command.
     pub(crate) verify_command: &'k Option<Vec<String>>,
+    /// The operator's default diagnostics budget of `verify`.
+    pub(crate) verify_budget: Option<usize>,
     /// What the front end read from its environment.
     pub(crate) settings: &'k crate::api::Settings,
 }
@@ -131,6 +135,7 @@ impl<'k> ExecCtx<'k> {
             allow_degraded: limits.allow_degraded,
             expose_sensitive: limits.expose_sensitive,
             verify_command: limits.verify_command,
+            verify_budget: limits.verify_budget,
             startup_outcomes,
             settings: limits.settings,
         }

@@ -151,11 +151,23 @@ pub(crate) fn verify(
     {
         source = VerdictSource::Agent;
     }
+    // A run of selected tests says nothing about the others: advice, whoever chose it.
+    if !p.args.only.is_empty() {
+        source = VerdictSource::Partial;
+    }
+    let budget = p
+        .args
+        .budget
+        .map(|b| usize::try_from(b.get()).unwrap_or(usize::MAX))
+        .or(k.verify_budget)
+        .unwrap_or(airlock_verify::sanitize::DEFAULT_BUDGET);
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
         runner,
         command,
         baseline: p.args.baseline,
+        budget_bytes: budget,
+        only: p.args.only.clone(),
         home_binds: exposure.home_binds,
         masked: exposure.masked,
         cancel: Some(ctx.cancel.flag()),
@@ -183,6 +195,9 @@ pub(crate) fn verify(
     };
     let report = match airlock_verify::run_verification(&input, &opts) {
         Ok(r) => r,
+        Err(e @ airlock_verify::VerifyError::Selection(_)) => {
+            return failure(format!("Verification could not run: {e}"), Status::Usage);
+        }
         Err(e) => return failure(format!("Verification could not run: {e}"), Status::Failed),
     };
     // The gate reads the typed verdict; the JSON below is only what the caller is shown.
@@ -200,10 +215,14 @@ pub(crate) fn verify(
             if let Some(d) = obj.get_mut("diagnostics")
                 && let Some(text) = d.as_str()
             {
-                *d = json!(format!(
-                    "advisory: the agent chose this command, so this verdict cannot unlock apply \
-                     (`airlock verify` runs the project's own).\n{text}"
-                ));
+                let why = if source == VerdictSource::Partial {
+                    "only the selected tests ran (`only`), so this verdict cannot unlock apply \
+                     (`airlock verify` without `--only` runs the whole suite)"
+                } else {
+                    "the agent chose this command, so this verdict cannot unlock apply \
+                     (`airlock verify` runs the project's own)"
+                };
+                *d = json!(format!("advisory: {why}.\n{text}"));
             }
         }
     }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::{FailureSink, Parsed};
 use crate::model::{Failure, FailureKind};
-use crate::sanitize::{Locator, expected_received};
+use crate::sanitize::{Locator, assertion_values};
 
 /// Most lines kept per failure section.
 const MAX_SECTION_LINES: usize = 40;
@@ -51,6 +51,9 @@ struct Diagnostic {
     code: Option<DiagnosticCode>,
     #[serde(default)]
     spans: Vec<Span>,
+    /// The `help:` and `note:` sub-diagnostics, with their suggested replacements.
+    #[serde(default)]
+    children: Vec<Diagnostic>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -67,6 +70,33 @@ struct Span {
     is_primary: bool,
     #[serde(default)]
     label: Option<String>,
+    #[serde(default)]
+    suggested_replacement: Option<String>,
+}
+
+/// Most `help:`/`note:` lines kept per compile error.
+const MAX_HINTS: usize = 4;
+
+/// rustc's `help:` and `note:` lines of a diagnostic, each with its suggested code when it
+/// has one: `help: consider importing this struct: `use std::collections::HashMap;``.
+fn hint_lines(diag: &Diagnostic) -> Vec<String> {
+    diag.children
+        .iter()
+        .filter(|c| matches!(c.level.as_str(), "help" | "note") && !c.message.is_empty())
+        .take(MAX_HINTS)
+        .map(|c| {
+            let suggestion = c
+                .spans
+                .iter()
+                .filter_map(|s| s.suggested_replacement.as_deref())
+                .map(str::trim)
+                .find(|s| !s.is_empty() && !s.contains('\n'));
+            match suggestion {
+                Some(code) => format!("{}: {}: `{code}`", c.level, c.message),
+                None => format!("{}: {}", c.level, c.message),
+            }
+        })
+        .collect()
 }
 
 /// Streaming parser of cargo + libtest output.
@@ -76,6 +106,9 @@ pub struct CargoParser<'a> {
     section: Option<(String, Vec<String>)>,
     /// A human-format rustc error waiting for its `-->` line.
     pending_error: Option<String>,
+    /// A human-format rustc error already located, open for its `help:`/`note:` lines until
+    /// the blank line that ends it.
+    open_error: Option<Failure>,
     /// `build-finished` reported failure.
     pub build_failed: bool,
 }
@@ -88,6 +121,7 @@ impl<'a> CargoParser<'a> {
             parsed: Parsed::default(),
             section: None,
             pending_error: None,
+            open_error: None,
             build_failed: false,
         }
     }
@@ -126,6 +160,10 @@ impl<'a> CargoParser<'a> {
             return;
         }
         // Human rustc diagnostics (plain `cargo test` without JSON).
+        if self.open_error.is_some() && self.hint_line(line) {
+            return;
+        }
+        self.flush_error(sink);
         if let Some(msg) = self.pending_error.take()
             && let Some(caps) = RUSTC_ARROW_RE.captures(line)
         {
@@ -138,7 +176,7 @@ impl<'a> CargoParser<'a> {
             f.file = self.locator.relative(&caps[1]);
             f.line = caps[2].parse().ok();
             f.column = caps[3].parse().ok();
-            sink.failure(f);
+            self.open_error = Some(f);
             return;
         }
         if line.starts_with("error")
@@ -178,6 +216,10 @@ impl<'a> CargoParser<'a> {
                 };
                 if let Some(label) = primary.and_then(|s| s.label.as_deref()) {
                     message.push_str(&format!(" ({label})"));
+                }
+                for hint in hint_lines(&diag) {
+                    message.push('\n');
+                    message.push_str(&hint);
                 }
                 let mut f = Failure {
                     test: "(compile)".into(),
@@ -241,17 +283,57 @@ impl<'a> CargoParser<'a> {
                 .collect();
         }
         let text = message.join("\n");
-        let (expected, received) = expected_received(&text);
+        assertion_values(&text).apply(&mut failure);
         failure.message = text;
-        failure.expected = expected;
-        failure.received = received;
+        // libtest names a test by its full path (`module::tests::name`): `--exact` selects it.
+        failure.id = Some(failure.test.clone());
         sink.failure(failure);
     }
 
     /// Ends the stream and returns what was learned.
     pub fn finish(mut self, sink: &mut dyn FailureSink) -> Parsed {
+        self.flush_error(sink);
         self.close_section(sink);
         self.parsed
+    }
+
+    /// Reads one line of an open human-format error: its code frame, `help:`/`note:` lines
+    /// (`= help:` too) and the suggested code after a help (`1 + use std::…;`). False at the
+    /// blank line or any other line that ends the error.
+    fn hint_line(&mut self, line: &str) -> bool {
+        static SUGGESTION_RE: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"^\s*\d+\s*\+\s+(\S.*)$").expect("regex"));
+        let Some(open) = self.open_error.as_mut() else {
+            return false;
+        };
+        if line.trim().is_empty() {
+            return false;
+        }
+        let t = line.trim_start();
+        let t = t.strip_prefix("= ").unwrap_or(t);
+        let hints = open.message.lines().count().saturating_sub(1);
+        if t.starts_with("help:") || t.starts_with("note:") {
+            if hints < MAX_HINTS {
+                open.message.push('\n');
+                open.message.push_str(t);
+            }
+            return true;
+        }
+        if let Some(caps) = SUGGESTION_RE.captures(line) {
+            let last = open.message.lines().last().unwrap_or("");
+            if last.starts_with("help:") && !last.ends_with('`') {
+                open.message.push_str(&format!(": `{}`", caps[1].trim()));
+            }
+            return true;
+        }
+        // The code frame: `  |`, `2 |     code`, `  |     ^^^ label`, `...`.
+        line.starts_with(' ') || line.starts_with(|c: char| c.is_ascii_digit()) || t == "..."
+    }
+
+    fn flush_error(&mut self, sink: &mut dyn FailureSink) {
+        if let Some(f) = self.open_error.take() {
+            sink.failure(f);
+        }
     }
 }
 
@@ -321,8 +403,11 @@ test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
         assert_eq!(f.file.as_deref(), Some("src/lib.rs"));
         assert_eq!((f.line, f.column), (Some(16), Some(9)));
         assert!(f.message.contains("sum of 2 and 3"));
-        assert_eq!(f.expected.as_deref(), Some("6"));
-        assert_eq!(f.received.as_deref(), Some("5"));
+        // `assert_eq!(left, right)` names no expected side: kept as left and right.
+        assert_eq!(f.left.as_deref(), Some("5"));
+        assert_eq!(f.right.as_deref(), Some("6"));
+        assert_eq!((&f.expected, &f.received), (&None, &None));
+        assert_eq!(f.id.as_deref(), Some("tests::adds_large_numbers"));
     }
 
     #[test]

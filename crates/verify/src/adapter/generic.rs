@@ -59,7 +59,12 @@ pub struct GenericParser<'a> {
     node: Family,
     go: Family,
     plain: Family,
+    /// The last TypeScript error, open for its indented elaboration lines.
+    tsc_open: Option<Failure>,
 }
+
+/// Most elaboration lines kept per TypeScript error.
+const MAX_TSC_LINES: usize = 4;
 
 impl<'a> GenericParser<'a> {
     /// A parser mapping paths through `locator`.
@@ -73,6 +78,7 @@ impl<'a> GenericParser<'a> {
             node: Family::default(),
             go: Family::default(),
             plain: Family::default(),
+            tsc_open: None,
         }
     }
 
@@ -80,6 +86,19 @@ impl<'a> GenericParser<'a> {
     pub fn line(&mut self, line: &str, sink: &mut dyn FailureSink) {
         self.cargo.line(line, sink);
         let trimmed = line.trim();
+        if let Some(open) = self.tsc_open.as_mut() {
+            // tsc's elaboration: indented lines under the error (`  The types of 'y.z' …`).
+            if line.starts_with(' ') && !trimmed.is_empty() {
+                if open.message.lines().count() <= MAX_TSC_LINES {
+                    open.message.push('\n');
+                    open.message.push_str(trimmed);
+                }
+                return;
+            }
+            if let Some(f) = self.tsc_open.take() {
+                sink.failure(f);
+            }
+        }
         if trimmed.contains("): error TS")
             && let Some(caps) = TSC_RE.captures(trimmed)
         {
@@ -94,7 +113,7 @@ impl<'a> GenericParser<'a> {
                 f.line = caps[2].parse().ok();
                 f.column = caps[3].parse().ok();
             }
-            sink.failure(f);
+            self.tsc_open = Some(f);
             return;
         }
         if trimmed.contains(" in ")
@@ -172,7 +191,10 @@ impl<'a> GenericParser<'a> {
     }
 
     /// Ends the stream: counts from the most specific family that was seen.
-    pub fn finish(self, sink: &mut dyn FailureSink) -> Parsed {
+    pub fn finish(mut self, sink: &mut dyn FailureSink) -> Parsed {
+        if let Some(f) = self.tsc_open.take() {
+            sink.failure(f);
+        }
         let families = [
             self.pytest,
             self.jest,

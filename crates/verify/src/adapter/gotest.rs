@@ -4,7 +4,7 @@
 //! module path in go.mod). Build errors (`./x.go:3:2: undefined: y`, on stderr or in
 //! `build-output` events) become compile-kind failures.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -18,6 +18,10 @@ use crate::sanitize::Locator;
 const MAX_TEST_LINES: usize = 30;
 /// Most tests buffered at once (parallel tests); beyond this, output is not kept.
 const MAX_RUNNING: usize = 1024;
+/// Most indented hint lines (`have (int)`, `want (int, int)`, notes) kept per build error.
+const MAX_HINT_LINES: usize = 6;
+/// Most parents remembered as failing through a subtest.
+const MAX_FAILED_PARENTS: usize = 4096;
 
 static GO_LOC_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s+([\w./-]+\.go):(\d+): (.*)$").expect("regex"));
@@ -43,6 +47,11 @@ pub struct GoParser<'a> {
     locator: &'a Locator,
     module: Option<String>,
     running: HashMap<(String, String), Vec<String>>,
+    /// Tests with a failed subtest (package, name): their own failure, when it says nothing
+    /// more, is folded into the subtests'.
+    failed_parents: HashSet<(String, String)>,
+    /// The last build error, open for its indented hint lines.
+    pending: Option<Failure>,
     parsed: Parsed,
 }
 
@@ -58,6 +67,8 @@ impl<'a> GoParser<'a> {
             locator,
             module,
             running: HashMap::new(),
+            failed_parents: HashSet::new(),
+            pending: None,
             parsed: Parsed::default(),
         }
     }
@@ -91,6 +102,7 @@ impl<'a> GoParser<'a> {
             }
             return;
         }
+        self.flush(sink);
         let Some(test) = ev.test else {
             if ev.action == "output"
                 && let Some(out) = ev.output.as_deref()
@@ -135,7 +147,8 @@ impl<'a> GoParser<'a> {
                 };
                 let mut message = Vec::new();
                 for l in &lines {
-                    if l.starts_with("=== ") || l.starts_with("--- ") {
+                    let t = l.trim_start();
+                    if t.starts_with("=== ") || t.starts_with("--- ") {
                         continue;
                     }
                     if let Some(caps) = GO_LOC_RE.captures(l) {
@@ -148,16 +161,60 @@ impl<'a> GoParser<'a> {
                         message.push(l.trim().to_string());
                     }
                 }
+                let own = (ev.package.clone(), failure.test.clone());
+                if let Some((parent, _)) = failure.test.rsplit_once('/')
+                    && self.failed_parents.len() < MAX_FAILED_PARENTS
+                {
+                    self.failed_parents
+                        .insert((ev.package.clone(), parent.to_string()));
+                }
+                if message.is_empty() && self.failed_parents.contains(&own) {
+                    // Failed only through its subtests, which carry the messages.
+                    return;
+                }
                 failure.message = message.join("\n");
+                failure.id = Some(self.test_id(&ev.package, &failure.test));
                 sink.failure(failure);
             }
             _ => {}
         }
     }
 
-    /// Feeds one line of stderr (or build output).
+    /// A go test's full identity: `./pkg/dir::TestX/sub` (`.::TestX` at the module root; the
+    /// import path when go.mod is unknown).
+    fn test_id(&self, package: &str, test: &str) -> String {
+        let pkg = match &self.module {
+            Some(_) => {
+                let dir = self.package_dir(package);
+                let dir = dir.trim_end_matches('/');
+                if dir.is_empty() {
+                    ".".to_string()
+                } else {
+                    format!("./{dir}")
+                }
+            }
+            None => package.to_string(),
+        };
+        format!("{pkg}::{test}")
+    }
+
+    /// Feeds one line of stderr (or build output). A build or vet error's indented lines
+    /// (`have (int)` / `want (int, int)`, notes) stay with it.
     pub fn build_line(&mut self, line: &str, sink: &mut dyn FailureSink) {
-        if let Some(caps) = GO_BUILD_RE.captures(line.trim_start()) {
+        if line.starts_with(['\t', ' '])
+            && !line.trim().is_empty()
+            && let Some(p) = self.pending.as_mut()
+        {
+            if p.message.lines().count() <= MAX_HINT_LINES {
+                p.message.push('\n');
+                p.message.push_str(line.trim());
+            }
+            return;
+        }
+        self.flush(sink);
+        let trimmed = line.trim_start();
+        let trimmed = trimmed.strip_prefix("vet: ").unwrap_or(trimmed);
+        if let Some(caps) = GO_BUILD_RE.captures(trimmed) {
             let mut f = Failure {
                 test: "(compile)".into(),
                 message: caps[4].to_string(),
@@ -169,12 +226,19 @@ impl<'a> GoParser<'a> {
                 f.line = caps[2].parse().ok();
                 f.column = caps[3].parse().ok();
             }
+            self.pending = Some(f);
+        }
+    }
+
+    fn flush(&mut self, sink: &mut dyn FailureSink) {
+        if let Some(f) = self.pending.take() {
             sink.failure(f);
         }
     }
 
-    /// Ends the stream.
-    pub fn finish(self) -> Parsed {
+    /// Ends the stream (a build error still open goes to `sink`).
+    pub fn finish(mut self, sink: &mut dyn FailureSink) -> Parsed {
+        self.flush(sink);
         self.parsed
     }
 }
@@ -203,7 +267,7 @@ mod tests {
         for l in out.lines() {
             p.line(l, &mut sink);
         }
-        let parsed = p.finish();
+        let parsed = p.finish(&mut sink);
         assert_eq!(
             (
                 parsed.counts.passed,
@@ -229,6 +293,7 @@ mod tests {
             r#"{"ImportPath":"example.com/m/calc","Action":"build-output","Output":"calc/calc.go:5:1: syntax error\n"}"#,
             &mut sink,
         );
+        p.finish(&mut sink);
         assert_eq!(failures.len(), 2);
         assert_eq!(failures[0].file.as_deref(), Some("calc.go"));
         assert_eq!(failures[1].file.as_deref(), Some("calc/calc.go"));

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::{FailureSink, MAX_REPORT_BYTES, Parsed};
 use crate::model::{Failure, FailureKind};
-use crate::sanitize::{Locator, expected_received};
+use crate::sanitize::{Locator, assertion_values};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -47,6 +47,10 @@ struct SuiteResult {
 struct AssertionResult {
     #[serde(default)]
     full_name: String,
+    #[serde(default)]
+    ancestor_titles: Vec<String>,
+    #[serde(default)]
+    title: String,
     #[serde(default)]
     status: String,
     #[serde(default)]
@@ -127,14 +131,14 @@ fn read_report(
             }
             any_failed = true;
             let text = a.failure_messages.join("\n");
-            let (expected, received) = expected_received(&text);
+            let id = test_id(suite_file.as_deref(), &a.ancestor_titles, &a.title);
             let mut failure = Failure {
                 test: a.full_name,
                 message: strip_error_prefix(&text),
-                expected,
-                received,
+                id,
                 ..Failure::default()
             };
+            assertion_values(&text).apply(&mut failure);
             locator.locate(&mut failure, &text, false);
             if failure.file.is_none() {
                 failure.file = suite_file.clone();
@@ -160,6 +164,17 @@ fn read_report(
             sink.failure(failure);
         }
     }
+}
+
+/// A jest test's full identity: `file > describe > … > title` (what `verify --only` takes).
+fn test_id(file: Option<&str>, ancestors: &[String], title: &str) -> Option<String> {
+    if title.is_empty() {
+        return None;
+    }
+    let mut parts: Vec<&str> = file.into_iter().collect();
+    parts.extend(ancestors.iter().map(String::as_str));
+    parts.push(title);
+    Some(parts.join(" > "))
 }
 
 /// jest prefixes assertion messages with `Error: `; the matcher text after it is what matters.

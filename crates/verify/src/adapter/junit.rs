@@ -12,7 +12,7 @@ use junit_parser::{TestCase, TestStatus, TestSuite};
 
 use super::{FailureSink, MAX_REPORT_BYTES, Parsed};
 use crate::model::{Failure, FailureKind};
-use crate::sanitize::{Locator, clean_message, expected_received};
+use crate::sanitize::{Locator, assertion_values, clean_message};
 
 /// Parses the JUnit file at `path`. A missing or unreadable file sets `report_missing`.
 pub fn parse(
@@ -268,42 +268,126 @@ fn failure_of(
     } else {
         FailureKind::Test
     };
-    let body = message_body(text);
+    let (body, pytest_lines) = message_body(text);
     let message = if body.trim().is_empty() {
         clean_message(message)
     } else {
         clean_message(&body)
     };
-    let (expected, received) = expected_received(text);
+    // pytest's `E` lines are its assertion message; the rest of its text is quoted source,
+    // whose `assert` lines are no statement about values.
+    let values = if pytest_lines {
+        assertion_values(&body)
+    } else {
+        assertion_values(text)
+    };
     let mut failure = Failure {
-        test: locator.relative(&name).unwrap_or(name),
+        test: locator.relative(&name).unwrap_or_else(|| name.clone()),
         file: case.file.clone(),
         line: case.line.and_then(|l| u32::try_from(l).ok()),
         message,
-        expected,
-        received,
         kind,
         ..Failure::default()
     };
+    values.apply(&mut failure);
     locator.locate(&mut failure, text, innermost_last);
+    if kind == FailureKind::Test {
+        let classname = case.classname.as_deref().unwrap_or("");
+        failure.id = if innermost_last {
+            pytest_node_id(
+                classname,
+                &name,
+                &locator.frames(text),
+                failure.file.as_deref(),
+            )
+        } else if looks_like_source_file(classname) {
+            // vitest: the case's classname is its file, its name the describe chain.
+            Some(format!("{classname} > {name}"))
+        } else if classname == "test" {
+            // node:test's reporter: the name is what `--test-name-pattern` matches.
+            Some(name)
+        } else {
+            None
+        };
+    }
     failure
 }
 
+fn looks_like_source_file(s: &str) -> bool {
+    !s.is_empty()
+        && !s.contains(' ')
+        && Path::new(s)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+/// A pytest node id (`tests/test_a.py::TestX::test_y[p1]`) from the JUnit classname
+/// (`tests.test_a.TestX`) and name (`test_y[p1]`): the longest dotted prefix of the classname
+/// that names a file of the traceback (or the failure's file) is the module, the rest its
+/// class chain. Without such a file, the leading lower-case parts are taken as the module.
+fn pytest_node_id(
+    classname: &str,
+    name: &str,
+    frames: &[crate::sanitize::Location],
+    file: Option<&str>,
+) -> Option<String> {
+    if classname.is_empty() || name.is_empty() {
+        return None;
+    }
+    let parts: Vec<&str> = classname.split('.').collect();
+    // The workspace-relative file a module path names: itself, or a traceback file ending in
+    // it (pytest's rootdir below the workspace root).
+    let file_of = |cand: &str| -> Option<String> {
+        let suffix = format!("/{cand}");
+        file.into_iter()
+            .chain(frames.iter().map(|f| f.file.as_str()))
+            .find(|f| *f == cand || f.ends_with(&suffix))
+            .map(str::to_string)
+    };
+    let found = (1..=parts.len())
+        .rev()
+        .find_map(|k| file_of(&format!("{}.py", parts[..k].join("/"))).map(|f| (k, f)));
+    let (split, module_file) = match found {
+        Some(hit) => hit,
+        None => {
+            let classes = parts
+                .iter()
+                .rev()
+                .take_while(|p| p.starts_with(|c: char| c.is_ascii_uppercase()))
+                .count();
+            if classes >= parts.len() {
+                return None;
+            }
+            let split = parts.len() - classes;
+            (split, format!("{}.py", parts[..split].join("/")))
+        }
+    };
+    let mut id = module_file;
+    for class in &parts[split..] {
+        id.push_str("::");
+        id.push_str(class);
+    }
+    id.push_str("::");
+    id.push_str(name);
+    Some(id)
+}
+
 /// The assertion part of a failure text: node's `cause:` block, pytest's `E ` lines, or the
-/// text up to its first stack frame.
-fn message_body(text: &str) -> String {
+/// text up to its first stack frame; and whether it was pytest's `E` lines.
+fn message_body(text: &str) -> (String, bool) {
     if let Some(idx) = text.find("cause: ") {
         let cause = &text[idx + "cause: ".len()..];
-        return cut_at_frames(cause);
+        return (cut_at_frames(cause), false);
     }
     let e_lines: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("E ").or_else(|| (l == "E").then_some("")))
         .collect();
     if !e_lines.is_empty() {
-        return e_lines.join("\n");
+        return (e_lines.join("\n"), true);
     }
-    cut_at_frames(text)
+    (cut_at_frames(text), false)
 }
 
 fn cut_at_frames(text: &str) -> String {
@@ -404,6 +488,46 @@ E   SyntaxError: invalid syntax</error></testcase></testsuite></testsuites>"#;
         assert_eq!(failures[1].file.as_deref(), Some("tests/test_other.py"));
         assert_eq!(failures[1].line, Some(5));
         assert!(failures[1].message.contains("SyntaxError: invalid syntax"));
+    }
+
+    #[test]
+    fn pytest_node_ids_keep_class_parameter_and_rootdir() {
+        let frames = |files: &[&str]| -> Vec<crate::sanitize::Location> {
+            files
+                .iter()
+                .map(|f| crate::sanitize::Location {
+                    file: f.to_string(),
+                    line: 1,
+                    column: None,
+                })
+                .collect()
+        };
+        assert_eq!(
+            pytest_node_id(
+                "tests.test_a.TestX",
+                "test_y[p1]",
+                &frames(&["tests/test_a.py"]),
+                None
+            )
+            .as_deref(),
+            Some("tests/test_a.py::TestX::test_y[p1]")
+        );
+        // The failure's innermost frame is the code under test; the test file is still found.
+        assert_eq!(
+            pytest_node_id(
+                "tests.test_a",
+                "test_z",
+                &frames(&["src/calc.py", "py/tests/test_a.py"]),
+                Some("src/calc.py")
+            )
+            .as_deref(),
+            Some("py/tests/test_a.py::test_z")
+        );
+        // No traceback file: the lower-case parts are the module.
+        assert_eq!(
+            pytest_node_id("pkg.test_m.TestOuter.TestInner", "test_w", &[], None).as_deref(),
+            Some("pkg/test_m.py::TestOuter::TestInner::test_w")
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod gotest;
 pub mod jest;
 pub mod junit;
 pub mod node;
+pub mod select;
 
 use std::ffi::OsString;
 
