@@ -59,7 +59,14 @@ const KINDS: &[Kind] = &[
     },
     Kind {
         name: "pycache",
-        vars: |p| vec![("PYTHONPYCACHEPREFIX", p.to_string())],
+        // Bytecode goes to the cache (never the workspace), so it may be written: an empty
+        // PYTHONDONTWRITEBYTECODE is unset for Python.
+        vars: |p| {
+            vec![
+                ("PYTHONPYCACHEPREFIX", p.to_string()),
+                ("PYTHONDONTWRITEBYTECODE", String::new()),
+            ]
+        },
     },
     Kind {
         name: "pytest",
