@@ -350,7 +350,7 @@ fn a_second_go_verify_reuses_the_build_cache() {
     fx.ok(&[
         "call",
         "write_file",
-        &json!({"path": "greet/greet.go", "content": "package greet\n\nfunc Hello() string { return \"hel\" + \"lo\" }\n"}).to_string(),
+        &json!({"path": "greet/greet.go", "content": "package greet\n\nfunc Hello() string { return \"hello\" }\n\nfunc Extra() int { return 1 }\n"}).to_string(),
     ]);
     fx.verify_passes();
     let second = contents(&cache);
@@ -359,6 +359,7 @@ fn a_second_go_verify_reuses_the_build_cache() {
         assert_eq!(second.get(p), Some(bytes), "{} changed", p.display());
     }
     let added = second.len() - first.len();
+    assert!(added > 0, "the changed package was built again");
     assert!(
         added < first.len(),
         "the second verify added {added} entries, the first {}",
