@@ -276,10 +276,15 @@ fn a_second_cargo_verify_does_not_rebuild_and_the_target_is_seeded() {
         "the verify cache holds the helper crate"
     );
     let own = helper_artifacts(&fx.ws.join("target"));
+    let by_name = |m: &BTreeMap<PathBuf, SystemTime>| -> Vec<(std::ffi::OsString, SystemTime)> {
+        m.iter()
+            .map(|(p, t)| (p.file_name().unwrap().to_owned(), *t))
+            .collect()
+    };
     assert_eq!(
-        seeded.keys().map(|p| p.file_name()).collect::<Vec<_>>(),
-        own.keys().map(|p| p.file_name()).collect::<Vec<_>>(),
-        "seeded from the workspace's target/, not rebuilt"
+        by_name(&seeded),
+        by_name(&own),
+        "seeded from the workspace's target/ (same files, same times), and not rebuilt"
     );
     // A one-line change to the crate: the dependency is not rebuilt.
     fx.ok(&[

@@ -160,7 +160,8 @@ fn seed_target(root: &Path, dest: &Path) -> io::Result<()> {
     std::fs::rename(&tmp, dest)
 }
 
-/// Copies regular files, directories and symlinks (nothing else), keeping permission bits.
+/// Copies regular files, directories and symlinks (nothing else), keeping permission bits and
+/// the files' access and modification times.
 fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
     std::fs::create_dir(dst)?;
     for entry in std::fs::read_dir(src)? {
@@ -174,6 +175,14 @@ fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
             std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
         } else if ft.is_file() {
             std::fs::copy(&from, &to)?;
+            // Cargo judges freshness by modification times: a copy keeps them, or every
+            // dependency would look rebuilt after the one copied before it.
+            let meta = entry.metadata()?;
+            let times = std::fs::FileTimes::new()
+                .set_accessed(meta.accessed()?)
+                .set_modified(meta.modified()?);
+            // The owner may set the times through a read-only descriptor (the copy may be 0444).
+            std::fs::File::open(&to)?.set_times(times)?;
         }
     }
     Ok(())
