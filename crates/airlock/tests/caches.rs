@@ -484,3 +484,32 @@ fn the_agents_file_tools_cannot_reach_the_caches() {
     );
     assert!(!fx.ws.join(".airlock/cache/verify/go-build/x").exists());
 }
+
+#[test]
+fn without_kernel_isolation_a_run_uses_the_caches_at_their_host_paths() {
+    let fx = Fx::new();
+    fx.write("a.txt", "a\n");
+    let mut c = fx.cmd_in(
+        &fx.ws,
+        &[
+            "--allow-degraded",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo degraded > \"$XDG_CACHE_HOME/d\" && echo \"$XDG_CACHE_HOME\"",
+        ],
+    );
+    c.env("AIRLOCK_SANDBOX", "degraded");
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", all(&o));
+    let host = fx.ws.join(".airlock/cache/exec/xdg");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        host.display().to_string()
+    );
+    assert_eq!(
+        std::fs::read_to_string(host.join("d")).unwrap(),
+        "degraded\n"
+    );
+}
