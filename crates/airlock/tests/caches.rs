@@ -192,7 +192,7 @@ fn ignored_outputs_are_summarised_and_a_written_ignored_file_stays_visible() {
     let fx = Fx::new();
     fx.write(".gitignore", "build/\n__pycache__/\n");
     fx.write("src/main.c", "int main(void) { return 0; }\n");
-    fx.ok(&[
+    let o = fx.ok(&[
         "exec",
         "--",
         "sh",
@@ -200,6 +200,15 @@ fn ignored_outputs_are_summarised_and_a_written_ignored_file_stays_visible() {
         "mkdir -p build/obj __pycache__ && for i in 1 2 3 4 5; do echo $i > build/obj/f$i.o; done \
          && echo x > __pycache__/m.pyc && echo new > src/util.c",
     ]);
+    // The command's own list of what it staged: the outputs in one line.
+    let said = all(&o);
+    assert!(said.contains("src/util.c"), "{said}");
+    assert!(!said.contains("f1.o") && !said.contains("m.pyc"), "{said}");
+    assert_eq!(
+        said.matches("6 ignored build output(s)").count(),
+        1,
+        "{said}"
+    );
     // The agent writes an ignored file on purpose: it stays visible (and is applied).
     fx.ok(&[
         "call",
