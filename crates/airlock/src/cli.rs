@@ -228,6 +228,11 @@ enum Command {
     /// Remove stored contents (blobs) that no session's staged changes and no unresolved apply
     /// name any more (`discard` and `apply` do it too).
     Gc,
+    /// The workspace's build and test caches (`status` with sizes, `drop` to empty them).
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
     /// Serve every tool over MCP on stdio.
     Mcp,
     /// The built-in end-to-end example on a bundled sample project.
@@ -238,6 +243,15 @@ enum Command {
     /// Questions gated calls of MCP clients that cannot ask are waiting on; answer one with
     /// `once|session|deny ID`.
     Approvals(crate::mcp::queue::ApprovalsArgs),
+}
+
+/// What `airlock cache` does.
+#[derive(Subcommand, Debug, Clone, Copy)]
+enum CacheAction {
+    /// Each cache with its size in bytes and files.
+    Status,
+    /// Remove every cache of the workspace; the next run starts from empty caches.
+    Drop,
 }
 
 /// Per-run resource ceilings the operator may set on `exec` and `verify`.
@@ -471,6 +485,7 @@ fn run(mut cli: Cli) -> CliResult {
         Command::Journal => tool_cmd(&g, "journal", json!({})),
         Command::Recover => tool_cmd(&g, "recover", json!({})),
         Command::Gc => cmd_gc(&g),
+        Command::Cache { action } => cmd_cache(&g, action),
     }
 }
 
@@ -493,6 +508,51 @@ fn cmd_gc(g: &Global) -> CliResult {
             "Freed {} stored blob(s) ({} bytes); {} still in use.",
             report.removed, report.removed_bytes, report.kept
         );
+    }
+    Ok(0)
+}
+
+/// `airlock cache status|drop`: an operator's maintenance command, not a tool.
+fn cmd_cache(g: &Global, action: CacheAction) -> CliResult {
+    let kernel = open_kernel(g)?;
+    let root = kernel.workspace();
+    match action {
+        CacheAction::Status => {
+            let usage = match airlock_kernel::cache::status(root) {
+                Ok(u) => u,
+                Err(e) => {
+                    eprintln!("airlock: reading the caches: {e}");
+                    return Ok(1);
+                }
+            };
+            let total: u64 = usage.iter().map(|u| u.bytes).sum();
+            if g.json {
+                println!("{}", json!({ "caches": usage, "total_bytes": total }));
+            } else if usage.is_empty() {
+                println!("No caches.");
+            } else {
+                for u in &usage {
+                    println!(
+                        "{:<7} {:<13} {:>12} bytes {:>8} files",
+                        u.domain, u.name, u.bytes, u.files
+                    );
+                }
+                println!("total {total} bytes");
+            }
+        }
+        CacheAction::Drop => match airlock_kernel::cache::drop_all(root) {
+            Ok(freed) => {
+                if g.json {
+                    println!("{}", json!({ "dropped_bytes": freed }));
+                } else {
+                    println!("Dropped the workspace's caches ({freed} bytes).");
+                }
+            }
+            Err(e) => {
+                eprintln!("airlock: dropping the caches: {e}");
+                return Ok(1);
+            }
+        },
     }
     Ok(0)
 }

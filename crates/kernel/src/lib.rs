@@ -24,6 +24,7 @@
 
 pub mod api;
 pub mod args;
+pub mod cache;
 mod chain;
 mod exec;
 mod host_shape;

@@ -63,6 +63,10 @@ pub(crate) struct DiskWatch {
     free_at_walk: Option<u64>,
     /// Free space the host keeps whatever the ceiling says.
     reserve: u64,
+    /// The filesystems of the run's writable caches ([`crate::CacheBind`]), which the upper
+    /// ceiling does not count: each with the free space it must keep and its free space when
+    /// the run started.
+    caches: Vec<(CString, u64, u64)>,
 }
 
 impl DiskWatch {
@@ -81,7 +85,23 @@ impl DiskWatch {
             free_at_start: space.map(|s| s.0),
             free_at_walk: space.map(|s| s.0),
             reserve,
+            caches: Vec::new(),
         }
+    }
+
+    /// Also watches the filesystems holding `dirs` (the run's caches): the run is over once
+    /// one of them, having lost space since the start, is below its reserve (a fiftieth of it,
+    /// 64 MiB to 1 GiB).
+    pub(crate) fn with_caches<'a>(mut self, dirs: impl IntoIterator<Item = &'a Path>) -> Self {
+        for d in dirs {
+            if let Ok(c) = CString::new(d.as_os_str().as_bytes())
+                && let Some((free, total)) = fs_space(&c)
+            {
+                let reserve = (total / 50).clamp(64 << 20, 1 << 30);
+                self.caches.push((c, reserve, free));
+            }
+        }
+        self
     }
 
     /// What the run's writes took at the last walk.
@@ -121,6 +141,13 @@ impl DiskWatch {
         if let Some(f) = free
             && f < self.reserve
             && dropped > 0
+        {
+            return true;
+        }
+        if self
+            .caches
+            .iter()
+            .any(|(c, reserve, start)| fs_space(c).is_some_and(|(f, _)| f < *reserve && f < *start))
         {
             return true;
         }
@@ -185,5 +212,26 @@ mod tests {
         let mut w = DiskWatch::new(d.path(), 100 << 20);
         assert!(!w.over());
         assert!(w.used() >= 10 << 20);
+    }
+
+    /// A cache's writes are not the upper's: the run is stopped when the cache's filesystem
+    /// runs short, not by the upper ceiling.
+    #[test]
+    fn a_cache_filesystem_below_its_reserve_is_over() {
+        let upper = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let mut w = DiskWatch::new(upper.path(), 1 << 20).with_caches([cache.path()]);
+        std::fs::write(cache.path().join("big"), vec![1u8; 2 << 20]).unwrap();
+        assert!(
+            !w.over(),
+            "the cache is not counted against the upper ceiling"
+        );
+        w.caches[0].1 = u64::MAX;
+        // As if the run had taken the filesystem's space since it started.
+        w.caches[0].2 = u64::MAX;
+        assert!(
+            w.over(),
+            "a cache filesystem below its reserve stops the run"
+        );
     }
 }

@@ -262,6 +262,30 @@ fn whiteouts(copy: &Path, base: &BTreeMap<PathBuf, Base>, upper: &Path) -> io::R
     Ok(())
 }
 
+/// Without mounts a cache is used at its host directory: every mention of a cache's sandbox
+/// path in a variable's value names the host directory instead.
+fn cache_env_value(val: &std::ffi::OsStr, caches: &[crate::CacheBind]) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let mut out = val.as_bytes().to_vec();
+    for c in caches {
+        let from = c.inside.as_os_str().as_bytes();
+        let to = c.host.as_os_str().as_bytes();
+        let mut next = Vec::with_capacity(out.len());
+        let mut i = 0;
+        while i < out.len() {
+            if out[i..].starts_with(from) {
+                next.extend_from_slice(to);
+                i += from.len();
+            } else {
+                next.push(out[i]);
+                i += 1;
+            }
+        }
+        out = next;
+    }
+    std::ffi::OsString::from_vec(out)
+}
+
 fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     let v = validate(spec, crate::settings::current())?;
     let scratch = tempfile::Builder::new()
@@ -288,7 +312,11 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     cmd.args(&spec.argv[1..])
         .current_dir(copy.join(rel_cwd))
         .env_clear()
-        .envs(v.env.iter().map(|(k, val)| (k, val)))
+        .envs(
+            v.env
+                .iter()
+                .map(|(k, val)| (k, cache_env_value(val, &v.cache_binds))),
+        )
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {

@@ -28,6 +28,9 @@ pub(crate) struct Validated {
     pub(crate) home: Option<PathBuf>,
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) masked: Vec<PathBuf>,
+    /// Writable cache binds: the canonical host directory, and where it appears (beneath
+    /// [`crate::CACHE_ROOT`]).
+    pub(crate) cache_binds: Vec<crate::CacheBind>,
 }
 
 /// overlayfs refuses (ELOOP) or misbehaves with layers nested in one another: say so up front.
@@ -155,7 +158,17 @@ pub(crate) fn validate(
         .collect::<Result<Vec<_>, _>>()?;
     let env = env::scrubbed(inherited, &spec.env, home.as_deref().map(Path::as_os_str))
         .map_err(SandboxError::InvalidSpec)?;
-    Ok(Validated {
+    let cache_binds = spec
+        .cache_binds
+        .iter()
+        .map(|b| {
+            Ok(crate::CacheBind {
+                host: existing_dir("resolving a cache directory", &b.host)?,
+                inside: plan::normalize(&b.inside).unwrap_or_else(|| b.inside.clone()),
+            })
+        })
+        .collect::<Result<Vec<_>, SandboxError>>()?;
+    let v = Validated {
         workspace,
         layers,
         upper,
@@ -164,7 +177,60 @@ pub(crate) fn validate(
         home,
         env,
         masked,
-    })
+        cache_binds,
+    };
+    check_cache_binds(&v)?;
+    Ok(v)
+}
+
+/// Cache binds appear strictly beneath [`crate::CACHE_ROOT`], apart from one another and from
+/// the workspace (a bind over the workspace would bypass its overlay), and their host
+/// directories lie apart from the overlay's directories.
+fn check_cache_binds(v: &Validated) -> Result<(), SandboxError> {
+    let bad = |what: String| Err(SandboxError::InvalidSpec(what));
+    let root = Path::new(crate::CACHE_ROOT);
+    let normal = |p: &Path| p.is_absolute() && plan::normalize(p).as_deref() == Some(p);
+    for (i, b) in v.cache_binds.iter().enumerate() {
+        if !normal(&b.inside) || !b.inside.starts_with(root) || b.inside == root {
+            return bad(format!(
+                "the cache {} is not a plain path beneath {}",
+                b.inside.display(),
+                root.display()
+            ));
+        }
+        if !normal(&b.host) {
+            return bad(format!(
+                "the cache directory {} is not a plain absolute path",
+                b.host.display()
+            ));
+        }
+        if b.inside.starts_with(&v.workspace) || v.workspace.starts_with(&b.inside) {
+            return bad(format!(
+                "the cache {} and the workspace {} are nested",
+                b.inside.display(),
+                v.workspace.display()
+            ));
+        }
+        for other in [&v.upper, &v.work].into_iter().chain(&v.layers) {
+            if b.host.starts_with(other) || other.starts_with(&b.host) {
+                return bad(format!(
+                    "the cache directory {} and the overlay directory {} are nested",
+                    b.host.display(),
+                    other.display()
+                ));
+            }
+        }
+        for c in &v.cache_binds[i + 1..] {
+            if c.inside.starts_with(&b.inside) || b.inside.starts_with(&c.inside) {
+                return bad(format!(
+                    "the caches {} and {} are nested",
+                    b.inside.display(),
+                    c.inside.display()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
@@ -395,6 +461,9 @@ impl RunRequest {
         for l in &v.layers {
             canonical_dir("staged layer", l)?;
         }
+        for b in &v.cache_binds {
+            canonical_dir("cache directory", &b.host)?;
+        }
         self.check_shape()
     }
 
@@ -453,6 +522,7 @@ impl RunRequest {
                 return bad(format!("bind {} is not a plain absolute path", b.display()));
             }
         }
+        check_cache_binds(v)?;
         for (k, _) in &v.env {
             if k.is_empty() || k.as_bytes().contains(&b'=') || env::is_forbidden(k) {
                 return bad(format!(
@@ -472,6 +542,7 @@ impl RunRequest {
             .chain(&v.masked)
             .chain(&self.home_binds)
             .chain(&self.ro_binds)
+            .chain(v.cache_binds.iter().flat_map(|b| [&b.host, &b.inside]))
             .map(|p| p.as_os_str());
         if strings
             .chain(paths)
@@ -493,6 +564,7 @@ impl RunRequest {
             && a.home == b.home
             && self.home_binds == other.home_binds
             && self.ro_binds == other.ro_binds
+            && a.cache_binds == b.cache_binds
             && self.network == other.network
             && self.limits.tmp_size == other.limits.tmp_size
             && self.limits.nproc == other.limits.nproc
@@ -536,6 +608,7 @@ impl RunRequest {
             home: self.v.home.as_deref(),
             home_binds: &self.home_binds,
             ro_binds: &self.ro_binds,
+            cache_binds: &self.v.cache_binds,
             masked: &self.v.masked,
             tmp_size: self.limits.tmp_size,
             pid_max,
@@ -773,6 +846,7 @@ pub(crate) fn with_child_ctx<T>(
     if let Some(h) = &v.home {
         writable.push(h);
     }
+    writable.extend(v.cache_binds.iter().map(|b| b.inside.as_path()));
     let landlock = confine::landlock_plan(landlock_abi(), &writable, block_inet)?;
     let bpf = confine::seccomp_program(block_inet)?;
     crate::timing::mark("sandbox: landlock + seccomp prepared");

@@ -180,8 +180,9 @@ pub use plan::ETC_ALLOWLIST;
 pub use probe::{Capabilities, probe};
 pub use settings::{HostMode, SandboxSettings};
 pub use spec::{
-    Ceiling, CpuReport, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY, DEFAULT_UPPER_BYTES, DiskReport,
-    Limits, LimitsReport, Mechanism, MemoryReport, Outcome, ProcessesReport, SandboxSpec,
+    CACHE_ROOT, CacheBind, Ceiling, CpuReport, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY,
+    DEFAULT_UPPER_BYTES, DiskReport, Limits, LimitsReport, Mechanism, MemoryReport, Outcome,
+    ProcessesReport, SandboxSpec,
 };
 
 /// A way to run a [`SandboxSpec`]. Kernel namespaces today; a container engine can be added.

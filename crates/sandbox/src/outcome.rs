@@ -102,7 +102,8 @@ pub(crate) fn finish(
             .cpu_seconds
             .filter(|_| req.cgroup_mask & CG_CPU_TIME != 0)
             .map(std::time::Duration::from_secs),
-        disk: crate::ceiling::DiskWatch::new(&req.v.upper, req.limits.upper_bytes),
+        disk: crate::ceiling::DiskWatch::new(&req.v.upper, req.limits.upper_bytes)
+            .with_caches(req.v.cache_binds.iter().map(|b| b.host.as_path())),
     };
     let mut check = || watcher.check();
     // Without input the command reads EOF at once: the write end must not stay open here.

@@ -126,6 +126,8 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) home: Option<&'a Path>,
     pub(crate) home_binds: &'a [PathBuf],
     pub(crate) ro_binds: &'a [PathBuf],
+    /// Host directories bound writable beneath [`crate::CACHE_ROOT`].
+    pub(crate) cache_binds: &'a [crate::CacheBind],
     /// Absolute sandbox paths to hide: inside the workspace, or under an exposed home path.
     pub(crate) masked: &'a [PathBuf],
     pub(crate) tmp_size: u64,
@@ -242,6 +244,29 @@ impl Builder<'_> {
                 recursive,
             },
             format!("making {} read-only", dst.display()),
+        );
+        Ok(())
+    }
+
+    /// Binds the host directory `src` writable at sandbox path `dst` (no setuid, no devices).
+    fn bind_cache(&mut self, src: &Path, dst: &Path) -> Result<(), SandboxError> {
+        self.mkdirs(dst)?;
+        let target = self.inside(dst);
+        self.push(
+            Op::Bind {
+                src: cpath(src)?,
+                dst: cpath(&target)?,
+                recursive: false,
+            },
+            format!("binding the cache {} writable", dst.display()),
+        );
+        self.push(
+            Op::SetAttr {
+                path: cpath(&target)?,
+                set: ATTR_NOSUID | ATTR_NODEV,
+                recursive: false,
+            },
+            format!("making the cache {} nosuid", dst.display()),
         );
         Ok(())
     }
@@ -403,6 +428,8 @@ enum Mount {
     Tmp,
     Home,
     ReadOnly,
+    /// A writable cache bind from this host directory.
+    Cache(PathBuf),
     Workspace,
 }
 
@@ -576,6 +603,9 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
     for bind in input.ro_binds {
         mounts.push((bind.clone(), Mount::ReadOnly));
     }
+    for cache in input.cache_binds {
+        mounts.push((cache.inside.clone(), Mount::Cache(cache.host.clone())));
+    }
     mounts.push((input.workspace.to_path_buf(), Mount::Workspace));
     // Parents first; the workspace overlay (and anything inside it) after every other mount,
     // however deep: a warm host's spare replays everything before the overlay ahead of the
@@ -586,6 +616,7 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
             Mount::Tmp => b.tmpfs(abs, format!("mode=1777,size={}", input.tmp_size))?,
             Mount::Home => b.tmpfs(abs, "mode=0700,size=64m".into())?,
             Mount::ReadOnly => b.bind_ro(abs, abs, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV)?,
+            Mount::Cache(host) => b.bind_cache(host, abs)?,
             Mount::Workspace => {
                 b.mkdirs(abs)?;
                 let (ws, layers, upper, work) = input.overlay_dirs();
@@ -629,6 +660,7 @@ pub(crate) fn build_base(newroot: &Path) -> Result<Vec<Step>, SandboxError> {
         home: None,
         home_binds: &[],
         ro_binds: &[],
+        cache_binds: &[],
         masked: &[],
         tmp_size: 1 << 20,
         pid_max: 1024,
@@ -719,6 +751,7 @@ mod tests {
             home: Some(Path::new("/tmp/x/home")),
             home_binds: &[PathBuf::from(".cargo")],
             ro_binds: &[],
+            cache_binds: &[],
             masked: &[],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -759,6 +792,7 @@ mod tests {
                 home: Some(Path::new(home)),
                 home_binds: &[PathBuf::from(".cargo")],
                 ro_binds: &[],
+                cache_binds: &[],
                 masked: &[PathBuf::from("/x/ws/.airlock")],
                 tmp_size: 1 << 20,
                 pid_max: 500,
@@ -816,6 +850,7 @@ mod tests {
             home: Some(Path::new("/home/a")),
             home_binds: &[PathBuf::from(".cargo")],
             ro_binds: &[],
+            cache_binds: &[],
             masked: &[PathBuf::from("/x/ws/.airlock")],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -844,6 +879,7 @@ mod tests {
             home: Some(home.path()),
             home_binds: std::slice::from_ref(&bin),
             ro_binds: &[],
+            cache_binds: &[],
             masked: &[bin.join("tool.token")],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -859,6 +895,45 @@ mod tests {
         let overlay = pos("mounting the workspace overlay on /ws");
         assert!(pos(&format!("binding {} read-only", bin.display())) < overlay);
         assert!(pos(&format!("masking {}", bin.join("tool.token").display())) > overlay);
+    }
+
+    /// A cache is bound writable (nosuid, nodev) in the run's phase, before the overlay (a
+    /// warm spare replays it from the host's path ahead of the request).
+    #[test]
+    fn cache_binds_are_writable_run_mounts_before_the_overlay() {
+        let root = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        let caches = [crate::CacheBind::named(host.path(), "go-build")];
+        let steps = build(&PlanInput {
+            newroot: root.path(),
+            workspace: Path::new("/ws"),
+            layers: &[],
+            upper: Path::new("/u"),
+            work: Path::new("/w"),
+            home: None,
+            home_binds: &[],
+            ro_binds: &[],
+            cache_binds: &caches,
+            masked: &[],
+            tmp_size: 1 << 20,
+            pid_max: 500,
+            sources: None,
+        })
+        .unwrap();
+        let pos = |needle: &str| {
+            steps
+                .iter()
+                .position(|s| s.what == needle)
+                .unwrap_or_else(|| panic!("{needle}"))
+        };
+        let bind = pos("binding the cache /var/cache/airlock/go-build writable");
+        let attr = pos("making the cache /var/cache/airlock/go-build nosuid");
+        assert!(bind < attr && attr < pos("mounting the workspace overlay on /ws"));
+        assert_eq!(steps[bind].phase, Phase::Run);
+        match &steps[attr].op {
+            Op::SetAttr { set, .. } => assert_eq!(*set & ATTR_RDONLY, 0),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

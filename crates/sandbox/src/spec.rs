@@ -42,6 +42,10 @@ pub struct SandboxSpec {
     pub home_binds: Vec<PathBuf>,
     /// Extra host paths exposed read-only at the same path.
     pub ro_binds: Vec<PathBuf>,
+    /// Host directories bound writable into the sandbox beneath [`CACHE_ROOT`] (a workspace's
+    /// build and test caches): what the command writes there persists on the host and is never
+    /// part of the upper directory. Everywhere else the sandbox stays read-only.
+    pub cache_binds: Vec<CacheBind>,
     /// Paths hidden from the command behind an empty read-only directory (or `/dev/null` for a
     /// file): inside the workspace (relative, or absolute under it), e.g. airlock's own
     /// `.airlock` state and sensitive files such as `.env`, or absolute paths under `home` inside
@@ -89,11 +93,34 @@ impl SandboxSpec {
             home: None,
             home_binds: Vec::new(),
             ro_binds: Vec::new(),
+            cache_binds: Vec::new(),
             masked: Vec::new(),
             limits: Limits::default(),
             cancel: None,
             stdin: None,
             warm_host: None,
+        }
+    }
+}
+
+/// Where [`SandboxSpec::cache_binds`] appear inside the sandbox: every cache sits beneath it.
+pub const CACHE_ROOT: &str = "/var/cache/airlock";
+
+/// A host directory bound writable at a path beneath [`CACHE_ROOT`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CacheBind {
+    /// The existing host directory (the caller creates it and owns its lifetime).
+    pub host: PathBuf,
+    /// Where the command sees it: an absolute path strictly beneath [`CACHE_ROOT`].
+    pub inside: PathBuf,
+}
+
+impl CacheBind {
+    /// The bind of `host` at [`CACHE_ROOT`]`/name`.
+    pub fn named(host: impl Into<PathBuf>, name: &str) -> CacheBind {
+        CacheBind {
+            host: host.into(),
+            inside: Path::new(CACHE_ROOT).join(name),
         }
     }
 }

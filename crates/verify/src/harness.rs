@@ -54,6 +54,8 @@ pub struct VerifyOptions {
     pub masked: Vec<PathBuf>,
     /// Other host paths to expose read-only at the same path.
     pub ro_binds: Vec<PathBuf>,
+    /// The workspace's build and test caches, bound writable (see `SandboxSpec::cache_binds`).
+    pub cache_binds: Vec<airlock_sandbox::CacheBind>,
     /// Extra environment for the runner (PATH defaults to the caller's).
     pub env: Vec<(String, String)>,
     /// Set to true to stop a run early.
@@ -83,6 +85,7 @@ impl Default for VerifyOptions {
             home_binds: Vec::new(),
             masked: Vec::new(),
             ro_binds: Vec::new(),
+            cache_binds: Vec::new(),
             env: Vec::new(),
             cancel: None,
             allow_degraded: false,
@@ -382,6 +385,7 @@ fn run_once(
         home_binds: opts.home_binds.clone(),
         masked: opts.masked.clone(),
         ro_binds: opts.ro_binds.clone(),
+        cache_binds: opts.cache_binds.clone(),
         cancel: opts.cancel.clone(),
         memory: opts.memory,
         cpu_secs: opts.cpu_secs,

@@ -37,6 +37,8 @@ pub struct RunRequest {
     pub masked: Vec<PathBuf>,
     /// Other host paths to expose read-only at the same path.
     pub ro_binds: Vec<PathBuf>,
+    /// Host directories bound writable (the workspace's caches; see `SandboxSpec::cache_binds`).
+    pub cache_binds: Vec<airlock_sandbox::CacheBind>,
     /// Set to true to stop the run early.
     pub cancel: Option<Arc<AtomicBool>>,
     /// Memory ceiling in bytes (none: the sandbox's default).
@@ -187,6 +189,7 @@ impl CommandRunner for SandboxRunner {
         spec.spool_dir = Some(spool);
         spec.home_binds = req.home_binds.clone();
         spec.ro_binds = req.ro_binds.clone();
+        spec.cache_binds = req.cache_binds.clone();
         spec.cancel = req.cancel.clone();
         // airlock's own state (journal, blobs, spool) is never visible to the project's tests.
         spec.masked = vec![std::path::PathBuf::from(".airlock")];
@@ -368,6 +371,7 @@ mod tests {
             home_binds: Vec::new(),
             masked: Vec::new(),
             ro_binds: Vec::new(),
+            cache_binds: Vec::new(),
             cancel: None,
             memory: None,
             cpu_secs: None,

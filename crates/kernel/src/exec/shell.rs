@@ -150,6 +150,18 @@ pub(crate) fn bash(
             OsString::from(script.script()),
         ],
     };
+    // The workspace's exec caches (GOCACHE, CARGO_TARGET_DIR, …): writable, outside the
+    // changeset, never applied.
+    let caches =
+        match crate::cache::prepare(k.root, crate::cache::CacheDomain::Exec, &k.settings.env) {
+            Ok(c) => c,
+            Err(e) => {
+                return failure(
+                    format!("The workspace's caches could not be prepared: {e}"),
+                    Status::Failed,
+                );
+            }
+        };
     let mut spec = SandboxSpec::new(k.root.clone(), dirs.upper.clone(), dirs.work.clone(), argv);
     spec.layers = vec![dirs.layer.clone()];
     spec.cwd = k.root.clone();
@@ -164,6 +176,9 @@ pub(crate) fn bash(
         // refresh: every change under `.git` is a host-exec change that apply refuses.
         (OsString::from("GIT_OPTIONAL_LOCKS"), OsString::from("0")),
     ];
+    spec.env.extend(caches.env);
+    spec.cache_binds = caches.binds;
+    spec.ro_binds = caches.ro_binds;
     spec.cancel = Some(ctx.cancel.flag());
     spec.warm_host = Some(dirs.warm_host_socket());
     // The operator's ceilings for this run (never the model's: they are no tool argument).
@@ -359,6 +374,8 @@ pub(crate) fn harvest_into_store(
         .pin()
         .map_err(|e| format!("locking the blob store: {e}"))?;
     let mut summary = Vec::new();
+    // Ignored build outputs: one line for all of them, by top-level directory.
+    let mut local = std::collections::BTreeMap::<String, u64>::new();
     // Harvest lists parents before children, so a directory's delete precedes anything staged
     // below it (a delete drops staged entries below it).
     let mut batch: Vec<StageOp> = Vec::new();
@@ -402,7 +419,14 @@ pub(crate) fn harvest_into_store(
             continue;
         }
         let is_dir = matches!(change, UpperChange::Dir { .. });
-        let session_local = ignore.is_ignored(&rel, is_dir);
+        // An ignored path the changeset already holds as a change to apply (the agent wrote
+        // it on purpose, e.g. with `write_file`) stays one: a command rewriting it does not
+        // hide it.
+        let session_local = ignore.is_ignored(&rel, is_dir)
+            && k.store
+                .get(&rel)
+                .map_err(|e| e.to_string())?
+                .is_none_or(|e| e.session_local);
         let sensitive = airlock_policy::jail::sensitive_rule(&rel).map(|d| d.reason);
         // What the host would run by itself (a `.git` entry, `.envrc`, …): flagged, so apply
         // refuses it unless the operator names it. Any other flag takes precedence.
@@ -487,11 +511,6 @@ pub(crate) fn harvest_into_store(
                 _ if on_disk.is_some() => 'M',
                 _ => 'A',
             };
-            let local = if session_local {
-                " (session-local)"
-            } else {
-                ""
-            };
             let flag = mark
                 .as_ref()
                 .map(|m| format!(" (flagged: {m})"))
@@ -499,7 +518,16 @@ pub(crate) fn harvest_into_store(
             let bits = dropped
                 .map(|b| format!(" ({b} dropped: airlock never applies setuid or setgid bits)"))
                 .unwrap_or_default();
-            summary.push(format!("{code} {rel}{local}{flag}{bits}"));
+            if session_local && mark.is_none() && dropped.is_none() {
+                *local.entry(top_level(&rel)).or_default() += 1;
+            } else {
+                let local = if session_local {
+                    " (session-local)"
+                } else {
+                    ""
+                };
+                summary.push(format!("{code} {rel}{local}{flag}{bits}"));
+            }
         }
         batch.push(StageOp::Entry {
             path: rel,
@@ -507,6 +535,9 @@ pub(crate) fn harvest_into_store(
             session_local,
             flagged: mark,
         });
+    }
+    if let Some(line) = session_local_summary(&local) {
+        summary.push(line.trim_end().to_string());
     }
     if batch.is_empty() {
         return Ok(summary);
@@ -518,6 +549,30 @@ pub(crate) fn harvest_into_store(
         .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
     Ok(summary)
+}
+
+/// The first component of `p`, with a trailing `/` when more follows.
+pub(crate) fn top_level(p: &airlock_policy::RelPath) -> String {
+    let s = p.display();
+    match s.split_once('/') {
+        Some((first, _)) => format!("{first}/"),
+        None => s,
+    }
+}
+
+/// The one line that stands for the session-local entries (none when there are none).
+pub(crate) fn session_local_summary(
+    local: &std::collections::BTreeMap<String, u64>,
+) -> Option<String> {
+    let total: u64 = local.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let dirs: Vec<String> = local.iter().map(|(d, n)| format!("{d} {n}")).collect();
+    Some(format!(
+        "… {total} ignored build output(s), session-local and never applied ({}); `diff PATH` shows one\n",
+        dirs.join(", ")
+    ))
 }
 
 /// Which of setuid and setgid `mode` carries, in words, or `None`.

@@ -1,7 +1,7 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
-use super::shell::run_exposure;
+use super::shell::{run_exposure, session_local_summary, top_level};
 use super::{Call, Confined, ExecCtx, failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::args::{DiffArgs, Int, VerifyArgs};
@@ -27,7 +27,16 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     // number of staged paths; no lookup per line).
     let mut entries: Vec<Value> = Vec::with_capacity(snap.entries.len());
     let mut text = String::new();
+    // Ignored build outputs (session-local: seen by later commands, never applied) are
+    // summed up in one line by top-level directory rather than listed.
+    let mut local = std::collections::BTreeMap::<String, u64>::new();
     for e in &snap.entries {
+        if e.session_local {
+            if !matches!(e.change, airlock_stage::Change::Dir { .. }) {
+                *local.entry(top_level(&e.path)).or_default() += 1;
+            }
+            continue;
+        }
         let code = sdiff::status_letter(e);
         let path = e.path.display();
         text.push(code);
@@ -46,10 +55,13 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
         entries.push(v);
     }
     airlock_sandbox::timing::mark("status: lines");
-    success(
-        json!({ "changeset": snap.hash.to_hex(), "entries": entries, "text": text }),
-        false,
-    )
+    let mut out = json!({ "changeset": snap.hash.to_hex(), "entries": entries });
+    if let Some(line) = session_local_summary(&local) {
+        text.push_str(&line);
+        out["session_local"] = json!({ "count": local.values().sum::<u64>(), "by_dir": local });
+    }
+    out["text"] = json!(text);
+    success(out, false)
 }
 
 pub(crate) fn diff(k: &ExecCtx<'_>, p: &Call<'_, DiffArgs>) -> crate::CallOutcome {
@@ -58,8 +70,24 @@ pub(crate) fn diff(k: &ExecCtx<'_>, p: &Call<'_, DiffArgs>) -> crate::CallOutcom
         Err(e) => return failure(e.to_string(), Status::Failed),
     };
     let filter: Vec<_> = p.paths.iter().filter_map(Confined::rel).cloned().collect();
-    match sdiff::unified_diff(k.store, &snap, &filter) {
-        Ok(text) => {
+    // Ignored build outputs are left out unless a path names them; one line says how many.
+    let mut local = std::collections::BTreeMap::<String, u64>::new();
+    let mut shown_snap = snap.clone();
+    shown_snap.entries.retain(|e| {
+        let named = filter.iter().any(|f| e.path.starts_with(f));
+        if e.session_local && !named {
+            if !matches!(e.change, airlock_stage::Change::Dir { .. }) && filter.is_empty() {
+                *local.entry(top_level(&e.path)).or_default() += 1;
+            }
+            return false;
+        }
+        true
+    });
+    match sdiff::unified_diff(k.store, &shown_snap, &filter) {
+        Ok(mut text) => {
+            if let Some(line) = session_local_summary(&local) {
+                text.push_str(&line);
+            }
             let (shown, cut) = crate::output::cut(&text, 256 * 1024);
             let mut body = shown.to_string();
             if cut > 0 {
@@ -161,6 +189,17 @@ pub(crate) fn verify(
         .map(|b| usize::try_from(b.get()).unwrap_or(usize::MAX))
         .or(k.verify_budget)
         .unwrap_or(airlock_verify::sanitize::DEFAULT_BUDGET);
+    // The verify caches: written by verification runs only, never by the agent's commands.
+    let caches =
+        match crate::cache::prepare(k.root, crate::cache::CacheDomain::Verify, &k.settings.env) {
+            Ok(c) => c,
+            Err(e) => {
+                return failure(
+                    format!("The workspace's caches could not be prepared: {e}"),
+                    Status::Failed,
+                );
+            }
+        };
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
         runner,
@@ -176,6 +215,18 @@ pub(crate) fn verify(
         cpu_secs: ctx.operator.cpu_secs,
         disk: ctx.operator.disk_bytes,
         host_env: k.settings.env.clone(),
+        env: caches
+            .env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect(),
+        cache_binds: caches.binds,
+        ro_binds: caches.ro_binds,
         ..airlock_verify::VerifyOptions::default()
     };
     let scratch = dirs

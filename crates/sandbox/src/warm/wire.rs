@@ -130,6 +130,7 @@ struct Request {
     argv: Vec<Bytes>,
     home_binds: Vec<Bytes>,
     ro_binds: Vec<Bytes>,
+    cache_binds: Vec<(Bytes, Bytes)>,
     allow_loopback: bool,
     limits: crate::Limits,
     cgroup_mask: u64,
@@ -155,6 +156,11 @@ pub(crate) fn encode(req: &RunRequest) -> Vec<u8> {
         argv: all_bytes(&req.argv),
         home_binds: all_bytes(&req.home_binds),
         ro_binds: all_bytes(&req.ro_binds),
+        cache_binds: v
+            .cache_binds
+            .iter()
+            .map(|b| (bytes(&b.host), bytes(&b.inside)))
+            .collect(),
         allow_loopback: req.allow_loopback,
         limits: req.limits.clone(),
         cgroup_mask: req.cgroup_mask,
@@ -199,6 +205,14 @@ pub(crate) fn decode(buf: &[u8], network: bool, check: Check) -> Result<RunReque
             home: w.home.map(path),
             env: w.env.into_iter().map(|(k, x)| (os(k), os(x))).collect(),
             masked: paths(w.masked),
+            cache_binds: w
+                .cache_binds
+                .into_iter()
+                .map(|(h, i)| crate::CacheBind {
+                    host: path(h),
+                    inside: path(i),
+                })
+                .collect(),
         },
         argv: w.argv.into_iter().map(os).collect(),
         home_binds: paths(w.home_binds),
@@ -336,6 +350,7 @@ mod tests {
             p
         };
         let (ws, layer, upper, work) = (d("w/s"), d("l/1"), d("u"), d("k"));
+        let cache = d("w/s/.airlock/cache/go");
         let req = RunRequest {
             v: Validated {
                 workspace: ws.clone(),
@@ -346,6 +361,7 @@ mod tests {
                 home: Some("/home/me".into()),
                 env: vec![("PATH".into(), "/usr/bin".into())],
                 masked: vec![ws.join(".airlock")],
+                cache_binds: vec![crate::CacheBind::named(&cache, "go")],
             },
             argv: vec![
                 "/bin/bash".into(),
@@ -375,6 +391,7 @@ mod tests {
         assert_eq!(back.v.home, req.v.home);
         assert_eq!(back.v.env, req.v.env);
         assert_eq!(back.v.masked, req.v.masked);
+        assert_eq!(back.v.cache_binds, req.v.cache_binds);
         assert_eq!(back.argv, req.argv);
         assert_eq!(back.home_binds, req.home_binds);
         assert!(back.allow_loopback);
@@ -396,7 +413,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let (ws, upper, work) = (root.join("ws"), root.join("upper"), root.join("work"));
-        for d in [&ws, &upper, &work] {
+        let cache = root.join("cache");
+        for d in [&ws, &upper, &work, &cache] {
             std::fs::create_dir(d).unwrap();
         }
         let good = RunRequest {
@@ -409,6 +427,7 @@ mod tests {
                 home: Some("/home/me".into()),
                 env: vec![("PATH".into(), "/usr/bin".into())],
                 masked: vec![ws.join(".airlock")],
+                cache_binds: vec![crate::CacheBind::named(&cache, "go")],
             },
             argv: vec!["true".into()],
             home_binds: vec![],
@@ -450,6 +469,42 @@ mod tests {
             (
                 "mask outside",
                 Box::new(|r| r.v.masked = vec!["/etc".into()]),
+            ),
+            (
+                "cache outside the cache root",
+                Box::new(|r| r.v.cache_binds[0].inside = "/usr/lib".into()),
+            ),
+            (
+                "cache at the cache root",
+                Box::new(|r| r.v.cache_binds[0].inside = crate::CACHE_ROOT.into()),
+            ),
+            (
+                "cache with ..",
+                Box::new(|r| {
+                    r.v.cache_binds[0].inside =
+                        std::path::Path::new(crate::CACHE_ROOT).join("../../etc")
+                }),
+            ),
+            (
+                "cache over the workspace",
+                Box::new(|r| {
+                    let inside = std::path::Path::new(crate::CACHE_ROOT).join("ws");
+                    r.v.workspace = inside.join("p");
+                    r.v.cwd = r.v.workspace.clone();
+                    r.v.cache_binds[0].inside = inside;
+                }),
+            ),
+            (
+                "cache inside the upper directory",
+                Box::new(|r| r.v.cache_binds[0].host = r.v.upper.join("c")),
+            ),
+            (
+                "nested caches",
+                Box::new(|r| {
+                    let mut inner = r.v.cache_binds[0].clone();
+                    inner.inside.push("x");
+                    r.v.cache_binds.push(inner);
+                }),
             ),
             (
                 "loader variable",
