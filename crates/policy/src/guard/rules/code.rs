@@ -6,6 +6,7 @@
 use super::super::Family;
 use super::super::command::{Spec, parse_args, program_name};
 use super::super::effects::Effects;
+use super::super::inline::Language;
 use super::super::normalize::{Arg, Input, Output, Taint, stream_input};
 use super::super::programs::{self, LangSpec, Role, has_role};
 use super::destruction::FindParts;
@@ -484,14 +485,27 @@ pub(super) fn run_file(
 
 /// A shell (`is_shell`) or interpreter reading its program from standard input.
 pub(super) fn run_stdin(w: &mut dyn Effects, stdin: &Input, shown: &str, is_shell: bool) -> Output {
+    read_program(w, stdin, shown, is_shell, None)
+}
+
+/// A shell (`is_shell`) or an interpreter (of `language`, when the guard parses it) reading its
+/// program from standard input.
+fn read_program(
+    w: &mut dyn Effects,
+    stdin: &Input,
+    shown: &str,
+    is_shell: bool,
+    language: Option<Language>,
+) -> Output {
     match stdin {
         Input::Inherited => Output::unknown(),
         Input::Static(text) => {
             if is_shell {
                 w.run_script(text, &Input::Inherited)
             } else {
-                inline_program(w, &Arg::literal(text.clone()), shown);
-                Output::unknown()
+                let mut out = Output::unknown();
+                out.taint = inline_program(w, &Arg::literal(text.clone()), shown, language);
+                out
             }
         }
         Input::File(path) => {
@@ -521,7 +535,9 @@ pub(super) fn run_stdin(w: &mut dyn Effects, stdin: &Input, shown: &str, is_shel
                 if is_shell {
                     return w.run_script(text, &Input::Inherited);
                 }
-                inline_program(w, &Arg::literal(text.clone()), shown);
+                let mut out = Output::unknown();
+                out.taint = inline_program(w, &Arg::literal(text.clone()), shown, language);
+                return out;
             } else if !is_shell {
                 w.deny(
                     Family::InlineInterpreter,
@@ -594,13 +610,28 @@ fn code_forks_forever(code: &str) -> bool {
             .any(|k| code.contains(k))
 }
 
-fn inline_program(w: &mut dyn Effects, code: &Arg, shown: &str) {
+/// Judge an inline program; what its output carries. Code in a language the guard parses is
+/// judged by what it does (`rules::inline`); other code by its text, and denied as
+/// `inline_interpreter` when nothing worse is found.
+fn inline_program(
+    w: &mut dyn Effects,
+    code: &Arg,
+    shown: &str,
+    language: Option<Language>,
+) -> Taint {
+    if let Some(language) = language
+        && !code.dynamic
+        && !code.taint.download
+    {
+        return super::inline::judge(w, language, &code.text, shown);
+    }
     if !judge_code_text(w, code, shown) {
         w.deny(
             Family::InlineInterpreter,
             format!("`{shown}` runs a program given inline; put it in a file in the workspace and run that."),
         );
     }
+    Taint::default()
 }
 
 /// Judge program text in any language by what it does (downloads and runs, deletes the home
@@ -646,6 +677,23 @@ pub(crate) fn judge_code_text(w: &mut dyn Effects, code: &Arg, shown: &str) -> b
     true
 }
 
+/// Whether the command line enters the interpreter's prompt (`python -i -c …`, `-ic`).
+fn interactive(l: &LangSpec, args: &[Arg]) -> bool {
+    args.iter().any(|a| {
+        l.interactive.iter().any(|opt| match opt.strip_prefix('-') {
+            Some(short) if !short.starts_with('-') && !a.text.starts_with("--") => {
+                a.text.strip_prefix('-').is_some_and(|cluster| {
+                    cluster
+                        .chars()
+                        .take_while(|c| !l.inline.contains(*c))
+                        .any(|c| short.contains(c))
+                })
+            }
+            _ => a.text == *opt,
+        })
+    })
+}
+
 fn interpreter(
     w: &mut dyn Effects,
     l: &LangSpec,
@@ -654,6 +702,12 @@ fn interpreter(
     shown: &str,
 ) -> Output {
     let program = scan(l, args);
+    let language = l
+        .language
+        .as_deref()
+        .and_then(Language::from_name)
+        .filter(|_| !interactive(l, args));
+    let mut taint = Taint::default();
     // Code that prints the environment hands the secrets to whatever reads its output.
     let dumps_env = matches!(&program, Program::Inline(c) if code_dumps_env(&c.text));
     match program {
@@ -662,7 +716,7 @@ fn interpreter(
             Family::RemoteExec,
             format!("`{shown}` feeds a download to an interpreter."),
         ),
-        Program::Inline(code) => inline_program(w, &code, shown),
+        Program::Inline(code) => taint = inline_program(w, &code, shown, language),
         Program::Module | Program::Info => {}
         Program::Script(script) => {
             if script.proc_sub.is_some() {
@@ -677,17 +731,18 @@ fn interpreter(
                         text: out.text.unwrap_or_default(),
                         ..Arg::default()
                     };
-                    inline_program(w, &code, shown);
+                    taint = inline_program(w, &code, shown, language);
                 }
             } else {
                 run_file(w, script, stdin, shown, false);
             }
         }
         Program::Stdin => {
-            run_stdin(w, stdin, shown, false);
+            taint = read_program(w, stdin, shown, false, language).taint;
         }
     }
     let mut out = Output::unknown();
+    out.taint = taint;
     out.taint.secret |= dumps_env;
     out
 }
@@ -733,13 +788,13 @@ pub(crate) fn runs_package_from_address(name: &str, args: &[Arg]) -> bool {
 fn deno(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let p = parse_args(args, &Spec::posix("", &[]));
     if p.has('e', "eval") || p.has_short('p') {
-        inline_program(w, &Arg::default(), shown);
+        inline_program(w, &Arg::default(), shown, None);
         return Output::unknown();
     }
     match p.operands.first().map(|a| a.text.as_str()) {
         Some("eval") => {
             let code = p.operands.get(1).map(|a| (*a).clone()).unwrap_or_default();
-            inline_program(w, &code, shown);
+            inline_program(w, &code, shown, None);
         }
         Some("run") if p.operands.get(1).is_some_and(|a| a.text == "-") => {
             run_stdin(w, stdin, shown, false);

@@ -12,6 +12,7 @@ pub(crate) use code::runs_package_from_address;
 mod destruction;
 mod env_dump;
 mod exfiltration;
+mod inline;
 mod privilege;
 pub(crate) mod target;
 
