@@ -147,6 +147,9 @@ const PYTHON: &[(&str, Api)] = &[
     ("builtins.exec", Api::Eval),
     ("builtins.compile", Api::Eval),
     ("runpy.*", Api::Dynamic),
+    ("vars", Api::Dynamic),
+    ("globals", Api::Dynamic),
+    ("locals", Api::Dynamic),
     ("code.*", Api::Dynamic),
     ("codeop.*", Api::Dynamic),
     ("pickle.load*", Api::Dynamic),
@@ -274,8 +277,13 @@ const JAVASCRIPT: &[(&str, Api)] = &[
     ("import", Api::Import),
 ];
 
-/// Look `name` up in a table: the exact entry, else the longest `prefix*` entry.
+/// Look `name` up in a table: the exact entry, else the longest `prefix*` entry. A method of
+/// a call's result (`socket.socket().connect`) is not a module function: the call that made
+/// the object was judged.
 fn lookup(table: &[(&str, Api)], name: &str) -> Option<Api> {
+    if name.contains("()") {
+        return None;
+    }
     let mut best: Option<(usize, Api)> = None;
     for (pattern, api) in table {
         if let Some(prefix) = pattern.strip_suffix('*') {

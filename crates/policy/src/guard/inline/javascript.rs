@@ -5,10 +5,11 @@ use std::collections::HashMap;
 
 use oxc_allocator::Allocator;
 use oxc_ast::ast::{
-    Argument, BinaryExpression, BinaryOperator, BindingPatternKind, CallExpression,
-    ComputedMemberExpression, Expression, IdentifierReference, ImportDeclaration,
-    ImportDeclarationSpecifier, ImportExpression, ModuleExportName, NewExpression,
-    ObjectPropertyKind, StaticMemberExpression, VariableDeclarator,
+    Argument, AssignmentExpression, BinaryExpression, BinaryOperator, BindingIdentifier,
+    BindingPatternKind, CallExpression, ComputedMemberExpression, Expression, IdentifierReference,
+    ImportDeclaration, ImportDeclarationSpecifier, ImportExpression, ModuleExportName,
+    NewExpression, ObjectPropertyKind, StaticMemberExpression, UpdateExpression,
+    VariableDeclarator,
 };
 use oxc_ast_visit::{Visit, walk};
 use oxc_parser::Parser;
@@ -39,9 +40,17 @@ fn analyse_at(code: &str, typescript: bool, depth: usize) -> Vec<Act> {
     if parsed.panicked {
         return vec![Act::Unparseable("the parser gave up".into())];
     }
+    // First count how often each name is bound: only a name bound once holds a constant or
+    // stands for a function wherever it is used (`let d = ''` then `d += chunk`).
+    let mut counter = Walker {
+        counting: true,
+        ..Walker::default()
+    };
+    counter.visit_program(&parsed.program);
     let mut walker = Walker {
         typescript,
         depth,
+        stores: counter.stores,
         ..Walker::default()
     };
     walker.visit_program(&parsed.program);
@@ -56,6 +65,10 @@ struct Walker {
     strings: HashMap<String, String>,
     /// Local names bound to constant arrays of strings.
     lists: HashMap<String, Vec<String>>,
+    /// How often each name is bound in the whole program (the first pass counts them).
+    stores: HashMap<String, usize>,
+    /// This pass only counts bindings.
+    counting: bool,
     typescript: bool,
     depth: usize,
     acts: Vec<Act>,
@@ -82,14 +95,18 @@ impl Walker {
                     .unwrap_or_else(|| id.name.to_string()),
             ),
             Expression::StaticMemberExpression(m) => self.member(m),
-            Expression::ComputedMemberExpression(m) => Some(format!(
-                "{}.{}",
-                self.qualify(&m.object)?,
-                self.fold(&m.expression)?
-            )),
+            Expression::ComputedMemberExpression(m) => {
+                let (base, key) = (self.qualify(&m.object)?, self.fold(&m.expression)?);
+                if matches!(base.as_str(), "globalThis" | "global" | "window" | "self") {
+                    return Some(key);
+                }
+                Some(format!("{base}.{key}"))
+            }
             Expression::CallExpression(c) => {
                 let f = self.qualify(&c.callee)?;
-                if f == "require" {
+                // `require`, and the same function reached through a module object
+                // (`process.mainModule.require`).
+                if f == "require" || f.ends_with(".require") {
                     return Some(module(&self.fold(expr(c.arguments.first())?)?));
                 }
                 Some(format!("{f}()"))
@@ -109,6 +126,10 @@ impl Walker {
 
     fn member(&self, m: &StaticMemberExpression) -> Option<String> {
         let base = self.qualify(&m.object)?;
+        // The global object's properties are the globals (`globalThis.eval`, `window.fetch`).
+        if matches!(base.as_str(), "globalThis" | "global" | "window" | "self") {
+            return Some(m.property.name.to_string());
+        }
         // `fs.promises.writeFile` is `fs.writeFile`.
         if base == "fs" && m.property.name == "promises" {
             return Some(base);
@@ -326,10 +347,19 @@ impl Walker {
         }
     }
 
+    fn count(&mut self, name: &str) {
+        if self.counting {
+            *self.stores.entry(name.to_owned()).or_default() += 1;
+        }
+    }
+
     fn bind(&mut self, target: &str, value: &Expression) {
         self.strings.remove(target);
         self.lists.remove(target);
         self.names.remove(target);
+        if self.stores.get(target).is_some_and(|n| *n > 1) {
+            return;
+        }
         if let Some(s) = self.fold(value) {
             self.strings.insert(target.to_owned(), s);
         } else if let Some(l) = self.fold_list(value) {
@@ -366,7 +396,12 @@ impl Walker {
         // A promise's `then`, `catch` and `finally` are not the module's own functions.
         let promise = matches!(c.callee.without_parentheses(),
             Expression::StaticMemberExpression(m) if matches!(m.property.name.as_str(), "then" | "catch" | "finally"));
-        let name = self.qualify(&c.callee).filter(|_| !promise);
+        let name = self.qualify(&c.callee).filter(|_| !promise).or_else(|| {
+            // `x.constructor.constructor(code)` reaches `Function` through any object.
+            matches!(c.callee.without_parentheses(),
+                Expression::StaticMemberExpression(m) if m.property.name == "constructor")
+            .then(|| "Function".to_owned())
+        });
         let api = name.as_deref().and_then(apis::javascript);
         if let (Some(name), Some(api)) = (&name, api) {
             let act = self.act(name, api, &c.arguments);
@@ -420,11 +455,10 @@ impl<'a> Visit<'a> for Walker {
     }
 
     fn visit_static_member_expression(&mut self, it: &StaticMemberExpression<'a>) {
-        if Self::dotted(&it.object) {
-            if let Some(q) = self.member(it) {
-                self.reference(&q);
-            }
-        } else {
+        if let Some(q) = self.member(it) {
+            self.reference(&q);
+        }
+        if !Self::dotted(&it.object) {
             walk::walk_static_member_expression(self, it);
         }
     }
@@ -457,10 +491,38 @@ impl<'a> Visit<'a> for Walker {
         self.reference(&q);
     }
 
+    fn visit_binding_identifier(&mut self, it: &BindingIdentifier<'a>) {
+        self.count(it.name.as_str());
+    }
+
+    fn visit_assignment_expression(&mut self, it: &AssignmentExpression<'a>) {
+        if let Some(name) = it.left.get_identifier_name() {
+            self.count(name);
+        }
+        walk::walk_assignment_expression(self, it);
+    }
+
+    fn visit_update_expression(&mut self, it: &UpdateExpression<'a>) {
+        if let Some(name) = it.argument.get_identifier_name() {
+            self.count(name);
+        }
+        walk::walk_update_expression(self, it);
+    }
+
     fn visit_variable_declarator(&mut self, it: &VariableDeclarator<'a>) {
+        if self.counting {
+            walk::walk_variable_declarator(self, it);
+            return;
+        }
         if let Some(init) = &it.init {
             match &it.id.kind {
-                BindingPatternKind::BindingIdentifier(id) => self.bind(id.name.as_str(), init),
+                BindingPatternKind::BindingIdentifier(id) => {
+                    self.bind(id.name.as_str(), init);
+                    // `const f = cp.exec` only names the function: judged where `f` is used.
+                    if Self::dotted(init) && self.names.contains_key(id.name.as_str()) {
+                        return;
+                    }
+                }
                 BindingPatternKind::ObjectPattern(o) => {
                     if let Some(q) = self.qualify(init) {
                         for p in &o.properties {

@@ -19,8 +19,18 @@ pub(super) fn analyse(code: &str) -> Vec<Act> {
 fn analyse_at(code: &str, depth: usize) -> Vec<Act> {
     match parse(code, Mode::Module, "<inline>") {
         Ok(ast::Mod::Module(module)) => {
+            // First count how often each name is bound: only a name bound once holds a
+            // constant or stands for a function wherever it is used (`d = ''` then `d += x`).
+            let mut counter = Walker {
+                counting: true,
+                ..Walker::default()
+            };
+            for stmt in module.body.clone() {
+                counter.visit_stmt(stmt);
+            }
             let mut walker = Walker {
                 depth,
+                stores: counter.stores,
                 ..Walker::default()
             };
             for stmt in module.body {
@@ -43,6 +53,10 @@ struct Walker {
     strings: HashMap<String, String>,
     /// Local names bound to constant lists of strings.
     lists: HashMap<String, Vec<String>>,
+    /// How often each name is bound in the whole program (the first pass counts them).
+    stores: HashMap<String, usize>,
+    /// This pass only counts bindings.
+    counting: bool,
     /// Loops around the current node.
     loops: usize,
     depth: usize,
@@ -76,6 +90,10 @@ impl Walker {
                 Some(id.to_owned())
             }
             Expr::Attribute(a) => Some(format!("{}.{}", self.qualify(&a.value)?, a.attr.as_str())),
+            // `sys.modules['os']` is the module.
+            Expr::Subscript(s) if self.qualify(&s.value).as_deref() == Some("sys.modules") => {
+                self.fold(&s.slice)
+            }
             Expr::Call(c) => {
                 let f = self.qualify(&c.func)?;
                 match apis::python(&f) {
@@ -362,10 +380,24 @@ impl Walker {
         }
     }
 
+    /// Whether `name` is bound more than once: it holds no one value.
+    fn rebound(&self, name: &str) -> bool {
+        self.stores.get(name).is_some_and(|n| *n > 1)
+    }
+
+    fn count(&mut self, name: &str) {
+        if self.counting {
+            *self.stores.entry(name.to_owned()).or_default() += 1;
+        }
+    }
+
     fn bind(&mut self, target: &str, value: &Expr) {
         self.strings.remove(target);
         self.lists.remove(target);
         self.names.remove(target);
+        if self.rebound(target) {
+            return;
+        }
         if let Some(s) = self.fold(value) {
             self.strings.insert(target.to_owned(), s);
         } else if let Some(l) = self.fold_list(value) {
@@ -382,6 +414,9 @@ impl Visitor for Walker {
     fn visit_stmt_import(&mut self, node: ast::StmtImport) {
         for alias in node.names {
             let name = alias.name.as_str();
+            let local = alias.asname.as_ref().map_or(name, |a| a.as_str());
+            let local = local.split('.').next().unwrap_or(local).to_owned();
+            self.count(&local);
             match alias.asname {
                 Some(local) => self
                     .names
@@ -406,6 +441,7 @@ impl Visitor for Walker {
                 continue;
             }
             let local = alias.asname.as_ref().map_or(name, |a| a.as_str());
+            self.count(local);
             self.names
                 .insert(local.to_owned(), format!("{module}.{name}"));
         }
@@ -415,6 +451,10 @@ impl Visitor for Walker {
         if let [Expr::Name(target)] = node.targets.as_slice() {
             let target = target.id.as_str().to_owned();
             self.bind(&target, &node.value);
+            // `f = os.system` only names the function: it is judged where `f` is used.
+            if !self.counting && Self::dotted(&node.value) && self.names.contains_key(&target) {
+                return;
+            }
         }
         self.generic_visit_stmt_assign(node);
     }
@@ -499,6 +539,7 @@ impl Visitor for Walker {
     }
 
     fn visit_arg(&mut self, node: ast::Arg) {
+        self.count(node.arg.as_str());
         if let Some(annotation) = node.annotation {
             self.visit_expr(*annotation);
         }
@@ -538,14 +579,19 @@ impl Visitor for Walker {
 
     fn visit_expr_attribute(&mut self, node: ast::ExprAttribute) {
         let e = Expr::Attribute(node);
-        if Self::dotted(&e) {
-            self.reference(&e);
-        } else if let Expr::Attribute(a) = e {
+        // `__import__('os').system` passed on is `os.system` too.
+        self.reference(&e);
+        if !Self::dotted(&e)
+            && let Expr::Attribute(a) = e
+        {
             self.generic_visit_expr_attribute(a);
         }
     }
 
     fn visit_expr_name(&mut self, node: ast::ExprName) {
+        if node.ctx == ast::ExprContext::Store {
+            self.count(node.id.as_str());
+        }
         if node.ctx == ast::ExprContext::Load && self.names.contains_key(node.id.as_str()) {
             self.reference(&Expr::Name(node));
         }

