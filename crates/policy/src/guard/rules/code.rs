@@ -864,130 +864,151 @@ fn fetches_to_files(program: &str, args: &[Arg]) -> bool {
     }
 }
 
-fn xargs(w: &mut dyn Effects, args: &[Arg], stdin: &Input) -> Output {
-    let mut i = 0;
-    let mut replace: Option<String> = None;
-    let mut arg_file: Option<String> = None;
-    // How the input splits into items: blanks, lines (`-I`, `-d '\n'`), or none (`-0`).
-    let mut null = false;
-    let mut lines = false;
-    while i < args.len() {
-        let t = args[i].text.as_str();
-        if t == "--" {
-            i += 1;
-            break;
+/// The options of an `xargs` command line that decide what it runs.
+#[derive(Default)]
+struct XargsOptions {
+    /// The replacement string (`-I {}`, `-i`, `--replace`).
+    replace: Option<String>,
+    /// The file the items come from (`-a FILE`).
+    arg_file: Option<String>,
+    /// The input splits on NUL or another single delimiter (`-0`, `-d ,`): one item.
+    null: bool,
+    /// The input splits into lines (`-d '\n'`).
+    lines: bool,
+}
+
+impl XargsOptions {
+    /// A delimiter option's value (`-d`, `--delimiter`).
+    fn delimiter(&mut self, d: Option<&str>) {
+        self.lines |= matches!(d, Some("\n" | "\\n"));
+        self.null |= !matches!(d, Some("\n" | "\\n" | " "));
+    }
+
+    /// A long option with its value (attached or `next`); how many words it took.
+    fn long(&mut self, name: &str, value: Option<&str>, next: Option<&Arg>) -> usize {
+        let value_or_next = || {
+            value
+                .map(str::to_owned)
+                .or_else(|| next.map(|a| a.text.clone()))
+        };
+        if name == "replace" {
+            self.replace = Some(value.unwrap_or("{}").to_owned());
         }
-        if let Some(long) = t.strip_prefix("--") {
-            let (name, value) = long
-                .split_once('=')
-                .map_or((long, None), |(n, v)| (n, Some(v)));
-            if name == "replace" {
-                replace = Some(value.unwrap_or("{}").to_owned());
-            }
-            null |= name == "null";
-            if name == "delimiter" {
-                let d = value
-                    .map(str::to_owned)
-                    .or_else(|| args.get(i + 1).map(|a| a.text.clone()));
-                lines |= matches!(d.as_deref(), Some("\n" | "\\n"));
-                null |= !matches!(d.as_deref(), Some("\n" | "\\n" | " "));
-            }
-            if name == "arg-file" {
-                arg_file = value
-                    .map(str::to_owned)
-                    .or_else(|| args.get(i + 1).map(|a| a.text.clone()));
-            }
-            let takes = matches!(
-                name,
-                "arg-file"
-                    | "delimiter"
-                    | "max-args"
-                    | "max-procs"
-                    | "max-chars"
-                    | "process-slot-var"
-            );
-            i += if takes && value.is_none() { 2 } else { 1 };
-            continue;
+        self.null |= name == "null";
+        if name == "delimiter" {
+            self.delimiter(value_or_next().as_deref());
         }
-        if t.len() > 1 && t.starts_with('-') {
-            let chars: Vec<char> = t[1..].chars().collect();
-            let mut skip = 1;
-            for (j, c) in chars.iter().enumerate() {
-                let rest: String = chars[j + 1..].iter().collect();
-                null |= *c == '0';
-                if *c == 'd' {
-                    let d = if rest.is_empty() {
-                        args.get(i + 1).map(|a| a.text.clone())
+        if name == "arg-file" {
+            self.arg_file = value_or_next();
+        }
+        let takes = matches!(
+            name,
+            "arg-file" | "delimiter" | "max-args" | "max-procs" | "max-chars" | "process-slot-var"
+        );
+        if takes && value.is_none() { 2 } else { 1 }
+    }
+
+    /// A cluster of short options (`-0r`, `-I{}`, `-n 1`); how many words it took.
+    fn short(&mut self, cluster: &str, next: Option<&Arg>) -> usize {
+        let chars: Vec<char> = cluster.chars().collect();
+        for (j, c) in chars.iter().enumerate() {
+            let rest: String = chars[j + 1..].iter().collect();
+            let value = || {
+                if rest.is_empty() {
+                    next.map(|a| a.text.clone())
+                } else {
+                    Some(rest.clone())
+                }
+            };
+            self.null |= *c == '0';
+            if *c == 'd' {
+                self.delimiter(value().as_deref());
+            }
+            if "aEdILnPs".contains(*c) {
+                if *c == 'a' {
+                    self.arg_file = value();
+                }
+                if *c == 'I' {
+                    self.replace = Some(value().unwrap_or_default());
+                }
+                return if rest.is_empty() { 2 } else { 1 };
+            }
+            if "eil".contains(*c) {
+                if *c == 'i' {
+                    self.replace = Some(if rest.is_empty() {
+                        "{}".to_owned()
                     } else {
-                        Some(rest.clone())
-                    };
-                    lines |= matches!(d.as_deref(), Some("\n" | "\\n"));
-                    null |= !matches!(d.as_deref(), Some("\n" | "\\n" | " "));
+                        rest
+                    });
                 }
-                if "aEdILnPs".contains(*c) {
-                    if *c == 'a' {
-                        arg_file = if rest.is_empty() {
-                            args.get(i + 1).map(|a| a.text.clone())
-                        } else {
-                            Some(rest.clone())
-                        };
-                    }
-                    if *c == 'I' {
-                        replace = Some(if rest.is_empty() {
-                            args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
-                        } else {
-                            rest.clone()
-                        });
-                    }
-                    if rest.is_empty() {
-                        skip = 2;
-                    }
-                    break;
-                }
-                if "eil".contains(*c) {
-                    if *c == 'i' {
-                        replace = Some(if rest.is_empty() {
-                            "{}".to_owned()
-                        } else {
-                            rest
-                        });
-                    }
-                    break;
-                }
+                break;
             }
-            i += skip;
-            continue;
         }
-        break;
+        1
     }
-    let mut cmd: Vec<Arg> = args.get(i..).map(<[Arg]>::to_vec).unwrap_or_default();
-    if cmd.is_empty() {
-        cmd.push(Arg::literal("echo"));
+
+    /// Parse xargs' options; where its command starts.
+    fn parse(args: &[Arg]) -> (Self, usize) {
+        let mut o = XargsOptions::default();
+        let mut i = 0;
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            if let Some(long) = t.strip_prefix("--") {
+                let (name, value) = long
+                    .split_once('=')
+                    .map_or((long, None), |(n, v)| (n, Some(v)));
+                i += o.long(name, value, args.get(i + 1));
+            } else if t.len() > 1 && t.starts_with('-') {
+                i += o.short(&t[1..], args.get(i + 1));
+            } else {
+                break;
+            }
+        }
+        (o, i)
     }
+
+    /// How items split: lines with a replacement string or `-d '\n'`.
+    fn by_lines(&self) -> bool {
+        self.lines || self.replace.is_some()
+    }
+}
+
+/// The items xargs reads when they are known: static input, a listing (`find / | xargs rm
+/// -rf`: judged on what the listing can contain), a file the script itself wrote (`echo / > t;
+/// xargs rm -rf < t`).
+fn xargs_items(w: &dyn Effects, o: &XargsOptions, stdin: &Input) -> Vec<String> {
     let items: Vec<String> = match stdin {
-        Input::Static(t) => split_items(t, null, lines || replace.is_some()),
-        // `find / | xargs rm -rf`: judge the command on what the listing can contain.
+        Input::Static(t) => split_items(t, o.null, o.by_lines()),
         Input::Stream(Output {
             listed: Some(paths),
             ..
         }) => paths.clone(),
         _ => Vec::new(),
     };
-    // Items from a file the script itself wrote are known: `echo / > t; xargs rm -rf < t`.
-    let source = arg_file.clone().or_else(|| match stdin {
+    let source = o.arg_file.clone().or_else(|| match stdin {
         Input::File(p) => Some(p.clone()),
         _ => None,
     });
-    let items = match source.and_then(|f| w.written().get(&plain_path(&f)).cloned()) {
-        Some(text) if !text.trim().is_empty() => {
-            split_items(&text, null, lines || replace.is_some())
-        }
+    match source.and_then(|f| w.written().get(&plain_path(&f)).cloned()) {
+        Some(text) if !text.trim().is_empty() => split_items(&text, o.null, o.by_lines()),
         _ => items,
-    };
-    let arg_file = arg_file.filter(|f| f != "/dev/null");
-    let runtime_items = arg_file.is_some() || matches!(stdin, Input::Stream(_) | Input::File(_));
-    // Items only known at run time carry what their source brought in: a file's contents
-    // (`xargs -a .env curl …`), a download (`curl … | xargs bash -c`).
+    }
+}
+
+/// Items only known at run time carry what their source brought in — a file's contents
+/// (`xargs -a .env curl …`), a download (`curl … | xargs bash -c`) — into the command's
+/// arguments, unless each item is a whole address to download from (`xargs -n1 curl -O <
+/// urls.txt`) and the items come from no secret file or variable.
+fn carry_item_taint(
+    cmd: Vec<Arg>,
+    o: &XargsOptions,
+    arg_file: Option<&str>,
+    stdin: &Input,
+) -> Vec<Arg> {
     let item_taint = if arg_file.is_some() {
         Taint {
             secret: true,
@@ -996,54 +1017,63 @@ fn xargs(w: &mut dyn Effects, args: &[Arg], stdin: &Input) -> Output {
     } else {
         stdin.taint()
     };
-    // `xargs -n1 curl -O < urls.txt`: each item is a whole address to download from, not
-    // data put into a request, unless the items come from a secret file or the environment.
     let secret_source = arg_file
-        .as_deref()
         .or(match stdin {
             Input::File(p) => Some(p.as_str()),
             _ => None,
         })
         .is_some_and(looks_secret);
-    let downloads_items = replace.is_none()
+    let downloads_items = o.replace.is_none()
         && !secret_source
         && !stdin.taint().env_secret
         && cmd
             .first()
             .is_some_and(|c| fetches_to_files(&c.text, &cmd[1..]));
-    if items.is_empty()
-        && runtime_items
-        && !downloads_items
-        && (item_taint.secret || item_taint.download)
-    {
-        cmd = cmd
-            .into_iter()
-            .map(|mut a| {
-                if replace
-                    .as_ref()
-                    .is_some_and(|r| a.text.contains(r.as_str()))
-                {
-                    a.taint.merge(item_taint);
-                }
-                a
-            })
-            .collect();
-        if replace.is_none() {
-            cmd.push(Arg {
-                text: "{xargs-items}".to_owned(),
-                taint: item_taint,
-                ..Arg::default()
-            });
-        }
+    if downloads_items || !(item_taint.secret || item_taint.download) {
+        return cmd;
     }
-    let out = match replace {
+    let mut cmd: Vec<Arg> = cmd
+        .into_iter()
+        .map(|mut a| {
+            if o.replace
+                .as_ref()
+                .is_some_and(|r| a.text.contains(r.as_str()))
+            {
+                a.taint.merge(item_taint);
+            }
+            a
+        })
+        .collect();
+    if o.replace.is_none() {
+        cmd.push(Arg {
+            text: "{xargs-items}".to_owned(),
+            taint: item_taint,
+            ..Arg::default()
+        });
+    }
+    cmd
+}
+
+fn xargs(w: &mut dyn Effects, args: &[Arg], stdin: &Input) -> Output {
+    let (o, at) = XargsOptions::parse(args);
+    let mut cmd: Vec<Arg> = args.get(at..).map(<[Arg]>::to_vec).unwrap_or_default();
+    if cmd.is_empty() {
+        cmd.push(Arg::literal("echo"));
+    }
+    let items = xargs_items(w, &o, stdin);
+    let arg_file = o.arg_file.clone().filter(|f| f != "/dev/null");
+    let runtime_items = arg_file.is_some() || matches!(stdin, Input::Stream(_) | Input::File(_));
+    if items.is_empty() && runtime_items {
+        cmd = carry_item_taint(cmd, &o, arg_file.as_deref(), stdin);
+    }
+    let out = match &o.replace {
         Some(r) if !items.is_empty() => {
             let mut out = Output::unknown();
             for item in items {
                 let line: Vec<Arg> = cmd
                     .iter()
                     .map(|a| Arg {
-                        text: a.text.replace(&r, &item),
+                        text: a.text.replace(r.as_str(), &item),
                         ..a.clone()
                     })
                     .collect();
