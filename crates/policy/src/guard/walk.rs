@@ -887,138 +887,13 @@ impl Walker {
     fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
         self.resolve_name(&mut argv);
         self.normalized.push(display_argv(&argv));
-        // `env 'BASH_FUNC_ls%%=() { …; }' bash`: an exported function the next bash defines.
-        for a in argv.clone() {
-            if let Some((name, body)) = a.text.split_once('=')
-                && name.starts_with("BASH_FUNC_")
-            {
-                let body = body.trim_start().trim_start_matches("()").to_owned();
-                self.run_code(
-                    &Arg {
-                        text: body,
-                        ..a.clone()
-                    },
-                    &Input::Inherited,
-                    &a.text,
-                );
-            }
+        self.run_exported_functions(&argv);
+        if let Some(out) = self.unwrap(&mut argv, stdin) {
+            return out;
         }
-        for round in 0..=MAX_WRAPPERS {
-            if round == MAX_WRAPPERS {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::Unparseable,
-                    format!("`{shown}` nests more wrappers than the guard analyses."),
-                );
-                return Output::unknown();
-            }
-            let Some(head) = argv.first() else {
-                return Output::text(String::new());
-            };
-            if head.dynamic && self.defining > 0 && names_positional(&head.text) {
-                return Output::unknown();
-            }
-            if head.dynamic {
-                let shown = display_argv(&argv);
-                // `curl … | $SHELL`: an unknown program handed a download is taken for a shell.
-                let fed_download = matches!(stdin, Input::Stream(o) if o.taint.download);
-                if head.taint.download || fed_download {
-                    self.deny(
-                        Family::RemoteExec,
-                        format!("`{shown}` runs a command downloaded at run time."),
-                    );
-                } else {
-                    self.deny(
-                        Family::DynamicCommand,
-                        format!("`{shown}` runs a command whose name is only known at run time."),
-                    );
-                }
-                return Output::unknown();
-            }
-            let name = program_name(&head.text).to_owned();
-            if name.contains(['*', '?']) || (name.contains('[') && name != "[" && name != "[[") {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::DynamicCommand,
-                    format!("`{shown}` names its command with a glob, resolved only at run time."),
-                );
-                return Output::unknown();
-            }
-            if self.functions.last() == Some(&name) && self.concurrent {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::Destruction,
-                    format!("`{shown}` is a fork bomb: the function `{name}` spawns copies of itself without end."),
-                );
-            }
-            let wrap = strip_wrapper(&name, &argv[1..]);
-            if is_privilege(&name) && name != "su" && name != "sg" && wrap != Wrap::Inspect {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::Privilege,
-                    format!("`{shown}` runs a command with raised privileges."),
-                );
-            }
-            if let Some(what) = changes_root(&name)
-                && wrap != Wrap::Inspect
-            {
-                let shown = display_argv(&argv);
-                self.deny(Family::Privilege, format!("`{shown}` {what}."));
-            }
-            // Checked before unwrapping: `npx URL …` is also a wrapper of what the package runs.
-            if wrap != Wrap::Inspect && rules::runs_package_from_address(&name, &argv[1..]) {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::RemoteExec,
-                    format!(
-                        "`{shown}` runs a package fetched from an address rather than a registry."
-                    ),
-                );
-            }
-            match wrap {
-                Wrap::No => break,
-                Wrap::Inspect => return Output::unknown(),
-                Wrap::NoCommand => return rules::wrapper_alone(self, &name, &argv, stdin),
-                Wrap::Code(codes) => {
-                    let shown = display_argv(&argv);
-                    for code in &codes {
-                        self.run_code(code, stdin, &shown);
-                    }
-                    return Output::unknown();
-                }
-                Wrap::Run { start, prepend } => {
-                    let mut next = prepend;
-                    next.extend(argv.drain(1 + start..));
-                    argv = next;
-                }
-            }
-        }
-        // `set -- a b c` (or `set a b`) replaces the positional parameters.
-        if argv[0].text == "set" && argv.len() > 1 {
-            let rest = &argv[1..];
-            let start = rest
-                .iter()
-                .position(|a| a.text == "--")
-                .map(|i| i + 1)
-                .or_else(|| (!rest[0].text.starts_with(['-', '+'])).then_some(0));
-            if let Some(start) = start {
-                let params = rest[start..].to_vec();
-                match self.positional.last_mut() {
-                    Some(top) => top.1 = params,
-                    None => self.positional.push((None, params)),
-                }
-            }
-        }
-        if let Some(body) = self.defined.get(program_name(&argv[0].text)).cloned() {
-            let name = argv[0].text.clone();
-            if !self.calling.contains(&name) {
-                self.calling.push(name);
-                self.positional.push((None, argv[1..].to_vec()));
-                let out = self.run_script(&body, stdin);
-                self.positional.pop();
-                self.calling.pop();
-                return out;
-            }
+        self.set_positional(&argv);
+        if let Some(out) = self.call_defined(&argv, stdin) {
+            return out;
         }
         rules::judge(self, &argv, stdin)
     }
@@ -1870,4 +1745,172 @@ fn expand_brace_parts(parts: &[BraceExpressionOrText]) -> Vec<String> {
         acc = next;
     }
     acc
+}
+
+/// The steps of `run_argv`: exported functions, wrappers, positional parameters and the
+/// script's own functions.
+impl Walker {
+    /// `env 'BASH_FUNC_ls%%=() { …; }' bash`: an exported function the next bash defines.
+    fn run_exported_functions(&mut self, argv: &[Arg]) {
+        for a in argv {
+            if let Some((name, body)) = a.text.split_once('=')
+                && name.starts_with("BASH_FUNC_")
+            {
+                let body = body.trim_start().trim_start_matches("()").to_owned();
+                self.run_code(
+                    &Arg {
+                        text: body,
+                        ..a.clone()
+                    },
+                    &Input::Inherited,
+                    &a.text,
+                );
+            }
+        }
+    }
+
+    /// Strip wrappers (`sudo`, `env`, `timeout`, …) off `argv`, judging each; `Some` when the
+    /// command was fully handled on the way.
+    fn unwrap(&mut self, argv: &mut Vec<Arg>, stdin: &Input) -> Option<Output> {
+        for round in 0..=MAX_WRAPPERS {
+            if round == MAX_WRAPPERS {
+                let shown = display_argv(argv);
+                self.deny(
+                    Family::Unparseable,
+                    format!("`{shown}` nests more wrappers than the guard analyses."),
+                );
+                return Some(Output::unknown());
+            }
+            if argv.is_empty() {
+                return Some(Output::text(String::new()));
+            }
+            if let Some(out) = self.unknown_head(argv, stdin) {
+                return Some(out);
+            }
+            let name = program_name(&argv[0].text).to_owned();
+            if self.functions.last() == Some(&name) && self.concurrent {
+                let shown = display_argv(argv);
+                self.deny(
+                    Family::Destruction,
+                    format!("`{shown}` is a fork bomb: the function `{name}` spawns copies of itself without end."),
+                );
+            }
+            let wrap = strip_wrapper(&name, &argv[1..]);
+            self.judge_launcher(&name, argv, &wrap);
+            match wrap {
+                Wrap::No => return None,
+                Wrap::Inspect => return Some(Output::unknown()),
+                Wrap::NoCommand => return Some(rules::wrapper_alone(self, &name, argv, stdin)),
+                Wrap::Code(codes) => {
+                    let shown = display_argv(argv);
+                    for code in &codes {
+                        self.run_code(code, stdin, &shown);
+                    }
+                    return Some(Output::unknown());
+                }
+                Wrap::Run { start, prepend } => {
+                    let mut next = prepend;
+                    next.extend(argv.drain(1 + start..));
+                    *argv = next;
+                }
+            }
+        }
+        None
+    }
+
+    /// A command word only known at run time (`$cmd`, a glob): denied, `Some` when so.
+    fn unknown_head(&mut self, argv: &[Arg], stdin: &Input) -> Option<Output> {
+        let head = &argv[0];
+        if head.dynamic && self.defining > 0 && names_positional(&head.text) {
+            return Some(Output::unknown());
+        }
+        if head.dynamic {
+            let shown = display_argv(argv);
+            // `curl … | $SHELL`: an unknown program handed a download is taken for a shell.
+            let fed_download = matches!(stdin, Input::Stream(o) if o.taint.download);
+            if head.taint.download || fed_download {
+                self.deny(
+                    Family::RemoteExec,
+                    format!("`{shown}` runs a command downloaded at run time."),
+                );
+            } else {
+                self.deny(
+                    Family::DynamicCommand,
+                    format!("`{shown}` runs a command whose name is only known at run time."),
+                );
+            }
+            return Some(Output::unknown());
+        }
+        let name = program_name(&head.text);
+        if name.contains(['*', '?']) || (name.contains('[') && name != "[" && name != "[[") {
+            let shown = display_argv(argv);
+            self.deny(
+                Family::DynamicCommand,
+                format!("`{shown}` names its command with a glob, resolved only at run time."),
+            );
+            return Some(Output::unknown());
+        }
+        None
+    }
+
+    /// What a launcher itself does: raise privileges, change the root, fetch a package from
+    /// an address (checked before unwrapping: `npx URL …` also wraps what the package runs).
+    fn judge_launcher(&mut self, name: &str, argv: &[Arg], wrap: &Wrap) {
+        let inspect = *wrap == Wrap::Inspect;
+        if is_privilege(name) && name != "su" && name != "sg" && !inspect {
+            let shown = display_argv(argv);
+            self.deny(
+                Family::Privilege,
+                format!("`{shown}` runs a command with raised privileges."),
+            );
+        }
+        if let Some(what) = changes_root(name)
+            && !inspect
+        {
+            let shown = display_argv(argv);
+            self.deny(Family::Privilege, format!("`{shown}` {what}."));
+        }
+        if !inspect && rules::runs_package_from_address(name, &argv[1..]) {
+            let shown = display_argv(argv);
+            self.deny(
+                Family::RemoteExec,
+                format!("`{shown}` runs a package fetched from an address rather than a registry."),
+            );
+        }
+    }
+
+    /// `set -- a b c` (or `set a b`) replaces the positional parameters.
+    fn set_positional(&mut self, argv: &[Arg]) {
+        if argv[0].text != "set" || argv.len() < 2 {
+            return;
+        }
+        let rest = &argv[1..];
+        let start = rest
+            .iter()
+            .position(|a| a.text == "--")
+            .map(|i| i + 1)
+            .or_else(|| (!rest[0].text.starts_with(['-', '+'])).then_some(0));
+        if let Some(start) = start {
+            let params = rest[start..].to_vec();
+            match self.positional.last_mut() {
+                Some(top) => top.1 = params,
+                None => self.positional.push((None, params)),
+            }
+        }
+    }
+
+    /// A call of a function the script defined: its body runs with these arguments.
+    fn call_defined(&mut self, argv: &[Arg], stdin: &Input) -> Option<Output> {
+        let body = self.defined.get(program_name(&argv[0].text)).cloned()?;
+        let name = argv[0].text.clone();
+        if self.calling.contains(&name) {
+            return None;
+        }
+        self.calling.push(name);
+        self.positional.push((None, argv[1..].to_vec()));
+        let out = self.run_script(&body, stdin);
+        self.positional.pop();
+        self.calling.pop();
+        Some(out)
+    }
 }

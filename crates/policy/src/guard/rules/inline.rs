@@ -46,65 +46,94 @@ pub(super) fn judge(w: &mut dyn Effects, language: Language, code: &str, shown: 
     taint
 }
 
-/// Judge one act of the code.
+/// Judge one act of the code: the acts judged like a shell command record what that command
+/// gets; the rest come back as the clause of an `inline_interpreter` denial.
 fn judge_act(w: &mut dyn Effects, act: Act, lang: &str, shown: &str, taint: &mut Taint) {
-    let mut deny = |w: &mut dyn Effects, what: String| {
+    let clause = match act {
+        Act::Shell(_) | Act::Exec(_) | Act::Fork { .. } | Act::Signal(_) => process(w, act, shown),
+        Act::Read(_) | Act::Write { .. } | Act::Remove { .. } => file(w, act, taint),
+        Act::Network => Some("opens a network connection".to_owned()),
+        Act::EnvAll => {
+            taint.secret = true;
+            w.deny(
+                Family::EnvDump,
+                format!("`{shown}` prints the whole environment, secrets included."),
+            );
+            None
+        }
+        Act::EnvGet(name) => {
+            let secret = name.as_deref().is_none_or(is_secret_name);
+            taint.secret |= secret;
+            taint.env_secret |= secret;
+            None
+        }
+        Act::DynamicCode => Some("runs code only known at run time".to_owned()),
+        Act::Native => Some("calls native code".to_owned()),
+        Act::Unparseable(message) => {
+            // The parser's first line, as a clause of this one sentence.
+            let first = message.lines().next().unwrap_or_default();
+            let clause = first.trim().trim_end_matches('.').replace(". ", "; ");
+            Some(format!("does not parse ({clause})"))
+        }
+    };
+    if let Some(what) = clause {
         w.deny(
             Family::InlineInterpreter,
             format!("`{shown}` runs inline {lang} that {what}."),
         );
-    };
+    }
+}
+
+/// A command the code runs, a fork, a signal: judged like the shell command; a command that
+/// passes is still run from inline code (the clause returned).
+fn process(w: &mut dyn Effects, act: Act, shown: &str) -> Option<String> {
     match act {
         Act::Shell(Some(line)) => {
-            if !denies(w, |w| {
+            let denied = denies(w, |w| {
                 w.run_code(&Arg::literal(line.clone()), &Input::Inherited, shown);
-            }) {
-                deny(w, format!("starts `{line}`; run the command directly"));
-            }
+            });
+            (!denied).then(|| format!("starts `{line}`; run the command directly"))
         }
         Act::Exec(Some(argv)) => {
             let line = argv.join(" ");
-            if !equivalent(w, argv, Input::Inherited) {
-                deny(w, format!("starts `{line}`; run the command directly"));
-            }
+            let denied = equivalent(w, argv, Input::Inherited);
+            (!denied).then(|| format!("starts `{line}`; run the command directly"))
         }
-        Act::Shell(None) | Act::Exec(None) => {
-            deny(
-                w,
-                "starts a process whose command is only known at run time".into(),
+        Act::Fork { in_loop: true } => {
+            w.deny(
+                Family::Destruction,
+                format!("`{shown}` is a fork bomb: it spawns processes in an endless loop."),
             );
+            None
         }
-        Act::Fork { in_loop: true } => w.deny(
-            Family::Destruction,
-            format!("`{shown}` is a fork bomb: it spawns processes in an endless loop."),
-        ),
-        Act::Fork { in_loop: false } => deny(w, "forks the interpreter".into()),
+        Act::Fork { in_loop: false } => Some("forks the interpreter".to_owned()),
         Act::Signal(pid) => {
             let judged = pid.is_some_and(|pid| {
                 equivalent(w, vec!["kill".into(), "-9".into(), pid], Input::Inherited)
             });
-            if !judged {
-                deny(w, "signals another process".into());
-            }
+            (!judged).then(|| "signals another process".to_owned())
         }
-        Act::Network => deny(w, "opens a network connection".into()),
+        _ => Some("starts a process whose command is only known at run time".to_owned()),
+    }
+}
+
+/// A file the code reads, writes or deletes: judged like `cat`, `tee -a` or `rm`; a write or
+/// deletion outside the workspace that passes, or any path only known at run time, is the
+/// clause returned.
+fn file(w: &mut dyn Effects, act: Act, taint: &mut Taint) -> Option<String> {
+    match act {
         Act::Read(Some(path)) => {
             taint.secret = true;
             equivalent(w, vec!["cat".into(), path], Input::Inherited);
+            None
         }
-        Act::Read(None) => deny(
-            w,
-            "reads a file whose path is only known at run time".into(),
-        ),
+        Act::Read(None) => Some("reads a file whose path is only known at run time".to_owned()),
         Act::Write {
             path: Some(path),
             content,
-        } => write(w, path, content, &mut deny),
+        } => write(w, path, content),
         Act::Write { path: None, .. } => {
-            deny(
-                w,
-                "writes a file whose path is only known at run time".into(),
-            );
+            Some("writes a file whose path is only known at run time".to_owned())
         }
         Act::Remove {
             path: Some(path),
@@ -112,45 +141,18 @@ fn judge_act(w: &mut dyn Effects, act: Act, lang: &str, shown: &str, taint: &mut
         } => {
             let flags = if recursive { "-rf" } else { "-f" };
             let argv = vec!["rm".into(), flags.into(), path.clone()];
-            if !equivalent(w, argv, Input::Inherited) && !inside_workspace(&path, w.cwd()) {
-                deny(w, format!("deletes `{path}` outside the workspace"));
-            }
+            let denied = equivalent(w, argv, Input::Inherited);
+            (!denied && !inside_workspace(&path, w.cwd()))
+                .then(|| format!("deletes `{path}` outside the workspace"))
         }
-        Act::Remove { path: None, .. } => {
-            deny(w, "deletes a path only known at run time".into());
-        }
-        Act::EnvAll => {
-            taint.secret = true;
-            w.deny(
-                Family::EnvDump,
-                format!("`{shown}` prints the whole environment, secrets included."),
-            );
-        }
-        Act::EnvGet(name) => {
-            let secret = name.as_deref().is_none_or(is_secret_name);
-            taint.secret |= secret;
-            taint.env_secret |= secret;
-        }
-        Act::DynamicCode => deny(w, "runs code only known at run time".into()),
-        Act::Native => deny(w, "calls native code".into()),
-        Act::Unparseable(message) => {
-            // The parser's first line, as a clause of this one sentence.
-            let first = message.lines().next().unwrap_or_default();
-            let clause = first.trim().trim_end_matches('.').replace(". ", "; ");
-            deny(w, format!("does not parse ({clause})"));
-        }
+        _ => Some("deletes a path only known at run time".to_owned()),
     }
 }
 
 /// A write: inside the workspace it is allowed and its known content recorded (a script the
 /// code writes and a later command runs is judged by that content); elsewhere it is judged like
-/// `tee -a PATH` fed the content, and denied when that finds nothing worse.
-fn write(
-    w: &mut dyn Effects,
-    path: String,
-    content: Option<String>,
-    deny: &mut dyn FnMut(&mut dyn Effects, String),
-) {
+/// `tee -a PATH` fed the content, and the clause returned when that finds nothing worse.
+fn write(w: &mut dyn Effects, path: String, content: Option<String>) -> Option<String> {
     if inside_workspace(&path, w.cwd()) {
         match content {
             Some(text) => {
@@ -160,12 +162,11 @@ fn write(
                 w.written_mut().remove(&plain_path(&path));
             }
         }
-        return;
+        return None;
     }
     let input = content.map_or(Input::Inherited, Input::Static);
-    if !equivalent(w, vec!["tee".into(), "-a".into(), path.clone()], input) {
-        deny(w, format!("writes `{path}` outside the workspace"));
-    }
+    let denied = equivalent(w, vec!["tee".into(), "-a".into(), path.clone()], input);
+    (!denied).then(|| format!("writes `{path}` outside the workspace"))
 }
 
 /// Judge the equivalent shell command; whether it was denied.
