@@ -1169,16 +1169,7 @@ impl Walker {
                 indirect: false,
                 default_value,
                 ..
-            } => {
-                if self.is_known(parameter) {
-                    return self.lookup(parameter);
-                }
-                let default = default_value.clone().unwrap_or_default();
-                match parse::parse_word(&default) {
-                    Ok(pieces) => self.concat_pieces(&default, &pieces, quoted),
-                    Err(_) => vec![dynamic_val(source)],
-                }
-            }
+            } => self.value_or_default(parameter, default_value.as_deref(), source, quoted),
             ParameterExpr::IndicateErrorIfNullOrUnset {
                 parameter,
                 indirect: false,
@@ -1194,40 +1185,14 @@ impl Walker {
                 indirect: false,
                 pattern,
             } if pattern.as_deref().is_none_or(|p| !p.contains(['$', '`'])) => {
-                // Literal suffixes only (`${HOME%/}`); a glob suffix leaves the value as is.
-                let suffix = pattern.clone().unwrap_or_default();
-                let mut vals = self.lookup(parameter);
-                for v in &mut vals {
-                    if !v.dynamic
-                        && !suffix.contains(['*', '?', '['])
-                        && let Some(stripped) = v.text.strip_suffix(suffix.as_str())
-                    {
-                        v.text = stripped.to_owned();
-                    }
-                }
-                vals
+                self.without_suffix(parameter, pattern.as_deref().unwrap_or_default())
             }
             // `${p@P}` expands the value as a prompt: command substitutions in it run.
             ParameterExpr::Transform {
                 parameter,
                 op: ParameterTransformOp::PromptExpand,
                 ..
-            } => {
-                for v in self.lookup(parameter) {
-                    if v.dynamic {
-                        self.deny(
-                            Family::DynamicCommand,
-                            format!(
-                                "`{}` expands a value only known at run time as a prompt, which can run commands.",
-                                shorten(source)
-                            ),
-                        );
-                    } else if v.text.contains("$(") || v.text.contains('`') {
-                        self.run_script(&format!(": {}", v.text), &Input::Inherited);
-                    }
-                }
-                vec![dynamic_val(source)]
-            }
+            } => self.prompt_expand(parameter, source),
             // A slice, case change or replacement of a value keeps what it carries
             // (`${AWS_SECRET_ACCESS_KEY:0:8}` is still a secret).
             ParameterExpr::Substring { parameter, .. }
@@ -1262,6 +1227,56 @@ impl Walker {
         }
     }
 
+    /// `${p:-default}`, `${p:=default}`: the value when it is known, else the default word.
+    fn value_or_default(
+        &mut self,
+        parameter: &Parameter,
+        default: Option<&str>,
+        source: &str,
+        quoted: bool,
+    ) -> Vec<PieceVal> {
+        if self.is_known(parameter) {
+            return self.lookup(parameter);
+        }
+        let default = default.unwrap_or_default().to_owned();
+        match parse::parse_word(&default) {
+            Ok(pieces) => self.concat_pieces(&default, &pieces, quoted),
+            Err(_) => vec![dynamic_val(source)],
+        }
+    }
+
+    /// `${p%suffix}`: literal suffixes only (`${HOME%/}`); a glob suffix leaves the value as is.
+    fn without_suffix(&self, parameter: &Parameter, suffix: &str) -> Vec<PieceVal> {
+        let mut vals = self.lookup(parameter);
+        for v in &mut vals {
+            if !v.dynamic
+                && !suffix.contains(['*', '?', '['])
+                && let Some(stripped) = v.text.strip_suffix(suffix)
+            {
+                v.text = stripped.to_owned();
+            }
+        }
+        vals
+    }
+
+    /// `${p@P}` expands the value as a prompt: command substitutions in it run.
+    fn prompt_expand(&mut self, parameter: &Parameter, source: &str) -> Vec<PieceVal> {
+        for v in self.lookup(parameter) {
+            if v.dynamic {
+                self.deny(
+                    Family::DynamicCommand,
+                    format!(
+                        "`{}` expands a value only known at run time as a prompt, which can run commands.",
+                        shorten(source)
+                    ),
+                );
+            } else if v.text.contains("$(") || v.text.contains('`') {
+                self.run_script(&format!(": {}", v.text), &Input::Inherited);
+            }
+        }
+        vec![dynamic_val(source)]
+    }
+
     fn is_known(&self, p: &Parameter) -> bool {
         match p {
             Parameter::Named(n)
@@ -1278,67 +1293,77 @@ impl Walker {
         match p {
             Parameter::Named(n)
             | Parameter::NamedWithIndex { name: n, .. }
-            | Parameter::NamedWithAllIndices { name: n, .. } => {
-                if let Some(var) = self.vars.get(n) {
-                    if matches!(p, Parameter::NamedWithAllIndices { .. }) && !var.arrays.is_empty()
-                    {
-                        let mut vals: Vec<PieceVal> = var
-                            .arrays
-                            .iter()
-                            .map(|elements| PieceVal {
-                                text: elements.join(" "),
-                                force_split: true,
-                                taint: var.taint,
-                                ..PieceVal::default()
-                            })
-                            .collect();
-                        if var.unknown {
-                            let mut v = dynamic_val(&format!("${{{n}[@]}}"));
-                            v.taint = var.taint;
-                            vals.push(v);
-                        }
-                        return vals;
-                    }
-                    let mut vals: Vec<PieceVal> = var
-                        .values
-                        .iter()
-                        .map(|v| PieceVal {
-                            text: v.clone(),
-                            taint: var.taint,
-                            ..PieceVal::default()
-                        })
-                        .collect();
-                    if var.unknown || vals.is_empty() {
-                        let mut v = dynamic_val(&format!("${n}"));
-                        v.taint = var.taint;
-                        vals.push(v);
-                    }
-                    return vals;
-                }
-                match n.as_str() {
-                    "HOME" => vec![PieceVal {
-                        text: "~".to_owned(),
-                        ..PieceVal::default()
-                    }],
-                    "PWD" => vec![PieceVal {
-                        text: ".".to_owned(),
-                        ..PieceVal::default()
-                    }],
-                    "IFS" => vec![PieceVal {
-                        text: " ".to_owned(),
-                        ..PieceVal::default()
-                    }],
-                    _ => {
-                        let mut v = dynamic_val(&format!("${n}"));
-                        v.taint.env_secret = is_secret_name(n);
-                        vec![v]
-                    }
-                }
-            }
+            | Parameter::NamedWithAllIndices { name: n, .. } => self.lookup_named(p, n),
             Parameter::Special(SpecialParameter::ProcessId) => vec![PieceVal {
                 text: "$$".to_owned(),
                 ..PieceVal::default()
             }],
+            _ => self.lookup_positional(p),
+        }
+    }
+
+    /// A named variable's values: what the script assigned, else what the environment holds
+    /// as far as it is known (`HOME`, `PWD`, `IFS`; a secret's name taints it).
+    fn lookup_named(&self, p: &Parameter, n: &str) -> Vec<PieceVal> {
+        if let Some(var) = self.vars.get(n) {
+            if matches!(p, Parameter::NamedWithAllIndices { .. }) && !var.arrays.is_empty() {
+                let mut vals: Vec<PieceVal> = var
+                    .arrays
+                    .iter()
+                    .map(|elements| PieceVal {
+                        text: elements.join(" "),
+                        force_split: true,
+                        taint: var.taint,
+                        ..PieceVal::default()
+                    })
+                    .collect();
+                if var.unknown {
+                    let mut v = dynamic_val(&format!("${{{n}[@]}}"));
+                    v.taint = var.taint;
+                    vals.push(v);
+                }
+                return vals;
+            }
+            let mut vals: Vec<PieceVal> = var
+                .values
+                .iter()
+                .map(|v| PieceVal {
+                    text: v.clone(),
+                    taint: var.taint,
+                    ..PieceVal::default()
+                })
+                .collect();
+            if var.unknown || vals.is_empty() {
+                let mut v = dynamic_val(&format!("${n}"));
+                v.taint = var.taint;
+                vals.push(v);
+            }
+            return vals;
+        }
+        match n {
+            "HOME" => vec![PieceVal {
+                text: "~".to_owned(),
+                ..PieceVal::default()
+            }],
+            "PWD" => vec![PieceVal {
+                text: ".".to_owned(),
+                ..PieceVal::default()
+            }],
+            "IFS" => vec![PieceVal {
+                text: " ".to_owned(),
+                ..PieceVal::default()
+            }],
+            _ => {
+                let mut v = dynamic_val(&format!("${n}"));
+                v.taint.env_secret = is_secret_name(n);
+                vec![v]
+            }
+        }
+    }
+
+    /// `$@`, `$*`, `$0`, `$1`…: what the script or function was given, when it is known.
+    fn lookup_positional(&self, p: &Parameter) -> Vec<PieceVal> {
+        match p {
             Parameter::Special(SpecialParameter::AllPositionalParameters { .. })
                 if self
                     .positional
@@ -1385,6 +1410,7 @@ impl Walker {
                 },
                 None => vec![dynamic_val(&format!("${n}"))],
             },
+            _ => vec![dynamic_val(&format!("${p}"))],
         }
     }
 }
