@@ -121,6 +121,50 @@ impl Fields {
     }
 }
 
+/// A word of a simple command, or a process substitution in its place.
+enum Item<'a> {
+    Word(&'a str),
+    Proc(&'a ast::ProcessSubstitutionKind, &'a ast::SubshellCommand),
+}
+
+/// The parts of a simple command, in order: its assignments, its words and its redirections.
+type SimpleParts<'a> = (
+    Vec<&'a ast::Assignment>,
+    Vec<Item<'a>>,
+    Vec<&'a ast::IoRedirect>,
+);
+
+fn simple_parts(s: &ast::SimpleCommand) -> SimpleParts<'_> {
+    let mut assignments = Vec::new();
+    let mut words: Vec<Item<'_>> = Vec::new();
+    let mut redirects = Vec::new();
+    let prefix = s.prefix.iter().flat_map(|p| p.0.iter());
+    for item in prefix {
+        match item {
+            ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => assignments.push(a),
+            ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
+                words.push(Item::Proc(k, sub))
+            }
+        }
+    }
+    if let Some(w) = &s.word_or_name {
+        words.push(Item::Word(&w.value));
+    }
+    for item in s.suffix.iter().flat_map(|p| p.0.iter()) {
+        match item {
+            ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w)
+            | ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
+                words.push(Item::Proc(k, sub))
+            }
+        }
+    }
+    (assignments, words, redirects)
+}
+
 /// Walk state: what the script has established so far.
 #[derive(Default)]
 pub(crate) struct Walker {
@@ -369,25 +413,7 @@ impl Walker {
                 self.cwd = saved;
                 out
             }
-            ast::CompoundCommand::ForClause(f) => {
-                let mut var = Var::default();
-                match &f.values {
-                    Some(words) => {
-                        for w in words {
-                            for alt in self.expand_word(&w.value, true) {
-                                for arg in alt {
-                                    var.unknown |= arg.dynamic;
-                                    var.taint.merge(arg.taint);
-                                    push_value(&mut var, arg.text);
-                                }
-                            }
-                        }
-                    }
-                    None => var.unknown = true,
-                }
-                self.merge_var(&f.variable_name, var);
-                self.walk_loop_body(&f.body.list, input)
-            }
+            ast::CompoundCommand::ForClause(f) => self.walk_for(f, input),
             ast::CompoundCommand::ArithmeticForClause(f) => {
                 for e in [&f.initializer, &f.condition, &f.updater]
                     .into_iter()
@@ -397,57 +423,14 @@ impl Walker {
                 }
                 self.walk_loop_body(&f.body.list, input)
             }
-            ast::CompoundCommand::CaseClause(c) => {
-                self.expand_word(&c.value.value, false);
-                let mut out = Output::text(String::new());
-                for item in &c.cases {
-                    for p in &item.patterns {
-                        self.expand_word(&p.value, false);
-                    }
-                    if let Some(list) = &item.cmd {
-                        let o = self.walk_list(list, input);
-                        out = out.then(&o);
-                    }
-                }
-                out
-            }
-            ast::CompoundCommand::IfClause(i) => {
-                let mut out = self.walk_list(&i.condition, input);
-                out = out.then(&self.walk_list(&i.then, input));
-                for e in i.elses.iter().flatten() {
-                    if let Some(cond) = &e.condition {
-                        out = out.then(&self.walk_list(cond, input));
-                    }
-                    out = out.then(&self.walk_list(&e.body, input));
-                }
-                out
-            }
+            ast::CompoundCommand::CaseClause(c) => self.walk_case(c, input),
+            ast::CompoundCommand::IfClause(i) => self.walk_if(i, input),
             ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
                 let ast::WhileOrUntilClauseCommand(cond, body, _) = w;
                 let out = self.walk_list(cond, input);
                 out.then(&self.walk_loop_body(&body.list, input))
             }
-            ast::CompoundCommand::Arithmetic(a) => {
-                // `((…))` is arithmetic; `( (…) )` with a space, or `((…))` that is not
-                // arithmetic, is nested subshells (brush reads both as arithmetic).
-                let written_as_arithmetic = self
-                    .sources
-                    .last()
-                    .and_then(|src| src.get(a.loc.start.index..))
-                    .is_some_and(|rest| rest.starts_with("(("));
-                let value = &a.expr.value;
-                let arithmetic =
-                    value.contains(['$', '`']) || brush_parser::arithmetic::parse(value).is_ok();
-                if written_as_arithmetic && arithmetic {
-                    self.expand_word(&a.expr.value, false);
-                    Output::text(String::new())
-                } else {
-                    let saved = self.cwd.clone();
-                    let out = self.run_script(&a.expr.value, input);
-                    self.cwd = saved;
-                    out
-                }
-            }
+            ast::CompoundCommand::Arithmetic(a) => self.walk_arithmetic(a, input),
             ast::CompoundCommand::Coprocess(c) => {
                 let saved = self.concurrent;
                 self.concurrent = true;
@@ -460,43 +443,85 @@ impl Walker {
         out
     }
 
+    /// `for v in WORDS; do …; done`: the variable takes every value the words can have.
+    fn walk_for(&mut self, f: &ast::ForClauseCommand, input: &Input) -> Output {
+        let mut var = Var::default();
+        match &f.values {
+            Some(words) => {
+                for w in words {
+                    for alt in self.expand_word(&w.value, true) {
+                        for arg in alt {
+                            var.unknown |= arg.dynamic;
+                            var.taint.merge(arg.taint);
+                            push_value(&mut var, arg.text);
+                        }
+                    }
+                }
+            }
+            None => var.unknown = true,
+        }
+        self.merge_var(&f.variable_name, var);
+        self.walk_loop_body(&f.body.list, input)
+    }
+
+    /// `case`: the subject, every pattern and every branch.
+    fn walk_case(&mut self, c: &ast::CaseClauseCommand, input: &Input) -> Output {
+        self.expand_word(&c.value.value, false);
+        let mut out = Output::text(String::new());
+        for item in &c.cases {
+            for p in &item.patterns {
+                self.expand_word(&p.value, false);
+            }
+            if let Some(list) = &item.cmd {
+                let o = self.walk_list(list, input);
+                out = out.then(&o);
+            }
+        }
+        out
+    }
+
+    /// `if`: every condition and every branch.
+    fn walk_if(&mut self, i: &ast::IfClauseCommand, input: &Input) -> Output {
+        let mut out = self.walk_list(&i.condition, input);
+        out = out.then(&self.walk_list(&i.then, input));
+        for e in i.elses.iter().flatten() {
+            if let Some(cond) = &e.condition {
+                out = out.then(&self.walk_list(cond, input));
+            }
+            out = out.then(&self.walk_list(&e.body, input));
+        }
+        out
+    }
+
+    /// `((…))` is arithmetic; `( (…) )` with a space, or `((…))` that is not arithmetic, is
+    /// nested subshells (brush reads both as arithmetic).
+    fn walk_arithmetic(&mut self, a: &ast::ArithmeticCommand, input: &Input) -> Output {
+        let written_as_arithmetic = self
+            .sources
+            .last()
+            .and_then(|src| src.get(a.loc.start.index..))
+            .is_some_and(|rest| rest.starts_with("(("));
+        let value = &a.expr.value;
+        let arithmetic =
+            value.contains(['$', '`']) || brush_parser::arithmetic::parse(value).is_ok();
+        if written_as_arithmetic && arithmetic {
+            self.expand_word(&a.expr.value, false);
+            Output::text(String::new())
+        } else {
+            let saved = self.cwd.clone();
+            let out = self.run_script(&a.expr.value, input);
+            self.cwd = saved;
+            out
+        }
+    }
+
     fn walk_simple(&mut self, s: &ast::SimpleCommand, input: &Input) -> Output {
         self.commands += 1;
         if self.commands > MAX_COMMANDS {
             self.exhaust("The script runs more commands than the guard analyses.");
             return Output::unknown();
         }
-        enum Item<'a> {
-            Word(&'a str),
-            Proc(&'a ast::ProcessSubstitutionKind, &'a ast::SubshellCommand),
-        }
-        let mut assignments = Vec::new();
-        let mut words: Vec<Item<'_>> = Vec::new();
-        let mut redirects = Vec::new();
-        let prefix = s.prefix.iter().flat_map(|p| p.0.iter());
-        for item in prefix {
-            match item {
-                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
-                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => assignments.push(a),
-                ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
-                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
-                    words.push(Item::Proc(k, sub))
-                }
-            }
-        }
-        if let Some(w) = &s.word_or_name {
-            words.push(Item::Word(&w.value));
-        }
-        for item in s.suffix.iter().flat_map(|p| p.0.iter()) {
-            match item {
-                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
-                ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w)
-                | ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
-                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
-                    words.push(Item::Proc(k, sub))
-                }
-            }
-        }
+        let (assignments, words, redirects) = simple_parts(s);
 
         let mut stdin = input.clone();
         let mut out_file = None;
@@ -524,6 +549,24 @@ impl Walker {
             self.assign(a, false);
         }
 
+        let lines = self.expand_items(words);
+        let mut out: Option<Output> = None;
+        for argv in lines {
+            if argv.is_empty() {
+                continue;
+            }
+            let o = self.run_argv(argv, &stdin);
+            out = Some(match out {
+                None => o,
+                Some(prev) => merge_alternatives(prev, &o),
+            });
+        }
+        let out = out.unwrap_or_else(|| Output::text(String::new()));
+        self.after_output(out, out_file)
+    }
+
+    /// Every argument vector the words of a simple command can expand to.
+    fn expand_items(&mut self, words: Vec<Item<'_>>) -> Vec<Vec<Arg>> {
         let mut lines: Vec<Vec<Arg>> = vec![Vec::new()];
         for item in words {
             let alternatives = match item {
@@ -544,20 +587,7 @@ impl Walker {
             };
             lines = product(&lines, &alternatives);
         }
-
-        let mut out: Option<Output> = None;
-        for argv in lines {
-            if argv.is_empty() {
-                continue;
-            }
-            let o = self.run_argv(argv, &stdin);
-            out = Some(match out {
-                None => o,
-                Some(prev) => merge_alternatives(prev, &o),
-            });
-        }
-        let out = out.unwrap_or_else(|| Output::text(String::new()));
-        self.after_output(out, out_file)
+        lines
     }
 
     /// The output of a command whose stdout may be redirected to a file.
