@@ -742,34 +742,7 @@ impl Walker {
         if name.to_ascii_lowercase().ends_with("_proxy") {
             self.proxy_env = true;
         }
-        let mut var = Var::default();
-        match &a.value {
-            ast::AssignmentValue::Scalar(w) => {
-                for alt in self.expand_word(&w.value, false) {
-                    let arg = join_fields(alt);
-                    var.unknown |= arg.dynamic;
-                    var.taint.merge(arg.taint);
-                    push_value(&mut var, arg.text);
-                }
-            }
-            ast::AssignmentValue::Array(items) => {
-                let mut elements = Vec::new();
-                for (_, w) in items {
-                    let alts = self.expand_word(&w.value, true);
-                    for (k, alt) in alts.into_iter().enumerate() {
-                        for arg in alt {
-                            var.unknown |= arg.dynamic;
-                            var.taint.merge(arg.taint);
-                            if k == 0 {
-                                elements.push(arg.text.clone());
-                            }
-                            push_value(&mut var, arg.text);
-                        }
-                    }
-                }
-                var.arrays.push(elements);
-            }
-        }
+        let var = self.assigned_value(&a.value);
         if permanent && name == "IFS" {
             for v in &var.values {
                 self.extra_separators
@@ -789,20 +762,7 @@ impl Walker {
                 .map(|v| vec![program_name(v).to_owned()]);
             self.alias(index, target);
         }
-        // `PS4='$(…)'`, `BASH_ENV=…`: prompts are expanded and start-up files sourced.
-        if rules::carried::expands_as_prompt(name) {
-            for v in var.values.clone() {
-                self.run_script(&format!(": {v}"), &Input::Inherited);
-            }
-        }
-        // `GIT_SSH_COMMAND='…' git fetch`: a variable programs run as a command line.
-        if rules::carried::runs_as_command(name) && !var.unknown {
-            for v in var.values.clone() {
-                let shown = shorten(&format!("{name}={v}"));
-                let code = v.trim_start_matches('|').to_owned();
-                self.run_code(&Arg::literal(code), &Input::Inherited, &shown);
-            }
-        }
+        self.run_variable_code(name, &var);
         if !permanent {
             return;
         }
@@ -829,6 +789,56 @@ impl Walker {
             self.vars.insert(name.clone(), joined);
         } else {
             self.merge_var(name, var);
+        }
+    }
+
+    /// The values an assignment gives (every alternative expansion; an array's elements).
+    fn assigned_value(&mut self, value: &ast::AssignmentValue) -> Var {
+        let mut var = Var::default();
+        match value {
+            ast::AssignmentValue::Scalar(w) => {
+                for alt in self.expand_word(&w.value, false) {
+                    let arg = join_fields(alt);
+                    var.unknown |= arg.dynamic;
+                    var.taint.merge(arg.taint);
+                    push_value(&mut var, arg.text);
+                }
+            }
+            ast::AssignmentValue::Array(items) => {
+                let mut elements = Vec::new();
+                for (_, w) in items {
+                    let alts = self.expand_word(&w.value, true);
+                    for (k, alt) in alts.into_iter().enumerate() {
+                        for arg in alt {
+                            var.unknown |= arg.dynamic;
+                            var.taint.merge(arg.taint);
+                            if k == 0 {
+                                elements.push(arg.text.clone());
+                            }
+                            push_value(&mut var, arg.text);
+                        }
+                    }
+                }
+                var.arrays.push(elements);
+            }
+        }
+        var
+    }
+
+    /// Variables whose value runs: `PS4='$(…)'`, `BASH_ENV=…` (prompts are expanded and
+    /// start-up files sourced), `GIT_SSH_COMMAND='…' git fetch` (a command line programs run).
+    fn run_variable_code(&mut self, name: &str, var: &Var) {
+        if rules::carried::expands_as_prompt(name) {
+            for v in var.values.clone() {
+                self.run_script(&format!(": {v}"), &Input::Inherited);
+            }
+        }
+        if rules::carried::runs_as_command(name) && !var.unknown {
+            for v in var.values.clone() {
+                let shown = shorten(&format!("{name}={v}"));
+                let code = v.trim_start_matches('|').to_owned();
+                self.run_code(&Arg::literal(code), &Input::Inherited, &shown);
+            }
         }
     }
 

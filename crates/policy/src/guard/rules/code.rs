@@ -67,64 +67,82 @@ fn scan<'a>(l: &LangSpec, args: &'a [Arg]) -> Program<'a> {
             continue;
         }
         if let Some(cluster) = t.strip_prefix('-') {
-            let chars: Vec<char> = cluster.chars().collect();
-            let mut j = 0;
-            let mut skip_next = false;
-            while j < chars.len() {
-                let c = chars[j];
-                let rest: String = chars[j + 1..].iter().collect();
-                if l.inline.contains(c) {
-                    let only_flags = rest.chars().all(|r| l.inline.contains(r));
-                    let code = if !rest.is_empty() && !only_flags {
-                        Arg {
-                            text: rest,
-                            ..args[i].clone()
-                        }
-                    } else {
-                        args.get(i + 1).cloned().unwrap_or_default()
-                    };
-                    return Program::Inline(code);
+            match short_cluster(l, args, i, cluster) {
+                Ok(program) => return program,
+                Err((skip, asks_info)) => {
+                    info |= asks_info;
+                    i += skip;
                 }
-                if l.module.contains(c) {
-                    let module = if rest.is_empty() {
-                        args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
-                    } else {
-                        rest
-                    };
-                    if l.repl_modules.contains(&module) {
-                        return Program::Inline(Arg::literal(format!("-m {module}")));
-                    }
-                    return Program::Module;
-                }
-                if l.values.contains(c) {
-                    skip_next = rest.is_empty();
-                    break;
-                }
-                if l.attached.contains(c) {
-                    if matches!(c, 'l' | '0' | 'C' | 'W' | 'T') {
-                        // Optional digits, then more flags.
-                        j += 1;
-                        while j < chars.len()
-                            && chars[j].is_ascii_hexdigit()
-                            && !l.inline.contains(chars[j])
-                        {
-                            j += 1;
-                        }
-                        continue;
-                    }
-                    break;
-                }
-                if matches!(c, 'V' | 'v' | 'h') {
-                    info = true;
-                }
-                j += 1;
             }
-            i += if skip_next { 2 } else { 1 };
             continue;
         }
         return Program::Script(&args[i]);
     }
     if info { Program::Info } else { Program::Stdin }
+}
+
+/// A cluster of short options (`-Bc`, `-W ignore`, `-0777`): the program it gives, or how
+/// many words it took and whether it asks for information (`-V`, `-h`).
+fn short_cluster<'a>(
+    l: &LangSpec,
+    args: &'a [Arg],
+    i: usize,
+    cluster: &str,
+) -> Result<Program<'a>, (usize, bool)> {
+    let chars: Vec<char> = cluster.chars().collect();
+    let mut info = false;
+    let mut j = 0;
+    let mut skip_next = false;
+    while j < chars.len() {
+        let c = chars[j];
+        let rest: String = chars[j + 1..].iter().collect();
+        if l.inline.contains(c) {
+            let only_flags = rest.chars().all(|r| l.inline.contains(r));
+            let code = if !rest.is_empty() && !only_flags {
+                Arg {
+                    text: rest,
+                    ..args[i].clone()
+                }
+            } else {
+                args.get(i + 1).cloned().unwrap_or_default()
+            };
+            return Ok(Program::Inline(code));
+        }
+        if l.module.contains(c) {
+            let module = if rest.is_empty() {
+                args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
+            } else {
+                rest
+            };
+            if l.repl_modules.contains(&module) {
+                return Ok(Program::Inline(Arg::literal(format!("-m {module}"))));
+            }
+            return Ok(Program::Module);
+        }
+        if l.values.contains(c) {
+            skip_next = rest.is_empty();
+            break;
+        }
+        if l.attached.contains(c) {
+            if matches!(c, 'l' | '0' | 'C' | 'W' | 'T') {
+                // Optional digits, then more flags.
+                j += 1;
+                while j < chars.len()
+                    && chars[j].is_ascii_hexdigit()
+                    && !l.inline.contains(chars[j])
+                {
+                    j += 1;
+                }
+                continue;
+            }
+            break;
+        }
+        if matches!(c, 'V' | 'v' | 'h') {
+            info = true;
+        }
+        j += 1;
+    }
+    Err((if skip_next { 2 } else { 1 }, info))
 }
 
 /// Handle a command that runs other code. `Some(output)` when the command was fully handled.
