@@ -403,31 +403,7 @@ fn git(args: &[Arg]) -> Vec<Carried> {
     };
     let rest = &args[at + 1..];
     match sub {
-        "config" => {
-            let p = parse_args(
-                rest,
-                &Spec::gnu("f", &["file", "blob", "type", "default", "comment"]),
-            );
-            let reads = p.opts.iter().any(|o| {
-                o.short == Some('l')
-                    || o.short == Some('e')
-                    || o.long.as_deref().is_some_and(|l| {
-                        l.starts_with("get")
-                            || l.starts_with("unset")
-                            || matches!(l, "list" | "edit" | "remove-section" | "rename-section")
-                    })
-            });
-            let ops: Vec<&str> = p.operands.iter().map(|a| a.text.as_str()).collect();
-            let pair = match ops.as_slice() {
-                ["set", key, value, ..] => Some((*key, *value)),
-                [verb, ..] if matches!(*verb, "get" | "unset" | "list" | "edit") => None,
-                [key, value, ..] => Some((*key, *value)),
-                _ => None,
-            };
-            if let Some((key, value)) = pair.filter(|_| !reads) {
-                out.extend(git_config_command(key, value).map(|c| code(&c, rest)));
-            }
-        }
+        "config" => out.extend(git_config_set(rest)),
         "rebase" => {
             let p = parse_args(
                 rest,
@@ -462,6 +438,33 @@ fn git(args: &[Arg]) -> Vec<Carried> {
         _ => {}
     }
     out
+}
+
+/// `git config KEY VALUE` (or `config set KEY VALUE`) with a command-valued key: the command
+/// the setting makes git run. Reading, listing and unsetting set nothing.
+fn git_config_set(rest: &[Arg]) -> Option<Carried> {
+    let p = parse_args(
+        rest,
+        &Spec::gnu("f", &["file", "blob", "type", "default", "comment"]),
+    );
+    let reads = p.opts.iter().any(|o| {
+        o.short == Some('l')
+            || o.short == Some('e')
+            || o.long.as_deref().is_some_and(|l| {
+                l.starts_with("get")
+                    || l.starts_with("unset")
+                    || matches!(l, "list" | "edit" | "remove-section" | "rename-section")
+            })
+    });
+    let ops: Vec<&str> = p.operands.iter().map(|a| a.text.as_str()).collect();
+    let pair = match ops.as_slice() {
+        ["set", key, value, ..] => Some((*key, *value)),
+        [verb, ..] if matches!(*verb, "get" | "unset" | "list" | "edit") => None,
+        [key, value, ..] => Some((*key, *value)),
+        _ => None,
+    };
+    let (key, value) = pair.filter(|_| !reads)?;
+    git_config_command(key, value).map(|c| code(&c, rest))
 }
 
 /// The shell command a git configuration value runs, for the keys git runs as commands.

@@ -408,38 +408,7 @@ pub(crate) fn after_command(
                 record(w, &op.text, text, download, shown);
             }
         }
-        "dd" => {
-            let value = |key: &str| {
-                args.iter()
-                    .find_map(|a| a.text.strip_prefix(key).map(|v| (a, v)))
-            };
-            let endless = value("if=")
-                .is_some_and(|(_, v)| matches!(v, "/dev/zero" | "/dev/urandom" | "/dev/random"))
-                && value("count=").is_none();
-            if let Some((_, of)) = value("of=")
-                && endless
-                && !of.starts_with("/dev/")
-            {
-                w.deny(
-                    Family::HostAvailability,
-                    format!("`{shown}` writes without end until the disk is full."),
-                );
-            }
-            if let Some((_, of)) = value("of=") {
-                let (content, download) = match value("if=") {
-                    Some((a, v)) => content_of_arg(
-                        w,
-                        &Arg {
-                            text: v.to_owned(),
-                            ..a.clone()
-                        },
-                        stdin,
-                    ),
-                    None => content_of(w, stdin),
-                };
-                record(w, of, content, download, shown);
-            }
-        }
+        "dd" => dd(w, args, stdin, shown),
         "cp" | "install" | "ln" | "mv" => copy(w, args, stdin, shown),
         "tar" | "bsdtar" | "unzip" | "7z" | "7za" | "unrar" | "cpio" => {
             let from_stdin = matches!(stdin, Input::Stream(o) if o.taint.download);
@@ -469,6 +438,40 @@ pub(crate) fn after_command(
         _ => {}
     }
     consumers(w, name, args, stdin, shown);
+}
+
+/// `dd if=… of=…`: the output file gets the input's content; an endless input fills the disk.
+fn dd(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) {
+    let value = |key: &str| {
+        args.iter()
+            .find_map(|a| a.text.strip_prefix(key).map(|v| (a, v)))
+    };
+    let endless = value("if=")
+        .is_some_and(|(_, v)| matches!(v, "/dev/zero" | "/dev/urandom" | "/dev/random"))
+        && value("count=").is_none();
+    if let Some((_, of)) = value("of=")
+        && endless
+        && !of.starts_with("/dev/")
+    {
+        w.deny(
+            Family::HostAvailability,
+            format!("`{shown}` writes without end until the disk is full."),
+        );
+    }
+    if let Some((_, of)) = value("of=") {
+        let (content, download) = match value("if=") {
+            Some((a, v)) => content_of_arg(
+                w,
+                &Arg {
+                    text: v.to_owned(),
+                    ..a.clone()
+                },
+                stdin,
+            ),
+            None => content_of(w, stdin),
+        };
+        record(w, of, content, download, shown);
+    }
 }
 
 fn copy(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) {
