@@ -1102,9 +1102,10 @@ impl SedCursor {
         let Some(c) = self.peek() else {
             return false;
         };
-        if c.is_whitespace() || matches!(c, ';' | '{' | '}' | '!' | ',') {
-            self.i += 1;
-        } else if c.is_ascii_digit() || matches!(c, '$' | '~' | '+') {
+        // Separators, and the addresses numbers, `$`, `first~step`.
+        let single =
+            c.is_whitespace() || matches!(c, ';' | '{' | '}' | '!' | ',' | '$' | '~' | '+');
+        if single || c.is_ascii_digit() {
             self.i += 1;
         } else if c == '/' {
             self.i += 1;

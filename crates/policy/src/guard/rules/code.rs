@@ -1250,7 +1250,14 @@ fn parallel(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) -> Ou
 
 /// Remember the files a download writes, so running them later is `remote_exec`.
 pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg]) {
-    let spec = if name == "wget" {
+    for file in download_files(name, args) {
+        w.downloaded_mut().insert(file);
+    }
+}
+
+/// How `wget` and `curl`-like downloaders take their options.
+fn downloader_spec(name: &str) -> Spec {
+    if name == "wget" {
         Spec::gnu(
             "oOPdaeiTtwUYB",
             &[
@@ -1276,8 +1283,12 @@ pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg])
                 "cookie",
             ],
         )
-    };
-    let p = parse_args(args, &spec);
+    }
+}
+
+/// The files a download command writes (`curl -o f`, `curl -O URL`, `wget URL`, `wget -P d`).
+fn download_files(name: &str, args: &[Arg]) -> Vec<String> {
+    let p = parse_args(args, &downloader_spec(name));
     let urls: Vec<&str> = p
         .operands
         .iter()
@@ -1285,15 +1296,12 @@ pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg])
         .filter(|t| t.contains('/') || t.contains('.'))
         .collect();
     let basename = |u: &str| program_name(u.split(['?', '#']).next().unwrap_or(u)).to_owned();
+    let mut files = Vec::new();
     match name {
         "curl" => {
-            for v in p.values(Some('o'), &["output"]) {
-                w.downloaded_mut().insert(plain_path(v));
-            }
+            files.extend(p.values(Some('o'), &["output"]).map(plain_path));
             if p.has('O', "remote-name") || p.has_long("remote-name-all") {
-                for u in &urls {
-                    w.downloaded_mut().insert(basename(u));
-                }
+                files.extend(urls.iter().map(|u| basename(u)));
             }
         }
         "wget" => {
@@ -1311,24 +1319,17 @@ pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg])
                     .map(|d| d.trim_end_matches('/').to_owned());
                 for u in &urls {
                     let file = basename(u);
-                    w.downloaded_mut().insert(match &dir {
+                    files.push(match &dir {
                         Some(d) => plain_path(&format!("{d}/{file}")),
                         None => file,
                     });
                 }
             }
-            for o in outs {
-                if o != "-" {
-                    w.downloaded_mut().insert(plain_path(&o));
-                }
-            }
+            files.extend(outs.iter().filter(|o| *o != "-").map(|o| plain_path(o)));
         }
-        _ => {
-            for v in p.values(Some('o'), &["output"]) {
-                w.downloaded_mut().insert(plain_path(v));
-            }
-        }
+        _ => files.extend(p.values(Some('o'), &["output"]).map(plain_path)),
     }
+    files
 }
 
 #[cfg(test)]
