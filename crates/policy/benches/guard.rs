@@ -20,6 +20,9 @@ const DEV_COMMANDS: &[&str] = &[
     "python3 -m pip install -e .",
     "make -j\"$(nproc)\" 2>&1 | tee build.log",
     "cat <<EOF > notes.txt\nhello\nEOF",
+    "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"version\"])' < package.json",
+    "node -e 'console.log(require(\"./package.json\").version)'",
+    "python3 - <<'EOF'\nimport json\nwith open('data/config.json') as f:\n    print(json.load(f)['name'])\nEOF",
 ];
 
 fn mix() -> Vec<String> {
@@ -96,6 +99,20 @@ fn bench_guard(c: &mut Criterion) {
     });
     g.bench_function("nested_bash_c_eval", |b| {
         b.iter(|| evaluate(black_box("bash -c \"eval 'a=rm; $a -rf /'\"")))
+    });
+    g.bench_function("inline_python", |b| {
+        b.iter(|| {
+            evaluate(black_box(
+                "python3 -c 'import subprocess as sp; sp.run([\"git\", \"status\"])'",
+            ))
+        })
+    });
+    g.bench_function("inline_node", |b| {
+        b.iter(|| {
+            evaluate(black_box(
+                "node -e 'const {execSync} = require(\"child_process\"); execSync(\"id\")'",
+            ))
+        })
     });
     g.bench_function("remote_exec_pipeline", |b| {
         b.iter(|| {

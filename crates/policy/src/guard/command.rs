@@ -227,6 +227,55 @@ pub(crate) fn strip_wrapper(name: &str, args: &[Arg]) -> Wrap {
     match name {
         "env" => unwrap_env(args),
         "sudo" | "sudoedit" => unwrap_sudo(args),
+        "chroot" | "nsenter" | "unshare" => unwrap_root_changer(name, args),
+        // `npx node -e …`: the package's program runs with the remaining words.
+        "npx" | "pnpx" | "bunx" => {
+            let parsed = parse_args(args, &Spec::posix("pc", &["package", "call"]));
+            if parsed.has('c', "call") {
+                Wrap::No
+            } else {
+                run_at(&parsed, args.len())
+            }
+        }
+        "command" => {
+            let parsed = parse_args(args, &Spec::posix("", &[]));
+            if parsed.has_short('v') || parsed.has_short('V') {
+                Wrap::Inspect
+            } else {
+                run_at(&parsed, args.len())
+            }
+        }
+        "timeout" | "ionice" | "chrt" | "taskset" => unwrap_scheduler(name, args),
+        "flock" => unwrap_flock(args),
+        // Project runners: `uv run python -c …`, `poetry run …` run their operands.
+        "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "pixi" | "conda" | "mamba"
+        | "micromamba" | "bundle" | "pnpm" | "yarn" | "npm" => unwrap_project_runner(name, args),
+        "busybox" | "toybox" => {
+            if args.is_empty() || args[0].text.starts_with('-') {
+                Wrap::Inspect
+            } else {
+                Wrap::Run {
+                    start: 0,
+                    prepend: Vec::new(),
+                }
+            }
+        }
+        _ => match alias_of(name) {
+            Some(prepend) => Wrap::Run {
+                start: 0,
+                prepend: prepend.iter().map(|w| Arg::literal(*w)).collect(),
+            },
+            None => match programs::program(name).and_then(|p| p.wrapper.as_ref()) {
+                Some(spec) => unwrap_by_spec(spec, args),
+                None => Wrap::No,
+            },
+        },
+    }
+}
+
+/// How `chroot`, `nsenter` and `unshare` carry a command.
+fn unwrap_root_changer(name: &str, args: &[Arg]) -> Wrap {
+    match name {
         // `chroot [--userspec=U:G] NEWROOT [cmd …]`
         "chroot" => {
             let parsed = parse_args(args, &Spec::posix("", &["userspec", "groups"]));
@@ -260,23 +309,14 @@ pub(crate) fn strip_wrapper(name: &str, args: &[Arg]) -> Wrap {
             ),
             args.len(),
         ),
-        // `npx node -e …`: the package's program runs with the remaining words.
-        "npx" | "pnpx" | "bunx" => {
-            let parsed = parse_args(args, &Spec::posix("pc", &["package", "call"]));
-            if parsed.has('c', "call") {
-                Wrap::No
-            } else {
-                run_at(&parsed, args.len())
-            }
-        }
-        "command" => {
-            let parsed = parse_args(args, &Spec::posix("", &[]));
-            if parsed.has_short('v') || parsed.has_short('V') {
-                Wrap::Inspect
-            } else {
-                run_at(&parsed, args.len())
-            }
-        }
+        _ => Wrap::No,
+    }
+}
+
+/// How the schedulers `timeout`, `ionice`, `chrt` and `taskset` carry a command; given a
+/// process id instead, they act on that process.
+fn unwrap_scheduler(name: &str, args: &[Arg]) -> Wrap {
+    match name {
         "timeout" => {
             let parsed = parse_args(args, &Spec::posix("sk", &["signal", "kill-after"]));
             // The first operand is the duration.
@@ -312,30 +352,7 @@ pub(crate) fn strip_wrapper(name: &str, args: &[Arg]) -> Wrap {
             // `taskset MASK cmd` or `taskset -c LIST cmd`: the first operand is the mask.
             after_first_operand(parsed.rest, args.len())
         }
-        "flock" => unwrap_flock(args),
-        // Project runners: `uv run python -c …`, `poetry run …` run their operands.
-        "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "pixi" | "conda" | "mamba"
-        | "micromamba" | "bundle" | "pnpm" | "yarn" | "npm" => unwrap_project_runner(name, args),
-        "busybox" | "toybox" => {
-            if args.is_empty() || args[0].text.starts_with('-') {
-                Wrap::Inspect
-            } else {
-                Wrap::Run {
-                    start: 0,
-                    prepend: Vec::new(),
-                }
-            }
-        }
-        _ => match alias_of(name) {
-            Some(prepend) => Wrap::Run {
-                start: 0,
-                prepend: prepend.iter().map(|w| Arg::literal(*w)).collect(),
-            },
-            None => match programs::program(name).and_then(|p| p.wrapper.as_ref()) {
-                Some(spec) => unwrap_by_spec(spec, args),
-                None => Wrap::No,
-            },
-        },
+        _ => Wrap::No,
     }
 }
 

@@ -19,6 +19,7 @@
 
 mod command;
 mod effects;
+mod inline;
 mod normalize;
 mod parse;
 mod programs;

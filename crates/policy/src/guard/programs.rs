@@ -144,6 +144,16 @@ pub(crate) struct LangSpec {
     /// Modules that execute the code they are given (`python -m code`, `-m pdb`).
     #[serde(default)]
     pub(crate) repl_modules: Vec<String>,
+    /// The language of its inline programs when the guard parses it (`python`, `javascript`,
+    /// `typescript`): such a program is judged by what its code does (`guard::inline`) rather
+    /// than denied as `inline_interpreter`.
+    #[serde(default)]
+    pub(crate) language: Option<String>,
+    /// Options that enter the interpreter's prompt after the inline program (`python -i`,
+    /// `node --interactive`): what is typed there cannot be judged, so such a program is denied
+    /// as `inline_interpreter` whatever its code.
+    #[serde(default)]
+    pub(crate) interactive: Vec<String>,
 }
 
 /// One rule of an entry, as written in the table.

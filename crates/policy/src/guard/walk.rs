@@ -121,6 +121,50 @@ impl Fields {
     }
 }
 
+/// A word of a simple command, or a process substitution in its place.
+enum Item<'a> {
+    Word(&'a str),
+    Proc(&'a ast::ProcessSubstitutionKind, &'a ast::SubshellCommand),
+}
+
+/// The parts of a simple command, in order: its assignments, its words and its redirections.
+type SimpleParts<'a> = (
+    Vec<&'a ast::Assignment>,
+    Vec<Item<'a>>,
+    Vec<&'a ast::IoRedirect>,
+);
+
+fn simple_parts(s: &ast::SimpleCommand) -> SimpleParts<'_> {
+    let mut assignments = Vec::new();
+    let mut words: Vec<Item<'_>> = Vec::new();
+    let mut redirects = Vec::new();
+    let prefix = s.prefix.iter().flat_map(|p| p.0.iter());
+    for item in prefix {
+        match item {
+            ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => assignments.push(a),
+            ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
+                words.push(Item::Proc(k, sub))
+            }
+        }
+    }
+    if let Some(w) = &s.word_or_name {
+        words.push(Item::Word(&w.value));
+    }
+    for item in s.suffix.iter().flat_map(|p| p.0.iter()) {
+        match item {
+            ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w)
+            | ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
+                words.push(Item::Proc(k, sub))
+            }
+        }
+    }
+    (assignments, words, redirects)
+}
+
 /// Walk state: what the script has established so far.
 #[derive(Default)]
 pub(crate) struct Walker {
@@ -369,25 +413,7 @@ impl Walker {
                 self.cwd = saved;
                 out
             }
-            ast::CompoundCommand::ForClause(f) => {
-                let mut var = Var::default();
-                match &f.values {
-                    Some(words) => {
-                        for w in words {
-                            for alt in self.expand_word(&w.value, true) {
-                                for arg in alt {
-                                    var.unknown |= arg.dynamic;
-                                    var.taint.merge(arg.taint);
-                                    push_value(&mut var, arg.text);
-                                }
-                            }
-                        }
-                    }
-                    None => var.unknown = true,
-                }
-                self.merge_var(&f.variable_name, var);
-                self.walk_loop_body(&f.body.list, input)
-            }
+            ast::CompoundCommand::ForClause(f) => self.walk_for(f, input),
             ast::CompoundCommand::ArithmeticForClause(f) => {
                 for e in [&f.initializer, &f.condition, &f.updater]
                     .into_iter()
@@ -397,57 +423,14 @@ impl Walker {
                 }
                 self.walk_loop_body(&f.body.list, input)
             }
-            ast::CompoundCommand::CaseClause(c) => {
-                self.expand_word(&c.value.value, false);
-                let mut out = Output::text(String::new());
-                for item in &c.cases {
-                    for p in &item.patterns {
-                        self.expand_word(&p.value, false);
-                    }
-                    if let Some(list) = &item.cmd {
-                        let o = self.walk_list(list, input);
-                        out = out.then(&o);
-                    }
-                }
-                out
-            }
-            ast::CompoundCommand::IfClause(i) => {
-                let mut out = self.walk_list(&i.condition, input);
-                out = out.then(&self.walk_list(&i.then, input));
-                for e in i.elses.iter().flatten() {
-                    if let Some(cond) = &e.condition {
-                        out = out.then(&self.walk_list(cond, input));
-                    }
-                    out = out.then(&self.walk_list(&e.body, input));
-                }
-                out
-            }
+            ast::CompoundCommand::CaseClause(c) => self.walk_case(c, input),
+            ast::CompoundCommand::IfClause(i) => self.walk_if(i, input),
             ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
                 let ast::WhileOrUntilClauseCommand(cond, body, _) = w;
                 let out = self.walk_list(cond, input);
                 out.then(&self.walk_loop_body(&body.list, input))
             }
-            ast::CompoundCommand::Arithmetic(a) => {
-                // `((…))` is arithmetic; `( (…) )` with a space, or `((…))` that is not
-                // arithmetic, is nested subshells (brush reads both as arithmetic).
-                let written_as_arithmetic = self
-                    .sources
-                    .last()
-                    .and_then(|src| src.get(a.loc.start.index..))
-                    .is_some_and(|rest| rest.starts_with("(("));
-                let value = &a.expr.value;
-                let arithmetic =
-                    value.contains(['$', '`']) || brush_parser::arithmetic::parse(value).is_ok();
-                if written_as_arithmetic && arithmetic {
-                    self.expand_word(&a.expr.value, false);
-                    Output::text(String::new())
-                } else {
-                    let saved = self.cwd.clone();
-                    let out = self.run_script(&a.expr.value, input);
-                    self.cwd = saved;
-                    out
-                }
-            }
+            ast::CompoundCommand::Arithmetic(a) => self.walk_arithmetic(a, input),
             ast::CompoundCommand::Coprocess(c) => {
                 let saved = self.concurrent;
                 self.concurrent = true;
@@ -460,43 +443,85 @@ impl Walker {
         out
     }
 
+    /// `for v in WORDS; do …; done`: the variable takes every value the words can have.
+    fn walk_for(&mut self, f: &ast::ForClauseCommand, input: &Input) -> Output {
+        let mut var = Var::default();
+        match &f.values {
+            Some(words) => {
+                for w in words {
+                    for alt in self.expand_word(&w.value, true) {
+                        for arg in alt {
+                            var.unknown |= arg.dynamic;
+                            var.taint.merge(arg.taint);
+                            push_value(&mut var, arg.text);
+                        }
+                    }
+                }
+            }
+            None => var.unknown = true,
+        }
+        self.merge_var(&f.variable_name, var);
+        self.walk_loop_body(&f.body.list, input)
+    }
+
+    /// `case`: the subject, every pattern and every branch.
+    fn walk_case(&mut self, c: &ast::CaseClauseCommand, input: &Input) -> Output {
+        self.expand_word(&c.value.value, false);
+        let mut out = Output::text(String::new());
+        for item in &c.cases {
+            for p in &item.patterns {
+                self.expand_word(&p.value, false);
+            }
+            if let Some(list) = &item.cmd {
+                let o = self.walk_list(list, input);
+                out = out.then(&o);
+            }
+        }
+        out
+    }
+
+    /// `if`: every condition and every branch.
+    fn walk_if(&mut self, i: &ast::IfClauseCommand, input: &Input) -> Output {
+        let mut out = self.walk_list(&i.condition, input);
+        out = out.then(&self.walk_list(&i.then, input));
+        for e in i.elses.iter().flatten() {
+            if let Some(cond) = &e.condition {
+                out = out.then(&self.walk_list(cond, input));
+            }
+            out = out.then(&self.walk_list(&e.body, input));
+        }
+        out
+    }
+
+    /// `((…))` is arithmetic; `( (…) )` with a space, or `((…))` that is not arithmetic, is
+    /// nested subshells (brush reads both as arithmetic).
+    fn walk_arithmetic(&mut self, a: &ast::ArithmeticCommand, input: &Input) -> Output {
+        let written_as_arithmetic = self
+            .sources
+            .last()
+            .and_then(|src| src.get(a.loc.start.index..))
+            .is_some_and(|rest| rest.starts_with("(("));
+        let value = &a.expr.value;
+        let arithmetic =
+            value.contains(['$', '`']) || brush_parser::arithmetic::parse(value).is_ok();
+        if written_as_arithmetic && arithmetic {
+            self.expand_word(&a.expr.value, false);
+            Output::text(String::new())
+        } else {
+            let saved = self.cwd.clone();
+            let out = self.run_script(&a.expr.value, input);
+            self.cwd = saved;
+            out
+        }
+    }
+
     fn walk_simple(&mut self, s: &ast::SimpleCommand, input: &Input) -> Output {
         self.commands += 1;
         if self.commands > MAX_COMMANDS {
             self.exhaust("The script runs more commands than the guard analyses.");
             return Output::unknown();
         }
-        enum Item<'a> {
-            Word(&'a str),
-            Proc(&'a ast::ProcessSubstitutionKind, &'a ast::SubshellCommand),
-        }
-        let mut assignments = Vec::new();
-        let mut words: Vec<Item<'_>> = Vec::new();
-        let mut redirects = Vec::new();
-        let prefix = s.prefix.iter().flat_map(|p| p.0.iter());
-        for item in prefix {
-            match item {
-                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
-                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => assignments.push(a),
-                ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
-                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
-                    words.push(Item::Proc(k, sub))
-                }
-            }
-        }
-        if let Some(w) = &s.word_or_name {
-            words.push(Item::Word(&w.value));
-        }
-        for item in s.suffix.iter().flat_map(|p| p.0.iter()) {
-            match item {
-                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
-                ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w)
-                | ast::CommandPrefixOrSuffixItem::Word(w) => words.push(Item::Word(&w.value)),
-                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(k, sub) => {
-                    words.push(Item::Proc(k, sub))
-                }
-            }
-        }
+        let (assignments, words, redirects) = simple_parts(s);
 
         let mut stdin = input.clone();
         let mut out_file = None;
@@ -524,6 +549,24 @@ impl Walker {
             self.assign(a, false);
         }
 
+        let lines = self.expand_items(words);
+        let mut out: Option<Output> = None;
+        for argv in lines {
+            if argv.is_empty() {
+                continue;
+            }
+            let o = self.run_argv(argv, &stdin);
+            out = Some(match out {
+                None => o,
+                Some(prev) => merge_alternatives(prev, &o),
+            });
+        }
+        let out = out.unwrap_or_else(|| Output::text(String::new()));
+        self.after_output(out, out_file)
+    }
+
+    /// Every argument vector the words of a simple command can expand to.
+    fn expand_items(&mut self, words: Vec<Item<'_>>) -> Vec<Vec<Arg>> {
         let mut lines: Vec<Vec<Arg>> = vec![Vec::new()];
         for item in words {
             let alternatives = match item {
@@ -544,20 +587,7 @@ impl Walker {
             };
             lines = product(&lines, &alternatives);
         }
-
-        let mut out: Option<Output> = None;
-        for argv in lines {
-            if argv.is_empty() {
-                continue;
-            }
-            let o = self.run_argv(argv, &stdin);
-            out = Some(match out {
-                None => o,
-                Some(prev) => merge_alternatives(prev, &o),
-            });
-        }
-        let out = out.unwrap_or_else(|| Output::text(String::new()));
-        self.after_output(out, out_file)
+        lines
     }
 
     /// The output of a command whose stdout may be redirected to a file.
@@ -712,34 +742,7 @@ impl Walker {
         if name.to_ascii_lowercase().ends_with("_proxy") {
             self.proxy_env = true;
         }
-        let mut var = Var::default();
-        match &a.value {
-            ast::AssignmentValue::Scalar(w) => {
-                for alt in self.expand_word(&w.value, false) {
-                    let arg = join_fields(alt);
-                    var.unknown |= arg.dynamic;
-                    var.taint.merge(arg.taint);
-                    push_value(&mut var, arg.text);
-                }
-            }
-            ast::AssignmentValue::Array(items) => {
-                let mut elements = Vec::new();
-                for (_, w) in items {
-                    let alts = self.expand_word(&w.value, true);
-                    for (k, alt) in alts.into_iter().enumerate() {
-                        for arg in alt {
-                            var.unknown |= arg.dynamic;
-                            var.taint.merge(arg.taint);
-                            if k == 0 {
-                                elements.push(arg.text.clone());
-                            }
-                            push_value(&mut var, arg.text);
-                        }
-                    }
-                }
-                var.arrays.push(elements);
-            }
-        }
+        let var = self.assigned_value(&a.value);
         if permanent && name == "IFS" {
             for v in &var.values {
                 self.extra_separators
@@ -759,20 +762,7 @@ impl Walker {
                 .map(|v| vec![program_name(v).to_owned()]);
             self.alias(index, target);
         }
-        // `PS4='$(…)'`, `BASH_ENV=…`: prompts are expanded and start-up files sourced.
-        if rules::carried::expands_as_prompt(name) {
-            for v in var.values.clone() {
-                self.run_script(&format!(": {v}"), &Input::Inherited);
-            }
-        }
-        // `GIT_SSH_COMMAND='…' git fetch`: a variable programs run as a command line.
-        if rules::carried::runs_as_command(name) && !var.unknown {
-            for v in var.values.clone() {
-                let shown = shorten(&format!("{name}={v}"));
-                let code = v.trim_start_matches('|').to_owned();
-                self.run_code(&Arg::literal(code), &Input::Inherited, &shown);
-            }
-        }
+        self.run_variable_code(name, &var);
         if !permanent {
             return;
         }
@@ -799,6 +789,56 @@ impl Walker {
             self.vars.insert(name.clone(), joined);
         } else {
             self.merge_var(name, var);
+        }
+    }
+
+    /// The values an assignment gives (every alternative expansion; an array's elements).
+    fn assigned_value(&mut self, value: &ast::AssignmentValue) -> Var {
+        let mut var = Var::default();
+        match value {
+            ast::AssignmentValue::Scalar(w) => {
+                for alt in self.expand_word(&w.value, false) {
+                    let arg = join_fields(alt);
+                    var.unknown |= arg.dynamic;
+                    var.taint.merge(arg.taint);
+                    push_value(&mut var, arg.text);
+                }
+            }
+            ast::AssignmentValue::Array(items) => {
+                let mut elements = Vec::new();
+                for (_, w) in items {
+                    let alts = self.expand_word(&w.value, true);
+                    for (k, alt) in alts.into_iter().enumerate() {
+                        for arg in alt {
+                            var.unknown |= arg.dynamic;
+                            var.taint.merge(arg.taint);
+                            if k == 0 {
+                                elements.push(arg.text.clone());
+                            }
+                            push_value(&mut var, arg.text);
+                        }
+                    }
+                }
+                var.arrays.push(elements);
+            }
+        }
+        var
+    }
+
+    /// Variables whose value runs: `PS4='$(…)'`, `BASH_ENV=…` (prompts are expanded and
+    /// start-up files sourced), `GIT_SSH_COMMAND='…' git fetch` (a command line programs run).
+    fn run_variable_code(&mut self, name: &str, var: &Var) {
+        if rules::carried::expands_as_prompt(name) {
+            for v in var.values.clone() {
+                self.run_script(&format!(": {v}"), &Input::Inherited);
+            }
+        }
+        if rules::carried::runs_as_command(name) && !var.unknown {
+            for v in var.values.clone() {
+                let shown = shorten(&format!("{name}={v}"));
+                let code = v.trim_start_matches('|').to_owned();
+                self.run_code(&Arg::literal(code), &Input::Inherited, &shown);
+            }
         }
     }
 
@@ -887,138 +927,13 @@ impl Walker {
     fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
         self.resolve_name(&mut argv);
         self.normalized.push(display_argv(&argv));
-        // `env 'BASH_FUNC_ls%%=() { …; }' bash`: an exported function the next bash defines.
-        for a in argv.clone() {
-            if let Some((name, body)) = a.text.split_once('=')
-                && name.starts_with("BASH_FUNC_")
-            {
-                let body = body.trim_start().trim_start_matches("()").to_owned();
-                self.run_code(
-                    &Arg {
-                        text: body,
-                        ..a.clone()
-                    },
-                    &Input::Inherited,
-                    &a.text,
-                );
-            }
+        self.run_exported_functions(&argv);
+        if let Some(out) = self.unwrap(&mut argv, stdin) {
+            return out;
         }
-        for round in 0..=MAX_WRAPPERS {
-            if round == MAX_WRAPPERS {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::Unparseable,
-                    format!("`{shown}` nests more wrappers than the guard analyses."),
-                );
-                return Output::unknown();
-            }
-            let Some(head) = argv.first() else {
-                return Output::text(String::new());
-            };
-            if head.dynamic && self.defining > 0 && names_positional(&head.text) {
-                return Output::unknown();
-            }
-            if head.dynamic {
-                let shown = display_argv(&argv);
-                // `curl … | $SHELL`: an unknown program handed a download is taken for a shell.
-                let fed_download = matches!(stdin, Input::Stream(o) if o.taint.download);
-                if head.taint.download || fed_download {
-                    self.deny(
-                        Family::RemoteExec,
-                        format!("`{shown}` runs a command downloaded at run time."),
-                    );
-                } else {
-                    self.deny(
-                        Family::DynamicCommand,
-                        format!("`{shown}` runs a command whose name is only known at run time."),
-                    );
-                }
-                return Output::unknown();
-            }
-            let name = program_name(&head.text).to_owned();
-            if name.contains(['*', '?']) || (name.contains('[') && name != "[" && name != "[[") {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::DynamicCommand,
-                    format!("`{shown}` names its command with a glob, resolved only at run time."),
-                );
-                return Output::unknown();
-            }
-            if self.functions.last() == Some(&name) && self.concurrent {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::Destruction,
-                    format!("`{shown}` is a fork bomb: the function `{name}` spawns copies of itself without end."),
-                );
-            }
-            let wrap = strip_wrapper(&name, &argv[1..]);
-            if is_privilege(&name) && name != "su" && name != "sg" && wrap != Wrap::Inspect {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::Privilege,
-                    format!("`{shown}` runs a command with raised privileges."),
-                );
-            }
-            if let Some(what) = changes_root(&name)
-                && wrap != Wrap::Inspect
-            {
-                let shown = display_argv(&argv);
-                self.deny(Family::Privilege, format!("`{shown}` {what}."));
-            }
-            // Checked before unwrapping: `npx URL …` is also a wrapper of what the package runs.
-            if wrap != Wrap::Inspect && rules::runs_package_from_address(&name, &argv[1..]) {
-                let shown = display_argv(&argv);
-                self.deny(
-                    Family::RemoteExec,
-                    format!(
-                        "`{shown}` runs a package fetched from an address rather than a registry."
-                    ),
-                );
-            }
-            match wrap {
-                Wrap::No => break,
-                Wrap::Inspect => return Output::unknown(),
-                Wrap::NoCommand => return rules::wrapper_alone(self, &name, &argv, stdin),
-                Wrap::Code(codes) => {
-                    let shown = display_argv(&argv);
-                    for code in &codes {
-                        self.run_code(code, stdin, &shown);
-                    }
-                    return Output::unknown();
-                }
-                Wrap::Run { start, prepend } => {
-                    let mut next = prepend;
-                    next.extend(argv.drain(1 + start..));
-                    argv = next;
-                }
-            }
-        }
-        // `set -- a b c` (or `set a b`) replaces the positional parameters.
-        if argv[0].text == "set" && argv.len() > 1 {
-            let rest = &argv[1..];
-            let start = rest
-                .iter()
-                .position(|a| a.text == "--")
-                .map(|i| i + 1)
-                .or_else(|| (!rest[0].text.starts_with(['-', '+'])).then_some(0));
-            if let Some(start) = start {
-                let params = rest[start..].to_vec();
-                match self.positional.last_mut() {
-                    Some(top) => top.1 = params,
-                    None => self.positional.push((None, params)),
-                }
-            }
-        }
-        if let Some(body) = self.defined.get(program_name(&argv[0].text)).cloned() {
-            let name = argv[0].text.clone();
-            if !self.calling.contains(&name) {
-                self.calling.push(name);
-                self.positional.push((None, argv[1..].to_vec()));
-                let out = self.run_script(&body, stdin);
-                self.positional.pop();
-                self.calling.pop();
-                return out;
-            }
+        self.set_positional(&argv);
+        if let Some(out) = self.call_defined(&argv, stdin) {
+            return out;
         }
         rules::judge(self, &argv, stdin)
     }
@@ -1294,16 +1209,7 @@ impl Walker {
                 indirect: false,
                 default_value,
                 ..
-            } => {
-                if self.is_known(parameter) {
-                    return self.lookup(parameter);
-                }
-                let default = default_value.clone().unwrap_or_default();
-                match parse::parse_word(&default) {
-                    Ok(pieces) => self.concat_pieces(&default, &pieces, quoted),
-                    Err(_) => vec![dynamic_val(source)],
-                }
-            }
+            } => self.value_or_default(parameter, default_value.as_deref(), source, quoted),
             ParameterExpr::IndicateErrorIfNullOrUnset {
                 parameter,
                 indirect: false,
@@ -1319,40 +1225,14 @@ impl Walker {
                 indirect: false,
                 pattern,
             } if pattern.as_deref().is_none_or(|p| !p.contains(['$', '`'])) => {
-                // Literal suffixes only (`${HOME%/}`); a glob suffix leaves the value as is.
-                let suffix = pattern.clone().unwrap_or_default();
-                let mut vals = self.lookup(parameter);
-                for v in &mut vals {
-                    if !v.dynamic
-                        && !suffix.contains(['*', '?', '['])
-                        && let Some(stripped) = v.text.strip_suffix(suffix.as_str())
-                    {
-                        v.text = stripped.to_owned();
-                    }
-                }
-                vals
+                self.without_suffix(parameter, pattern.as_deref().unwrap_or_default())
             }
             // `${p@P}` expands the value as a prompt: command substitutions in it run.
             ParameterExpr::Transform {
                 parameter,
                 op: ParameterTransformOp::PromptExpand,
                 ..
-            } => {
-                for v in self.lookup(parameter) {
-                    if v.dynamic {
-                        self.deny(
-                            Family::DynamicCommand,
-                            format!(
-                                "`{}` expands a value only known at run time as a prompt, which can run commands.",
-                                shorten(source)
-                            ),
-                        );
-                    } else if v.text.contains("$(") || v.text.contains('`') {
-                        self.run_script(&format!(": {}", v.text), &Input::Inherited);
-                    }
-                }
-                vec![dynamic_val(source)]
-            }
+            } => self.prompt_expand(parameter, source),
             // A slice, case change or replacement of a value keeps what it carries
             // (`${AWS_SECRET_ACCESS_KEY:0:8}` is still a secret).
             ParameterExpr::Substring { parameter, .. }
@@ -1387,6 +1267,56 @@ impl Walker {
         }
     }
 
+    /// `${p:-default}`, `${p:=default}`: the value when it is known, else the default word.
+    fn value_or_default(
+        &mut self,
+        parameter: &Parameter,
+        default: Option<&str>,
+        source: &str,
+        quoted: bool,
+    ) -> Vec<PieceVal> {
+        if self.is_known(parameter) {
+            return self.lookup(parameter);
+        }
+        let default = default.unwrap_or_default().to_owned();
+        match parse::parse_word(&default) {
+            Ok(pieces) => self.concat_pieces(&default, &pieces, quoted),
+            Err(_) => vec![dynamic_val(source)],
+        }
+    }
+
+    /// `${p%suffix}`: literal suffixes only (`${HOME%/}`); a glob suffix leaves the value as is.
+    fn without_suffix(&self, parameter: &Parameter, suffix: &str) -> Vec<PieceVal> {
+        let mut vals = self.lookup(parameter);
+        for v in &mut vals {
+            if !v.dynamic
+                && !suffix.contains(['*', '?', '['])
+                && let Some(stripped) = v.text.strip_suffix(suffix)
+            {
+                v.text = stripped.to_owned();
+            }
+        }
+        vals
+    }
+
+    /// `${p@P}` expands the value as a prompt: command substitutions in it run.
+    fn prompt_expand(&mut self, parameter: &Parameter, source: &str) -> Vec<PieceVal> {
+        for v in self.lookup(parameter) {
+            if v.dynamic {
+                self.deny(
+                    Family::DynamicCommand,
+                    format!(
+                        "`{}` expands a value only known at run time as a prompt, which can run commands.",
+                        shorten(source)
+                    ),
+                );
+            } else if v.text.contains("$(") || v.text.contains('`') {
+                self.run_script(&format!(": {}", v.text), &Input::Inherited);
+            }
+        }
+        vec![dynamic_val(source)]
+    }
+
     fn is_known(&self, p: &Parameter) -> bool {
         match p {
             Parameter::Named(n)
@@ -1403,67 +1333,77 @@ impl Walker {
         match p {
             Parameter::Named(n)
             | Parameter::NamedWithIndex { name: n, .. }
-            | Parameter::NamedWithAllIndices { name: n, .. } => {
-                if let Some(var) = self.vars.get(n) {
-                    if matches!(p, Parameter::NamedWithAllIndices { .. }) && !var.arrays.is_empty()
-                    {
-                        let mut vals: Vec<PieceVal> = var
-                            .arrays
-                            .iter()
-                            .map(|elements| PieceVal {
-                                text: elements.join(" "),
-                                force_split: true,
-                                taint: var.taint,
-                                ..PieceVal::default()
-                            })
-                            .collect();
-                        if var.unknown {
-                            let mut v = dynamic_val(&format!("${{{n}[@]}}"));
-                            v.taint = var.taint;
-                            vals.push(v);
-                        }
-                        return vals;
-                    }
-                    let mut vals: Vec<PieceVal> = var
-                        .values
-                        .iter()
-                        .map(|v| PieceVal {
-                            text: v.clone(),
-                            taint: var.taint,
-                            ..PieceVal::default()
-                        })
-                        .collect();
-                    if var.unknown || vals.is_empty() {
-                        let mut v = dynamic_val(&format!("${n}"));
-                        v.taint = var.taint;
-                        vals.push(v);
-                    }
-                    return vals;
-                }
-                match n.as_str() {
-                    "HOME" => vec![PieceVal {
-                        text: "~".to_owned(),
-                        ..PieceVal::default()
-                    }],
-                    "PWD" => vec![PieceVal {
-                        text: ".".to_owned(),
-                        ..PieceVal::default()
-                    }],
-                    "IFS" => vec![PieceVal {
-                        text: " ".to_owned(),
-                        ..PieceVal::default()
-                    }],
-                    _ => {
-                        let mut v = dynamic_val(&format!("${n}"));
-                        v.taint.env_secret = is_secret_name(n);
-                        vec![v]
-                    }
-                }
-            }
+            | Parameter::NamedWithAllIndices { name: n, .. } => self.lookup_named(p, n),
             Parameter::Special(SpecialParameter::ProcessId) => vec![PieceVal {
                 text: "$$".to_owned(),
                 ..PieceVal::default()
             }],
+            _ => self.lookup_positional(p),
+        }
+    }
+
+    /// A named variable's values: what the script assigned, else what the environment holds
+    /// as far as it is known (`HOME`, `PWD`, `IFS`; a secret's name taints it).
+    fn lookup_named(&self, p: &Parameter, n: &str) -> Vec<PieceVal> {
+        if let Some(var) = self.vars.get(n) {
+            if matches!(p, Parameter::NamedWithAllIndices { .. }) && !var.arrays.is_empty() {
+                let mut vals: Vec<PieceVal> = var
+                    .arrays
+                    .iter()
+                    .map(|elements| PieceVal {
+                        text: elements.join(" "),
+                        force_split: true,
+                        taint: var.taint,
+                        ..PieceVal::default()
+                    })
+                    .collect();
+                if var.unknown {
+                    let mut v = dynamic_val(&format!("${{{n}[@]}}"));
+                    v.taint = var.taint;
+                    vals.push(v);
+                }
+                return vals;
+            }
+            let mut vals: Vec<PieceVal> = var
+                .values
+                .iter()
+                .map(|v| PieceVal {
+                    text: v.clone(),
+                    taint: var.taint,
+                    ..PieceVal::default()
+                })
+                .collect();
+            if var.unknown || vals.is_empty() {
+                let mut v = dynamic_val(&format!("${n}"));
+                v.taint = var.taint;
+                vals.push(v);
+            }
+            return vals;
+        }
+        match n {
+            "HOME" => vec![PieceVal {
+                text: "~".to_owned(),
+                ..PieceVal::default()
+            }],
+            "PWD" => vec![PieceVal {
+                text: ".".to_owned(),
+                ..PieceVal::default()
+            }],
+            "IFS" => vec![PieceVal {
+                text: " ".to_owned(),
+                ..PieceVal::default()
+            }],
+            _ => {
+                let mut v = dynamic_val(&format!("${n}"));
+                v.taint.env_secret = is_secret_name(n);
+                vec![v]
+            }
+        }
+    }
+
+    /// `$@`, `$*`, `$0`, `$1`…: what the script or function was given, when it is known.
+    fn lookup_positional(&self, p: &Parameter) -> Vec<PieceVal> {
+        match p {
             Parameter::Special(SpecialParameter::AllPositionalParameters { .. })
                 if self
                     .positional
@@ -1510,6 +1450,7 @@ impl Walker {
                 },
                 None => vec![dynamic_val(&format!("${n}"))],
             },
+            _ => vec![dynamic_val(&format!("${p}"))],
         }
     }
 }
@@ -1870,4 +1811,172 @@ fn expand_brace_parts(parts: &[BraceExpressionOrText]) -> Vec<String> {
         acc = next;
     }
     acc
+}
+
+/// The steps of `run_argv`: exported functions, wrappers, positional parameters and the
+/// script's own functions.
+impl Walker {
+    /// `env 'BASH_FUNC_ls%%=() { …; }' bash`: an exported function the next bash defines.
+    fn run_exported_functions(&mut self, argv: &[Arg]) {
+        for a in argv {
+            if let Some((name, body)) = a.text.split_once('=')
+                && name.starts_with("BASH_FUNC_")
+            {
+                let body = body.trim_start().trim_start_matches("()").to_owned();
+                self.run_code(
+                    &Arg {
+                        text: body,
+                        ..a.clone()
+                    },
+                    &Input::Inherited,
+                    &a.text,
+                );
+            }
+        }
+    }
+
+    /// Strip wrappers (`sudo`, `env`, `timeout`, …) off `argv`, judging each; `Some` when the
+    /// command was fully handled on the way.
+    fn unwrap(&mut self, argv: &mut Vec<Arg>, stdin: &Input) -> Option<Output> {
+        for round in 0..=MAX_WRAPPERS {
+            if round == MAX_WRAPPERS {
+                let shown = display_argv(argv);
+                self.deny(
+                    Family::Unparseable,
+                    format!("`{shown}` nests more wrappers than the guard analyses."),
+                );
+                return Some(Output::unknown());
+            }
+            if argv.is_empty() {
+                return Some(Output::text(String::new()));
+            }
+            if let Some(out) = self.unknown_head(argv, stdin) {
+                return Some(out);
+            }
+            let name = program_name(&argv[0].text).to_owned();
+            if self.functions.last() == Some(&name) && self.concurrent {
+                let shown = display_argv(argv);
+                self.deny(
+                    Family::Destruction,
+                    format!("`{shown}` is a fork bomb: the function `{name}` spawns copies of itself without end."),
+                );
+            }
+            let wrap = strip_wrapper(&name, &argv[1..]);
+            self.judge_launcher(&name, argv, &wrap);
+            match wrap {
+                Wrap::No => return None,
+                Wrap::Inspect => return Some(Output::unknown()),
+                Wrap::NoCommand => return Some(rules::wrapper_alone(self, &name, argv, stdin)),
+                Wrap::Code(codes) => {
+                    let shown = display_argv(argv);
+                    for code in &codes {
+                        self.run_code(code, stdin, &shown);
+                    }
+                    return Some(Output::unknown());
+                }
+                Wrap::Run { start, prepend } => {
+                    let mut next = prepend;
+                    next.extend(argv.drain(1 + start..));
+                    *argv = next;
+                }
+            }
+        }
+        None
+    }
+
+    /// A command word only known at run time (`$cmd`, a glob): denied, `Some` when so.
+    fn unknown_head(&mut self, argv: &[Arg], stdin: &Input) -> Option<Output> {
+        let head = &argv[0];
+        if head.dynamic && self.defining > 0 && names_positional(&head.text) {
+            return Some(Output::unknown());
+        }
+        if head.dynamic {
+            let shown = display_argv(argv);
+            // `curl … | $SHELL`: an unknown program handed a download is taken for a shell.
+            let fed_download = matches!(stdin, Input::Stream(o) if o.taint.download);
+            if head.taint.download || fed_download {
+                self.deny(
+                    Family::RemoteExec,
+                    format!("`{shown}` runs a command downloaded at run time."),
+                );
+            } else {
+                self.deny(
+                    Family::DynamicCommand,
+                    format!("`{shown}` runs a command whose name is only known at run time."),
+                );
+            }
+            return Some(Output::unknown());
+        }
+        let name = program_name(&head.text);
+        if name.contains(['*', '?']) || (name.contains('[') && name != "[" && name != "[[") {
+            let shown = display_argv(argv);
+            self.deny(
+                Family::DynamicCommand,
+                format!("`{shown}` names its command with a glob, resolved only at run time."),
+            );
+            return Some(Output::unknown());
+        }
+        None
+    }
+
+    /// What a launcher itself does: raise privileges, change the root, fetch a package from
+    /// an address (checked before unwrapping: `npx URL …` also wraps what the package runs).
+    fn judge_launcher(&mut self, name: &str, argv: &[Arg], wrap: &Wrap) {
+        let inspect = *wrap == Wrap::Inspect;
+        if is_privilege(name) && name != "su" && name != "sg" && !inspect {
+            let shown = display_argv(argv);
+            self.deny(
+                Family::Privilege,
+                format!("`{shown}` runs a command with raised privileges."),
+            );
+        }
+        if let Some(what) = changes_root(name)
+            && !inspect
+        {
+            let shown = display_argv(argv);
+            self.deny(Family::Privilege, format!("`{shown}` {what}."));
+        }
+        if !inspect && rules::runs_package_from_address(name, &argv[1..]) {
+            let shown = display_argv(argv);
+            self.deny(
+                Family::RemoteExec,
+                format!("`{shown}` runs a package fetched from an address rather than a registry."),
+            );
+        }
+    }
+
+    /// `set -- a b c` (or `set a b`) replaces the positional parameters.
+    fn set_positional(&mut self, argv: &[Arg]) {
+        if argv[0].text != "set" || argv.len() < 2 {
+            return;
+        }
+        let rest = &argv[1..];
+        let start = rest
+            .iter()
+            .position(|a| a.text == "--")
+            .map(|i| i + 1)
+            .or_else(|| (!rest[0].text.starts_with(['-', '+'])).then_some(0));
+        if let Some(start) = start {
+            let params = rest[start..].to_vec();
+            match self.positional.last_mut() {
+                Some(top) => top.1 = params,
+                None => self.positional.push((None, params)),
+            }
+        }
+    }
+
+    /// A call of a function the script defined: its body runs with these arguments.
+    fn call_defined(&mut self, argv: &[Arg], stdin: &Input) -> Option<Output> {
+        let body = self.defined.get(program_name(&argv[0].text)).cloned()?;
+        let name = argv[0].text.clone();
+        if self.calling.contains(&name) {
+            return None;
+        }
+        self.calling.push(name);
+        self.positional.push((None, argv[1..].to_vec()));
+        let out = self.run_script(&body, stdin);
+        self.positional.pop();
+        self.calling.pop();
+        Some(out)
+    }
 }

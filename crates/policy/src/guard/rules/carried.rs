@@ -8,7 +8,7 @@
 //! extraction is pure ([`carried`]); only [`check`] touches the walk.
 
 use super::super::Family;
-use super::super::command::{Spec, parse_args};
+use super::super::command::{Parsed, Spec, parse_args};
 use super::super::effects::Effects;
 use super::super::normalize::{Arg, Input, Taint, decode_ansi_c};
 use super::code::{join, run_file, run_stdin};
@@ -403,31 +403,7 @@ fn git(args: &[Arg]) -> Vec<Carried> {
     };
     let rest = &args[at + 1..];
     match sub {
-        "config" => {
-            let p = parse_args(
-                rest,
-                &Spec::gnu("f", &["file", "blob", "type", "default", "comment"]),
-            );
-            let reads = p.opts.iter().any(|o| {
-                o.short == Some('l')
-                    || o.short == Some('e')
-                    || o.long.as_deref().is_some_and(|l| {
-                        l.starts_with("get")
-                            || l.starts_with("unset")
-                            || matches!(l, "list" | "edit" | "remove-section" | "rename-section")
-                    })
-            });
-            let ops: Vec<&str> = p.operands.iter().map(|a| a.text.as_str()).collect();
-            let pair = match ops.as_slice() {
-                ["set", key, value, ..] => Some((*key, *value)),
-                [verb, ..] if matches!(*verb, "get" | "unset" | "list" | "edit") => None,
-                [key, value, ..] => Some((*key, *value)),
-                _ => None,
-            };
-            if let Some((key, value)) = pair.filter(|_| !reads) {
-                out.extend(git_config_command(key, value).map(|c| code(&c, rest)));
-            }
-        }
+        "config" => out.extend(git_config_set(rest)),
         "rebase" => {
             let p = parse_args(
                 rest,
@@ -462,6 +438,33 @@ fn git(args: &[Arg]) -> Vec<Carried> {
         _ => {}
     }
     out
+}
+
+/// `git config KEY VALUE` (or `config set KEY VALUE`) with a command-valued key: the command
+/// the setting makes git run. Reading, listing and unsetting set nothing.
+fn git_config_set(rest: &[Arg]) -> Option<Carried> {
+    let p = parse_args(
+        rest,
+        &Spec::gnu("f", &["file", "blob", "type", "default", "comment"]),
+    );
+    let reads = p.opts.iter().any(|o| {
+        o.short == Some('l')
+            || o.short == Some('e')
+            || o.long.as_deref().is_some_and(|l| {
+                l.starts_with("get")
+                    || l.starts_with("unset")
+                    || matches!(l, "list" | "edit" | "remove-section" | "rename-section")
+            })
+    });
+    let ops: Vec<&str> = p.operands.iter().map(|a| a.text.as_str()).collect();
+    let pair = match ops.as_slice() {
+        ["set", key, value, ..] => Some((*key, *value)),
+        [verb, ..] if matches!(*verb, "get" | "unset" | "list" | "edit") => None,
+        [key, value, ..] => Some((*key, *value)),
+        _ => None,
+    };
+    let (key, value) = pair.filter(|_| !reads)?;
+    git_config_command(key, value).map(|c| code(&c, rest))
 }
 
 /// The shell command a git configuration value runs, for the keys git runs as commands.
@@ -744,6 +747,43 @@ const DOCKER_RUN: Spec = Spec::posix(
 /// is judged as the host path it is. Mounting the host's root, a top-level system directory
 /// or the home directory, or `--privileged`, hands the container root over the host.
 fn container(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) -> Vec<Carried> {
+    let Some(at) = container_verb(name, args) else {
+        return Vec::new();
+    };
+    let rest = &args[at + 1..];
+    let p = parse_args(rest, &DOCKER_RUN);
+    if p.has_long("privileged") {
+        w.deny(
+            Family::Privilege,
+            format!("`{shown}` runs a privileged container, which holds root over the host."),
+        );
+    }
+    let mut mounts = host_mounts(&p);
+    judge_mounts(w, &mounts, shown);
+    mounts.sort_by_key(|(_, dst)| std::cmp::Reverse(dst.len()));
+    let operands = &rest[p.rest.min(rest.len())..];
+    let mut argv: Vec<Arg> = p
+        .values(None, &["entrypoint"])
+        .map(|e| arg_from(e, rest))
+        .collect();
+    // The image, container or service comes first.
+    argv.extend(operands.iter().skip(1).cloned());
+    if argv.is_empty() {
+        return Vec::new();
+    }
+    let argv = argv
+        .into_iter()
+        .map(|a| Arg {
+            text: host_path(&a.text, &mounts),
+            ..a
+        })
+        .collect();
+    vec![Carried::Elsewhere(Box::new(Carried::Argv(argv)))]
+}
+
+/// Where `run`, `exec` or `create` stands in a container command line (after the global
+/// options, `container`, `compose` and its options); `None` for other verbs.
+fn container_verb(name: &str, args: &[Arg]) -> Option<usize> {
     let top = parse_args(
         args,
         &Spec::posix(
@@ -772,20 +812,12 @@ fn container(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) -> Vec<
         );
         at += 1 + p.rest;
     }
-    let Some(sub) = word(at) else {
-        return Vec::new();
-    };
-    if !matches!(sub, "run" | "exec" | "create") {
-        return Vec::new();
-    }
-    let rest = &args[at + 1..];
-    let p = parse_args(rest, &DOCKER_RUN);
-    if p.has_long("privileged") {
-        w.deny(
-            Family::Privilege,
-            format!("`{shown}` runs a privileged container, which holds root over the host."),
-        );
-    }
+    matches!(word(at)?, "run" | "exec" | "create").then_some(at)
+}
+
+/// The host paths a container run mounts (`-v SRC:DST`, `--mount source=…,target=…`), as
+/// (host path, container path); named volumes are not host paths.
+fn host_mounts(p: &Parsed<'_>) -> Vec<(String, String)> {
     let mut mounts: Vec<(String, String)> = Vec::new();
     for v in p.values(Some('v'), &["volume"]) {
         let mut parts = v.split(':');
@@ -807,9 +839,14 @@ fn container(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) -> Vec<
             mounts.push((src, dst));
         }
     }
-    // Named volumes are not host paths.
     mounts.retain(|(src, _)| src.starts_with(['/', '.', '~']));
-    for (src, _) in &mounts {
+    mounts
+}
+
+/// Mounting the host's root, a top-level system directory or the home directory hands the
+/// container's root over it.
+fn judge_mounts(w: &mut dyn Effects, mounts: &[(String, String)], shown: &str) {
+    for (src, _) in mounts {
         if let Some(t) = classify(src, w.cwd()) {
             let top_level = match &t {
                 Target::System(p) => p.matches('/').count() == 1,
@@ -829,25 +866,6 @@ fn container(w: &mut dyn Effects, name: &str, args: &[Arg], shown: &str) -> Vec<
             }
         }
     }
-    mounts.sort_by_key(|(_, dst)| std::cmp::Reverse(dst.len()));
-    let operands = &rest[p.rest.min(rest.len())..];
-    let mut argv: Vec<Arg> = p
-        .values(None, &["entrypoint"])
-        .map(|e| arg_from(e, rest))
-        .collect();
-    // The image, container or service comes first.
-    argv.extend(operands.iter().skip(1).cloned());
-    if argv.is_empty() {
-        return Vec::new();
-    }
-    let argv = argv
-        .into_iter()
-        .map(|a| Arg {
-            text: host_path(&a.text, &mounts),
-            ..a
-        })
-        .collect();
-    vec![Carried::Elsewhere(Box::new(Carried::Argv(argv)))]
 }
 
 /// A container path as the host path it is mounted from.
@@ -1036,102 +1054,128 @@ fn sed(args: &[Arg]) -> Vec<Carried> {
     out
 }
 
+/// A position in a sed script, read one command at a time.
+struct SedCursor {
+    chars: Vec<char>,
+    i: usize,
+}
+
+impl SedCursor {
+    fn peek(&self) -> Option<char> {
+        self.chars.get(self.i).copied()
+    }
+
+    /// The rest of the line.
+    fn until_eol(&mut self) -> String {
+        let start = self.i;
+        while self.peek().is_some_and(|c| c != '\n') {
+            self.i += 1;
+        }
+        self.chars[start..self.i].iter().collect()
+    }
+
+    /// Skip to the end of a command (`;`, a newline or `}`).
+    fn until_command_end(&mut self) {
+        while self.peek().is_some_and(|c| !matches!(c, ';' | '\n' | '}')) {
+            self.i += 1;
+        }
+    }
+
+    /// Read a delimited part (`/re/`), honouring backslash escapes.
+    fn delimited(&mut self, delim: char) -> String {
+        let mut s = String::new();
+        while self.i < self.chars.len() && self.chars[self.i] != delim {
+            if self.chars[self.i] == '\\' && self.i + 1 < self.chars.len() {
+                s.push(self.chars[self.i]);
+                self.i += 1;
+            }
+            s.push(self.chars[self.i]);
+            self.i += 1;
+        }
+        self.i += 1;
+        s
+    }
+
+    /// Skip an address (numbers, `$`, `first~step`, `/re/`, `\cREc`) or a separator; whether
+    /// there was one.
+    fn skip_address(&mut self) -> bool {
+        let Some(c) = self.peek() else {
+            return false;
+        };
+        // Separators, and the addresses numbers, `$`, `first~step`.
+        let single =
+            c.is_whitespace() || matches!(c, ';' | '{' | '}' | '!' | ',' | '$' | '~' | '+');
+        if single || c.is_ascii_digit() {
+            self.i += 1;
+        } else if c == '/' {
+            self.i += 1;
+            self.delimited('/');
+            while self.peek().is_some_and(|c| matches!(c, 'I' | 'M')) {
+                self.i += 1;
+            }
+        } else if c == '\\' && self.i + 1 < self.chars.len() {
+            let d = self.chars[self.i + 1];
+            self.i += 2;
+            self.delimited(d);
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// After `s` or `y`: the replacement of an `s` whose flags include `e`.
+    fn substitution(&mut self, c: char) -> Option<String> {
+        let d = self.peek()?;
+        self.i += 1;
+        self.delimited(d);
+        let replacement = self.delimited(d);
+        if c == 'y' {
+            return None;
+        }
+        let mut executes = false;
+        while let Some(flag) = self.peek().filter(|f| !matches!(f, ';' | '\n' | '}')) {
+            match flag {
+                'e' => executes = true,
+                'w' => {
+                    self.until_eol();
+                    break;
+                }
+                _ => {}
+            }
+            self.i += 1;
+        }
+        executes.then(|| replacement.replace("\\\n", "\n"))
+    }
+}
+
 /// The commands a sed script executes: `Some(cmd)` for `e cmd` and for `s/…/cmd/e` (the
 /// replacement is what runs when it replaces the line), `None` for a bare `e`.
 fn sed_executes(script: &str) -> Vec<Option<String>> {
-    let chars: Vec<char> = script.chars().collect();
+    let mut cur = SedCursor {
+        chars: script.chars().collect(),
+        i: 0,
+    };
     let mut out = Vec::new();
-    let mut i = 0;
-    let until_eol = |i: &mut usize| {
-        let start = *i;
-        while *i < chars.len() && chars[*i] != '\n' {
-            *i += 1;
-        }
-        chars[start..*i].iter().collect::<String>()
-    };
-    // Read a delimited part (`/re/`), honouring backslash escapes.
-    let delimited = |i: &mut usize, delim: char| {
-        let mut s = String::new();
-        while *i < chars.len() && chars[*i] != delim {
-            if chars[*i] == '\\' && *i + 1 < chars.len() {
-                s.push(chars[*i]);
-                *i += 1;
-            }
-            s.push(chars[*i]);
-            *i += 1;
-        }
-        *i += 1;
-        s
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_whitespace() || c == ';' || c == '{' || c == '}' || c == '!' || c == ',' {
-            i += 1;
+    while let Some(c) = cur.peek() {
+        if cur.skip_address() {
             continue;
         }
-        // Addresses: numbers, `$`, `first~step`, `/re/`, `\cREc`.
-        if c.is_ascii_digit() || c == '$' || c == '~' || c == '+' {
-            i += 1;
-            continue;
-        }
-        if c == '/' {
-            i += 1;
-            delimited(&mut i, '/');
-            while i < chars.len() && matches!(chars[i], 'I' | 'M') {
-                i += 1;
-            }
-            continue;
-        }
-        if c == '\\' && i + 1 < chars.len() {
-            let d = chars[i + 1];
-            i += 2;
-            delimited(&mut i, d);
-            continue;
-        }
-        i += 1;
+        cur.i += 1;
         match c {
-            's' | 'y' if i < chars.len() => {
-                let d = chars[i];
-                i += 1;
-                delimited(&mut i, d);
-                let replacement = delimited(&mut i, d);
-                if c == 'y' {
-                    continue;
-                }
-                let mut executes = false;
-                while i < chars.len() && !matches!(chars[i], ';' | '\n' | '}') {
-                    match chars[i] {
-                        'e' => executes = true,
-                        'w' => {
-                            until_eol(&mut i);
-                            break;
-                        }
-                        _ => {}
-                    }
-                    i += 1;
-                }
-                if executes {
-                    out.push(Some(replacement.replace("\\\n", "\n")));
-                }
-            }
+            's' | 'y' if cur.peek().is_some() => out.extend(cur.substitution(c).map(Some)),
             'e' => {
-                let cmd = until_eol(&mut i);
+                let cmd = cur.until_eol();
                 let cmd = cmd.trim();
                 out.push((!cmd.is_empty()).then(|| cmd.to_owned()));
             }
-            'a' | 'i' | 'c' | 'r' | 'R' | 'w' | 'W' | ':' | 'b' | 't' | 'T' | '#' => {
-                // Text, file names and labels run to the end of the line (labels also to `;`).
-                if matches!(c, 'b' | 't' | 'T') {
-                    while i < chars.len() && !matches!(chars[i], ';' | '\n' | '}') {
-                        i += 1;
-                    }
-                } else {
-                    until_eol(&mut i);
-                }
+            // Text, file names and labels run to the end of the line (labels also to `;`).
+            'b' | 't' | 'T' => cur.until_command_end(),
+            'a' | 'i' | 'c' | 'r' | 'R' | 'w' | 'W' | ':' | '#' => {
+                cur.until_eol();
             }
             'q' | 'Q' | 'l' | 'L' => {
-                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == ' ') {
-                    i += 1;
+                while cur.peek().is_some_and(|c| c.is_ascii_digit() || c == ' ') {
+                    cur.i += 1;
                 }
             }
             _ => {}

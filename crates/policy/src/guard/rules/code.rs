@@ -6,6 +6,7 @@
 use super::super::Family;
 use super::super::command::{Spec, parse_args, program_name};
 use super::super::effects::Effects;
+use super::super::inline::Language;
 use super::super::normalize::{Arg, Input, Output, Taint, stream_input};
 use super::super::programs::{self, LangSpec, Role, has_role};
 use super::destruction::FindParts;
@@ -66,64 +67,82 @@ fn scan<'a>(l: &LangSpec, args: &'a [Arg]) -> Program<'a> {
             continue;
         }
         if let Some(cluster) = t.strip_prefix('-') {
-            let chars: Vec<char> = cluster.chars().collect();
-            let mut j = 0;
-            let mut skip_next = false;
-            while j < chars.len() {
-                let c = chars[j];
-                let rest: String = chars[j + 1..].iter().collect();
-                if l.inline.contains(c) {
-                    let only_flags = rest.chars().all(|r| l.inline.contains(r));
-                    let code = if !rest.is_empty() && !only_flags {
-                        Arg {
-                            text: rest,
-                            ..args[i].clone()
-                        }
-                    } else {
-                        args.get(i + 1).cloned().unwrap_or_default()
-                    };
-                    return Program::Inline(code);
+            match short_cluster(l, args, i, cluster) {
+                Ok(program) => return program,
+                Err((skip, asks_info)) => {
+                    info |= asks_info;
+                    i += skip;
                 }
-                if l.module.contains(c) {
-                    let module = if rest.is_empty() {
-                        args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
-                    } else {
-                        rest
-                    };
-                    if l.repl_modules.contains(&module) {
-                        return Program::Inline(Arg::literal(format!("-m {module}")));
-                    }
-                    return Program::Module;
-                }
-                if l.values.contains(c) {
-                    skip_next = rest.is_empty();
-                    break;
-                }
-                if l.attached.contains(c) {
-                    if matches!(c, 'l' | '0' | 'C' | 'W' | 'T') {
-                        // Optional digits, then more flags.
-                        j += 1;
-                        while j < chars.len()
-                            && chars[j].is_ascii_hexdigit()
-                            && !l.inline.contains(chars[j])
-                        {
-                            j += 1;
-                        }
-                        continue;
-                    }
-                    break;
-                }
-                if matches!(c, 'V' | 'v' | 'h') {
-                    info = true;
-                }
-                j += 1;
             }
-            i += if skip_next { 2 } else { 1 };
             continue;
         }
         return Program::Script(&args[i]);
     }
     if info { Program::Info } else { Program::Stdin }
+}
+
+/// A cluster of short options (`-Bc`, `-W ignore`, `-0777`): the program it gives, or how
+/// many words it took and whether it asks for information (`-V`, `-h`).
+fn short_cluster<'a>(
+    l: &LangSpec,
+    args: &'a [Arg],
+    i: usize,
+    cluster: &str,
+) -> Result<Program<'a>, (usize, bool)> {
+    let chars: Vec<char> = cluster.chars().collect();
+    let mut info = false;
+    let mut j = 0;
+    let mut skip_next = false;
+    while j < chars.len() {
+        let c = chars[j];
+        let rest: String = chars[j + 1..].iter().collect();
+        if l.inline.contains(c) {
+            let only_flags = rest.chars().all(|r| l.inline.contains(r));
+            let code = if !rest.is_empty() && !only_flags {
+                Arg {
+                    text: rest,
+                    ..args[i].clone()
+                }
+            } else {
+                args.get(i + 1).cloned().unwrap_or_default()
+            };
+            return Ok(Program::Inline(code));
+        }
+        if l.module.contains(c) {
+            let module = if rest.is_empty() {
+                args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
+            } else {
+                rest
+            };
+            if l.repl_modules.contains(&module) {
+                return Ok(Program::Inline(Arg::literal(format!("-m {module}"))));
+            }
+            return Ok(Program::Module);
+        }
+        if l.values.contains(c) {
+            skip_next = rest.is_empty();
+            break;
+        }
+        if l.attached.contains(c) {
+            if matches!(c, 'l' | '0' | 'C' | 'W' | 'T') {
+                // Optional digits, then more flags.
+                j += 1;
+                while j < chars.len()
+                    && chars[j].is_ascii_hexdigit()
+                    && !l.inline.contains(chars[j])
+                {
+                    j += 1;
+                }
+                continue;
+            }
+            break;
+        }
+        if matches!(c, 'V' | 'v' | 'h') {
+            info = true;
+        }
+        j += 1;
+    }
+    Err((if skip_next { 2 } else { 1 }, info))
 }
 
 /// Handle a command that runs other code. `Some(output)` when the command was fully handled.
@@ -484,14 +503,27 @@ pub(super) fn run_file(
 
 /// A shell (`is_shell`) or interpreter reading its program from standard input.
 pub(super) fn run_stdin(w: &mut dyn Effects, stdin: &Input, shown: &str, is_shell: bool) -> Output {
+    read_program(w, stdin, shown, is_shell, None)
+}
+
+/// A shell (`is_shell`) or an interpreter (of `language`, when the guard parses it) reading its
+/// program from standard input.
+fn read_program(
+    w: &mut dyn Effects,
+    stdin: &Input,
+    shown: &str,
+    is_shell: bool,
+    language: Option<Language>,
+) -> Output {
     match stdin {
         Input::Inherited => Output::unknown(),
         Input::Static(text) => {
             if is_shell {
                 w.run_script(text, &Input::Inherited)
             } else {
-                inline_program(w, &Arg::literal(text.clone()), shown);
-                Output::unknown()
+                let mut out = Output::unknown();
+                out.taint = inline_program(w, &Arg::literal(text.clone()), shown, language);
+                out
             }
         }
         Input::File(path) => {
@@ -521,7 +553,9 @@ pub(super) fn run_stdin(w: &mut dyn Effects, stdin: &Input, shown: &str, is_shel
                 if is_shell {
                     return w.run_script(text, &Input::Inherited);
                 }
-                inline_program(w, &Arg::literal(text.clone()), shown);
+                let mut out = Output::unknown();
+                out.taint = inline_program(w, &Arg::literal(text.clone()), shown, language);
+                return out;
             } else if !is_shell {
                 w.deny(
                     Family::InlineInterpreter,
@@ -594,13 +628,28 @@ fn code_forks_forever(code: &str) -> bool {
             .any(|k| code.contains(k))
 }
 
-fn inline_program(w: &mut dyn Effects, code: &Arg, shown: &str) {
+/// Judge an inline program; what its output carries. Code in a language the guard parses is
+/// judged by what it does (`rules::inline`); other code by its text, and denied as
+/// `inline_interpreter` when nothing worse is found.
+fn inline_program(
+    w: &mut dyn Effects,
+    code: &Arg,
+    shown: &str,
+    language: Option<Language>,
+) -> Taint {
+    if let Some(language) = language
+        && !code.dynamic
+        && !code.taint.download
+    {
+        return super::inline::judge(w, language, &code.text, shown);
+    }
     if !judge_code_text(w, code, shown) {
         w.deny(
             Family::InlineInterpreter,
             format!("`{shown}` runs a program given inline; put it in a file in the workspace and run that."),
         );
     }
+    Taint::default()
 }
 
 /// Judge program text in any language by what it does (downloads and runs, deletes the home
@@ -646,6 +695,23 @@ pub(crate) fn judge_code_text(w: &mut dyn Effects, code: &Arg, shown: &str) -> b
     true
 }
 
+/// Whether the command line enters the interpreter's prompt (`python -i -c …`, `-ic`).
+fn interactive(l: &LangSpec, args: &[Arg]) -> bool {
+    args.iter().any(|a| {
+        l.interactive.iter().any(|opt| match opt.strip_prefix('-') {
+            Some(short) if !short.starts_with('-') && !a.text.starts_with("--") => {
+                a.text.strip_prefix('-').is_some_and(|cluster| {
+                    cluster
+                        .chars()
+                        .take_while(|c| !l.inline.contains(*c))
+                        .any(|c| short.contains(c))
+                })
+            }
+            _ => a.text == *opt,
+        })
+    })
+}
+
 fn interpreter(
     w: &mut dyn Effects,
     l: &LangSpec,
@@ -654,6 +720,12 @@ fn interpreter(
     shown: &str,
 ) -> Output {
     let program = scan(l, args);
+    let language = l
+        .language
+        .as_deref()
+        .and_then(Language::from_name)
+        .filter(|_| !interactive(l, args));
+    let mut taint = Taint::default();
     // Code that prints the environment hands the secrets to whatever reads its output.
     let dumps_env = matches!(&program, Program::Inline(c) if code_dumps_env(&c.text));
     match program {
@@ -662,7 +734,7 @@ fn interpreter(
             Family::RemoteExec,
             format!("`{shown}` feeds a download to an interpreter."),
         ),
-        Program::Inline(code) => inline_program(w, &code, shown),
+        Program::Inline(code) => taint = inline_program(w, &code, shown, language),
         Program::Module | Program::Info => {}
         Program::Script(script) => {
             if script.proc_sub.is_some() {
@@ -677,17 +749,18 @@ fn interpreter(
                         text: out.text.unwrap_or_default(),
                         ..Arg::default()
                     };
-                    inline_program(w, &code, shown);
+                    taint = inline_program(w, &code, shown, language);
                 }
             } else {
                 run_file(w, script, stdin, shown, false);
             }
         }
         Program::Stdin => {
-            run_stdin(w, stdin, shown, false);
+            taint = read_program(w, stdin, shown, false, language).taint;
         }
     }
     let mut out = Output::unknown();
+    out.taint = taint;
     out.taint.secret |= dumps_env;
     out
 }
@@ -733,13 +806,13 @@ pub(crate) fn runs_package_from_address(name: &str, args: &[Arg]) -> bool {
 fn deno(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) -> Output {
     let p = parse_args(args, &Spec::posix("", &[]));
     if p.has('e', "eval") || p.has_short('p') {
-        inline_program(w, &Arg::default(), shown);
+        inline_program(w, &Arg::default(), shown, None);
         return Output::unknown();
     }
     match p.operands.first().map(|a| a.text.as_str()) {
         Some("eval") => {
             let code = p.operands.get(1).map(|a| (*a).clone()).unwrap_or_default();
-            inline_program(w, &code, shown);
+            inline_program(w, &code, shown, None);
         }
         Some("run") if p.operands.get(1).is_some_and(|a| a.text == "-") => {
             run_stdin(w, stdin, shown, false);
@@ -809,130 +882,151 @@ fn fetches_to_files(program: &str, args: &[Arg]) -> bool {
     }
 }
 
-fn xargs(w: &mut dyn Effects, args: &[Arg], stdin: &Input) -> Output {
-    let mut i = 0;
-    let mut replace: Option<String> = None;
-    let mut arg_file: Option<String> = None;
-    // How the input splits into items: blanks, lines (`-I`, `-d '\n'`), or none (`-0`).
-    let mut null = false;
-    let mut lines = false;
-    while i < args.len() {
-        let t = args[i].text.as_str();
-        if t == "--" {
-            i += 1;
-            break;
+/// The options of an `xargs` command line that decide what it runs.
+#[derive(Default)]
+struct XargsOptions {
+    /// The replacement string (`-I {}`, `-i`, `--replace`).
+    replace: Option<String>,
+    /// The file the items come from (`-a FILE`).
+    arg_file: Option<String>,
+    /// The input splits on NUL or another single delimiter (`-0`, `-d ,`): one item.
+    null: bool,
+    /// The input splits into lines (`-d '\n'`).
+    lines: bool,
+}
+
+impl XargsOptions {
+    /// A delimiter option's value (`-d`, `--delimiter`).
+    fn delimiter(&mut self, d: Option<&str>) {
+        self.lines |= matches!(d, Some("\n" | "\\n"));
+        self.null |= !matches!(d, Some("\n" | "\\n" | " "));
+    }
+
+    /// A long option with its value (attached or `next`); how many words it took.
+    fn long(&mut self, name: &str, value: Option<&str>, next: Option<&Arg>) -> usize {
+        let value_or_next = || {
+            value
+                .map(str::to_owned)
+                .or_else(|| next.map(|a| a.text.clone()))
+        };
+        if name == "replace" {
+            self.replace = Some(value.unwrap_or("{}").to_owned());
         }
-        if let Some(long) = t.strip_prefix("--") {
-            let (name, value) = long
-                .split_once('=')
-                .map_or((long, None), |(n, v)| (n, Some(v)));
-            if name == "replace" {
-                replace = Some(value.unwrap_or("{}").to_owned());
-            }
-            null |= name == "null";
-            if name == "delimiter" {
-                let d = value
-                    .map(str::to_owned)
-                    .or_else(|| args.get(i + 1).map(|a| a.text.clone()));
-                lines |= matches!(d.as_deref(), Some("\n" | "\\n"));
-                null |= !matches!(d.as_deref(), Some("\n" | "\\n" | " "));
-            }
-            if name == "arg-file" {
-                arg_file = value
-                    .map(str::to_owned)
-                    .or_else(|| args.get(i + 1).map(|a| a.text.clone()));
-            }
-            let takes = matches!(
-                name,
-                "arg-file"
-                    | "delimiter"
-                    | "max-args"
-                    | "max-procs"
-                    | "max-chars"
-                    | "process-slot-var"
-            );
-            i += if takes && value.is_none() { 2 } else { 1 };
-            continue;
+        self.null |= name == "null";
+        if name == "delimiter" {
+            self.delimiter(value_or_next().as_deref());
         }
-        if t.len() > 1 && t.starts_with('-') {
-            let chars: Vec<char> = t[1..].chars().collect();
-            let mut skip = 1;
-            for (j, c) in chars.iter().enumerate() {
-                let rest: String = chars[j + 1..].iter().collect();
-                null |= *c == '0';
-                if *c == 'd' {
-                    let d = if rest.is_empty() {
-                        args.get(i + 1).map(|a| a.text.clone())
+        if name == "arg-file" {
+            self.arg_file = value_or_next();
+        }
+        let takes = matches!(
+            name,
+            "arg-file" | "delimiter" | "max-args" | "max-procs" | "max-chars" | "process-slot-var"
+        );
+        if takes && value.is_none() { 2 } else { 1 }
+    }
+
+    /// A cluster of short options (`-0r`, `-I{}`, `-n 1`); how many words it took.
+    fn short(&mut self, cluster: &str, next: Option<&Arg>) -> usize {
+        let chars: Vec<char> = cluster.chars().collect();
+        for (j, c) in chars.iter().enumerate() {
+            let rest: String = chars[j + 1..].iter().collect();
+            let value = || {
+                if rest.is_empty() {
+                    next.map(|a| a.text.clone())
+                } else {
+                    Some(rest.clone())
+                }
+            };
+            self.null |= *c == '0';
+            if *c == 'd' {
+                self.delimiter(value().as_deref());
+            }
+            if "aEdILnPs".contains(*c) {
+                if *c == 'a' {
+                    self.arg_file = value();
+                }
+                if *c == 'I' {
+                    self.replace = Some(value().unwrap_or_default());
+                }
+                return if rest.is_empty() { 2 } else { 1 };
+            }
+            if "eil".contains(*c) {
+                if *c == 'i' {
+                    self.replace = Some(if rest.is_empty() {
+                        "{}".to_owned()
                     } else {
-                        Some(rest.clone())
-                    };
-                    lines |= matches!(d.as_deref(), Some("\n" | "\\n"));
-                    null |= !matches!(d.as_deref(), Some("\n" | "\\n" | " "));
+                        rest
+                    });
                 }
-                if "aEdILnPs".contains(*c) {
-                    if *c == 'a' {
-                        arg_file = if rest.is_empty() {
-                            args.get(i + 1).map(|a| a.text.clone())
-                        } else {
-                            Some(rest.clone())
-                        };
-                    }
-                    if *c == 'I' {
-                        replace = Some(if rest.is_empty() {
-                            args.get(i + 1).map(|a| a.text.clone()).unwrap_or_default()
-                        } else {
-                            rest.clone()
-                        });
-                    }
-                    if rest.is_empty() {
-                        skip = 2;
-                    }
-                    break;
-                }
-                if "eil".contains(*c) {
-                    if *c == 'i' {
-                        replace = Some(if rest.is_empty() {
-                            "{}".to_owned()
-                        } else {
-                            rest
-                        });
-                    }
-                    break;
-                }
+                break;
             }
-            i += skip;
-            continue;
         }
-        break;
+        1
     }
-    let mut cmd: Vec<Arg> = args.get(i..).map(<[Arg]>::to_vec).unwrap_or_default();
-    if cmd.is_empty() {
-        cmd.push(Arg::literal("echo"));
+
+    /// Parse xargs' options; where its command starts.
+    fn parse(args: &[Arg]) -> (Self, usize) {
+        let mut o = XargsOptions::default();
+        let mut i = 0;
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            if let Some(long) = t.strip_prefix("--") {
+                let (name, value) = long
+                    .split_once('=')
+                    .map_or((long, None), |(n, v)| (n, Some(v)));
+                i += o.long(name, value, args.get(i + 1));
+            } else if t.len() > 1 && t.starts_with('-') {
+                i += o.short(&t[1..], args.get(i + 1));
+            } else {
+                break;
+            }
+        }
+        (o, i)
     }
+
+    /// How items split: lines with a replacement string or `-d '\n'`.
+    fn by_lines(&self) -> bool {
+        self.lines || self.replace.is_some()
+    }
+}
+
+/// The items xargs reads when they are known: static input, a listing (`find / | xargs rm
+/// -rf`: judged on what the listing can contain), a file the script itself wrote (`echo / > t;
+/// xargs rm -rf < t`).
+fn xargs_items(w: &dyn Effects, o: &XargsOptions, stdin: &Input) -> Vec<String> {
     let items: Vec<String> = match stdin {
-        Input::Static(t) => split_items(t, null, lines || replace.is_some()),
-        // `find / | xargs rm -rf`: judge the command on what the listing can contain.
+        Input::Static(t) => split_items(t, o.null, o.by_lines()),
         Input::Stream(Output {
             listed: Some(paths),
             ..
         }) => paths.clone(),
         _ => Vec::new(),
     };
-    // Items from a file the script itself wrote are known: `echo / > t; xargs rm -rf < t`.
-    let source = arg_file.clone().or_else(|| match stdin {
+    let source = o.arg_file.clone().or_else(|| match stdin {
         Input::File(p) => Some(p.clone()),
         _ => None,
     });
-    let items = match source.and_then(|f| w.written().get(&plain_path(&f)).cloned()) {
-        Some(text) if !text.trim().is_empty() => {
-            split_items(&text, null, lines || replace.is_some())
-        }
+    match source.and_then(|f| w.written().get(&plain_path(&f)).cloned()) {
+        Some(text) if !text.trim().is_empty() => split_items(&text, o.null, o.by_lines()),
         _ => items,
-    };
-    let arg_file = arg_file.filter(|f| f != "/dev/null");
-    let runtime_items = arg_file.is_some() || matches!(stdin, Input::Stream(_) | Input::File(_));
-    // Items only known at run time carry what their source brought in: a file's contents
-    // (`xargs -a .env curl …`), a download (`curl … | xargs bash -c`).
+    }
+}
+
+/// Items only known at run time carry what their source brought in — a file's contents
+/// (`xargs -a .env curl …`), a download (`curl … | xargs bash -c`) — into the command's
+/// arguments, unless each item is a whole address to download from (`xargs -n1 curl -O <
+/// urls.txt`) and the items come from no secret file or variable.
+fn carry_item_taint(
+    cmd: Vec<Arg>,
+    o: &XargsOptions,
+    arg_file: Option<&str>,
+    stdin: &Input,
+) -> Vec<Arg> {
     let item_taint = if arg_file.is_some() {
         Taint {
             secret: true,
@@ -941,54 +1035,63 @@ fn xargs(w: &mut dyn Effects, args: &[Arg], stdin: &Input) -> Output {
     } else {
         stdin.taint()
     };
-    // `xargs -n1 curl -O < urls.txt`: each item is a whole address to download from, not
-    // data put into a request, unless the items come from a secret file or the environment.
     let secret_source = arg_file
-        .as_deref()
         .or(match stdin {
             Input::File(p) => Some(p.as_str()),
             _ => None,
         })
         .is_some_and(looks_secret);
-    let downloads_items = replace.is_none()
+    let downloads_items = o.replace.is_none()
         && !secret_source
         && !stdin.taint().env_secret
         && cmd
             .first()
             .is_some_and(|c| fetches_to_files(&c.text, &cmd[1..]));
-    if items.is_empty()
-        && runtime_items
-        && !downloads_items
-        && (item_taint.secret || item_taint.download)
-    {
-        cmd = cmd
-            .into_iter()
-            .map(|mut a| {
-                if replace
-                    .as_ref()
-                    .is_some_and(|r| a.text.contains(r.as_str()))
-                {
-                    a.taint.merge(item_taint);
-                }
-                a
-            })
-            .collect();
-        if replace.is_none() {
-            cmd.push(Arg {
-                text: "{xargs-items}".to_owned(),
-                taint: item_taint,
-                ..Arg::default()
-            });
-        }
+    if downloads_items || !(item_taint.secret || item_taint.download) {
+        return cmd;
     }
-    let out = match replace {
+    let mut cmd: Vec<Arg> = cmd
+        .into_iter()
+        .map(|mut a| {
+            if o.replace
+                .as_ref()
+                .is_some_and(|r| a.text.contains(r.as_str()))
+            {
+                a.taint.merge(item_taint);
+            }
+            a
+        })
+        .collect();
+    if o.replace.is_none() {
+        cmd.push(Arg {
+            text: "{xargs-items}".to_owned(),
+            taint: item_taint,
+            ..Arg::default()
+        });
+    }
+    cmd
+}
+
+fn xargs(w: &mut dyn Effects, args: &[Arg], stdin: &Input) -> Output {
+    let (o, at) = XargsOptions::parse(args);
+    let mut cmd: Vec<Arg> = args.get(at..).map(<[Arg]>::to_vec).unwrap_or_default();
+    if cmd.is_empty() {
+        cmd.push(Arg::literal("echo"));
+    }
+    let items = xargs_items(w, &o, stdin);
+    let arg_file = o.arg_file.clone().filter(|f| f != "/dev/null");
+    let runtime_items = arg_file.is_some() || matches!(stdin, Input::Stream(_) | Input::File(_));
+    if items.is_empty() && runtime_items {
+        cmd = carry_item_taint(cmd, &o, arg_file.as_deref(), stdin);
+    }
+    let out = match &o.replace {
         Some(r) if !items.is_empty() => {
             let mut out = Output::unknown();
             for item in items {
                 let line: Vec<Arg> = cmd
                     .iter()
                     .map(|a| Arg {
-                        text: a.text.replace(&r, &item),
+                        text: a.text.replace(r.as_str(), &item),
                         ..a.clone()
                     })
                     .collect();
@@ -1147,7 +1250,14 @@ fn parallel(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) -> Ou
 
 /// Remember the files a download writes, so running them later is `remote_exec`.
 pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg]) {
-    let spec = if name == "wget" {
+    for file in download_files(name, args) {
+        w.downloaded_mut().insert(file);
+    }
+}
+
+/// How `wget` and `curl`-like downloaders take their options.
+fn downloader_spec(name: &str) -> Spec {
+    if name == "wget" {
         Spec::gnu(
             "oOPdaeiTtwUYB",
             &[
@@ -1173,8 +1283,12 @@ pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg])
                 "cookie",
             ],
         )
-    };
-    let p = parse_args(args, &spec);
+    }
+}
+
+/// The files a download command writes (`curl -o f`, `curl -O URL`, `wget URL`, `wget -P d`).
+fn download_files(name: &str, args: &[Arg]) -> Vec<String> {
+    let p = parse_args(args, &downloader_spec(name));
     let urls: Vec<&str> = p
         .operands
         .iter()
@@ -1182,15 +1296,12 @@ pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg])
         .filter(|t| t.contains('/') || t.contains('.'))
         .collect();
     let basename = |u: &str| program_name(u.split(['?', '#']).next().unwrap_or(u)).to_owned();
+    let mut files = Vec::new();
     match name {
         "curl" => {
-            for v in p.values(Some('o'), &["output"]) {
-                w.downloaded_mut().insert(plain_path(v));
-            }
+            files.extend(p.values(Some('o'), &["output"]).map(plain_path));
             if p.has('O', "remote-name") || p.has_long("remote-name-all") {
-                for u in &urls {
-                    w.downloaded_mut().insert(basename(u));
-                }
+                files.extend(urls.iter().map(|u| basename(u)));
             }
         }
         "wget" => {
@@ -1208,24 +1319,17 @@ pub(super) fn note_download_files(w: &mut dyn Effects, name: &str, args: &[Arg])
                     .map(|d| d.trim_end_matches('/').to_owned());
                 for u in &urls {
                     let file = basename(u);
-                    w.downloaded_mut().insert(match &dir {
+                    files.push(match &dir {
                         Some(d) => plain_path(&format!("{d}/{file}")),
                         None => file,
                     });
                 }
             }
-            for o in outs {
-                if o != "-" {
-                    w.downloaded_mut().insert(plain_path(&o));
-                }
-            }
+            files.extend(outs.iter().filter(|o| *o != "-").map(|o| plain_path(o)));
         }
-        _ => {
-            for v in p.values(Some('o'), &["output"]) {
-                w.downloaded_mut().insert(plain_path(v));
-            }
-        }
+        _ => files.extend(p.values(Some('o'), &["output"]).map(plain_path)),
     }
+    files
 }
 
 #[cfg(test)]

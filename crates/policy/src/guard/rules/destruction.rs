@@ -455,7 +455,7 @@ fn git(w: &mut dyn Effects, args: &[Arg], shown: &str) {
         }
         "rm" => {
             let p = parse_args(rest, &Spec::gnu("", &["pathspec-from-file"]));
-            if !p.has_short('r') || p.has('n', "dry-run") || p.has_long("cached") {
+            if !p.has('r', "recursive") || p.has('n', "dry-run") || p.has_long("cached") {
                 return;
             }
             for op in &p.operands {

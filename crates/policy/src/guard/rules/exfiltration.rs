@@ -245,23 +245,33 @@ const CURL: Spec = Spec::gnu(
     ],
 );
 
+/// A denial as a value: the family and the rest of the sentence after "`<command>` ".
+type Denial = (Family, &'static str);
+
+const SENDS_FILES: Denial = (Family::Exfiltration, "sends local files off the machine");
+
 pub(super) fn check(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
     if !is_network(name) {
         return;
     }
+    if let Some((family, what)) = judge(w, name, args, stdin) {
+        w.deny(family, format!("`{shown}` {what}."));
+    }
+}
+
+/// What a network client's command line sends, as a denial.
+fn judge(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input) -> Option<Denial> {
     if name != "git" && args.iter().any(|a| a.taint.secret) {
-        w.deny(
+        return Some((
             Family::Exfiltration,
-            format!("`{shown}` puts file contents or environment values into a network request."),
-        );
-        return;
+            "puts file contents or environment values into a network request",
+        ));
     }
     if sends_secret_env(name, args) {
-        w.deny(
+        return Some((
             Family::Exfiltration,
-            format!("`{shown}` sends a secret environment variable over the network."),
-        );
-        return;
+            "sends a secret environment variable over the network",
+        ));
     }
     let stdin_shell = matches!(stdin, Input::Stream(o) if o.taint.shell);
     if stdin_shell
@@ -270,11 +280,7 @@ pub(super) fn check(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input
             "nc" | "ncat" | "netcat" | "telnet" | "socat" | "openssl" | "ssh"
         )
     {
-        w.deny(
-            Family::RemoteExec,
-            format!("`{shown}` connects a shell to a remote host."),
-        );
-        return;
+        return Some((Family::RemoteExec, "connects a shell to a remote host"));
     }
     let stdin_secret = match stdin {
         Input::File(p) => p != "/dev/null" && p != "/dev/zero",
@@ -282,169 +288,166 @@ pub(super) fn check(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input
         _ => false,
     };
     let proxied = w.proxy_env();
-    let found = match name {
-        "curl" => curl(args, stdin_secret, proxied),
-        "wget" => {
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    "OoaeiPTtwUYBdD",
-                    &[
-                        "post-file",
-                        "body-file",
-                        "output-document",
-                        "header",
-                        "user-agent",
-                    ],
-                ),
-            );
-            let local = all_loopback(&p.operands) && !redirects_host(args) && !proxied;
-            !local && (p.has_long("post-file") || p.has_long("body-file"))
-        }
-        "http" | "https" | "xh" | "xhs" => httpie(args, stdin_secret),
-        // `ftp host < cmds`, `tftp host -c put f`, `lftp -e 'put f' host`: commands that
-        // upload, given on stdin or the command line.
-        "ftp" | "tftp" | "lftp" => {
-            let p = parse_args(args, &Spec::gnu("cepP", &[]));
-            let puts = args.iter().any(|a| {
-                a.text
-                    .split([' ', ';'])
-                    .any(|w| matches!(w, "put" | "mput" | "send" | "append"))
-            });
-            let stdin_puts = matches!(stdin, Input::Static(t) if t
-                .split([' ', ';', '\n'])
-                .any(|w| matches!(w, "put" | "mput" | "send" | "append")));
-            !p.operands.is_empty() && (stdin_secret || puts || stdin_puts)
-        }
+    match name {
+        "curl" => curl(args, stdin_secret, proxied).then_some(SENDS_FILES),
+        "wget" => wget_posts(args, proxied).then_some(SENDS_FILES),
+        "http" | "https" | "xh" | "xhs" => httpie(args, stdin_secret).then_some(SENDS_FILES),
+        "ftp" | "tftp" | "lftp" => ftp_puts(args, stdin, stdin_secret).then_some(SENDS_FILES),
         "nc" | "ncat" | "netcat" | "telnet" | "openssl" | "mail" | "mailx" | "sendmail"
-        | "mutt" => {
-            // `nc localhost 6379 < cmds.txt`: the loopback host stays on the machine.
-            let host = args
-                .iter()
-                .map(|a| a.text.as_str())
-                .find(|t| !t.starts_with('-') && !t.chars().all(|c| c.is_ascii_digit()));
-            if matches!(name, "nc" | "ncat" | "netcat" | "telnet")
-                && host.is_some_and(is_loopback_url)
-                && !reverse_shell_nc(args)
-            {
-                return;
-            }
-            if matches!(name, "nc" | "ncat" | "netcat") && reverse_shell_nc(args) {
-                w.deny(
-                    Family::RemoteExec,
-                    format!("`{shown}` hands a shell to a remote host."),
-                );
-                return;
-            }
-            // `openssl x509`, `openssl dgst`: only `s_client` and friends open a connection.
-            if name == "openssl"
-                && !args.first().is_some_and(|a| {
-                    matches!(a.text.as_str(), "s_client" | "s_time" | "ocsp" | "s_server")
-                })
-            {
-                return;
-            }
-            let attaches = matches!(name, "mail" | "mailx" | "mutt")
-                && args
-                    .iter()
-                    .any(|a| a.text == "-A" || a.text == "-a" || a.text.starts_with("--attach"));
-            stdin_secret || attaches
-        }
-        "socat" => {
-            let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
-            if lower
-                .iter()
-                .any(|t| t.starts_with("exec:") || t.starts_with("system:"))
-            {
-                w.deny(
-                    Family::RemoteExec,
-                    format!("`{shown}` connects a program to a remote host."),
-                );
-                return;
-            }
-            let reads_file = lower.iter().any(|t| {
-                t.starts_with("file:")
-                    || t.starts_with("open:")
-                    || t.starts_with("gopen:")
-                    || t.starts_with("create:")
-            });
-            reads_file
-                || (stdin_secret
-                    && lower
-                        .iter()
-                        .any(|t| t == "-" || t.starts_with("stdin") || t.starts_with("stdio")))
-        }
-        "ssh" => {
-            let p = parse_args(args, &Spec::posix("bcDEeFIiJLlmOoPpQRSWw", &[]));
-            if p.values(Some('R'), &[]).next().is_some() {
-                w.deny(
-                    Family::Exfiltration,
-                    format!("`{shown}` opens a tunnel from a remote host into this machine."),
-                );
-                return;
-            }
-            stdin_secret && !p.operands.is_empty()
-        }
+        | "mutt" => stream_client(name, args, stdin_secret),
+        "socat" => socat(args, stdin_secret),
+        "ssh" => ssh(args, stdin_secret),
         "aws" | "gsutil" | "gcloud" | "rclone" | "azcopy" | "s3cmd" | "az" => {
-            cloud_upload(name, args)
+            cloud_upload(name, args).then_some(SENDS_FILES)
         }
-        "git" => {
-            if git_push_to_address(w, args) {
-                w.deny(
-                    Family::Exfiltration,
-                    format!("`{shown}` pushes the repository to an address this command line chose, not to a remote the workspace already had."),
-                );
-            }
-            return;
-        }
+        "git" => git_push_to_address(w, args).then_some((
+            Family::Exfiltration,
+            "pushes the repository to an address this command line chose, not to a remote the workspace already had",
+        )),
         "scp" => {
             let p = parse_args(args, &Spec::gnu("cFiJloPS", &[]));
-            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| sends_off(&a.text))
+            (p.operands.len() >= 2 && p.operands.last().is_some_and(|a| sends_off(&a.text)))
+                .then_some(SENDS_FILES)
         }
-        "rsync" => {
-            let p = parse_args(
-                args,
-                &Spec::gnu(
-                    "eBfMT",
-                    &[
-                        "rsh",
-                        "filter",
-                        "exclude",
-                        "include",
-                        "exclude-from",
-                        "include-from",
-                        "files-from",
-                        "password-file",
-                        "port",
-                        "rsync-path",
-                        "temp-dir",
-                        "compare-dest",
-                        "link-dest",
-                        "backup-dir",
-                        "suffix",
-                        "chmod",
-                        "out-format",
-                        "log-file",
-                        "bwlimit",
-                        "timeout",
-                        "contimeout",
-                    ],
-                ),
-            );
-            p.operands.len() >= 2 && p.operands.last().is_some_and(|a| sends_off(&a.text))
-        }
+        "rsync" => rsync_sends(args).then_some(SENDS_FILES),
         "sftp" => {
             let p = parse_args(args, &Spec::posix("BbcDFiJloPRS", &[]));
-            !p.operands.is_empty()
+            (!p.operands.is_empty()).then_some(SENDS_FILES)
         }
-        _ => false,
-    };
-    if found {
-        w.deny(
-            Family::Exfiltration,
-            format!("`{shown}` sends local files off the machine."),
-        );
+        _ => None,
     }
+}
+
+/// `wget --post-file`, `--body-file` to a host off the machine.
+fn wget_posts(args: &[Arg], proxied: bool) -> bool {
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            "OoaeiPTtwUYBdD",
+            &[
+                "post-file",
+                "body-file",
+                "output-document",
+                "header",
+                "user-agent",
+            ],
+        ),
+    );
+    let local = all_loopback(&p.operands) && !redirects_host(args) && !proxied;
+    !local && (p.has_long("post-file") || p.has_long("body-file"))
+}
+
+/// `ftp host < cmds`, `tftp host -c put f`, `lftp -e 'put f' host`: commands that upload,
+/// given on stdin or the command line.
+fn ftp_puts(args: &[Arg], stdin: &Input, stdin_secret: bool) -> bool {
+    let p = parse_args(args, &Spec::gnu("cepP", &[]));
+    let puts = args.iter().any(|a| {
+        a.text
+            .split([' ', ';'])
+            .any(|w| matches!(w, "put" | "mput" | "send" | "append"))
+    });
+    let stdin_puts = matches!(stdin, Input::Static(t) if t
+        .split([' ', ';', '\n'])
+        .any(|w| matches!(w, "put" | "mput" | "send" | "append")));
+    !p.operands.is_empty() && (stdin_secret || puts || stdin_puts)
+}
+
+/// Clients that send their standard input to a host (`nc`, `telnet`, `openssl s_client`,
+/// mailers): a reverse shell, or secrets and attachments sent off the machine.
+fn stream_client(name: &str, args: &[Arg], stdin_secret: bool) -> Option<Denial> {
+    // `nc localhost 6379 < cmds.txt`: the loopback host stays on the machine.
+    let host = args
+        .iter()
+        .map(|a| a.text.as_str())
+        .find(|t| !t.starts_with('-') && !t.chars().all(|c| c.is_ascii_digit()));
+    let nc = matches!(name, "nc" | "ncat" | "netcat");
+    if (nc || name == "telnet") && host.is_some_and(is_loopback_url) && !reverse_shell_nc(args) {
+        return None;
+    }
+    if nc && reverse_shell_nc(args) {
+        return Some((Family::RemoteExec, "hands a shell to a remote host"));
+    }
+    // `openssl x509`, `openssl dgst`: only `s_client` and friends open a connection.
+    if name == "openssl"
+        && !args
+            .first()
+            .is_some_and(|a| matches!(a.text.as_str(), "s_client" | "s_time" | "ocsp" | "s_server"))
+    {
+        return None;
+    }
+    let attaches = matches!(name, "mail" | "mailx" | "mutt")
+        && args
+            .iter()
+            .any(|a| a.text == "-A" || a.text == "-a" || a.text.starts_with("--attach"));
+    (stdin_secret || attaches).then_some(SENDS_FILES)
+}
+
+/// `socat`: a program connected to a host, or a file or secret stdin sent to one.
+fn socat(args: &[Arg], stdin_secret: bool) -> Option<Denial> {
+    let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
+    if lower
+        .iter()
+        .any(|t| t.starts_with("exec:") || t.starts_with("system:"))
+    {
+        return Some((Family::RemoteExec, "connects a program to a remote host"));
+    }
+    let reads_file = lower.iter().any(|t| {
+        t.starts_with("file:")
+            || t.starts_with("open:")
+            || t.starts_with("gopen:")
+            || t.starts_with("create:")
+    });
+    let sends_stdin = stdin_secret
+        && lower
+            .iter()
+            .any(|t| t == "-" || t.starts_with("stdin") || t.starts_with("stdio"));
+    (reads_file || sends_stdin).then_some(SENDS_FILES)
+}
+
+/// `ssh -R` (a tunnel into this machine) or secrets on its standard input.
+fn ssh(args: &[Arg], stdin_secret: bool) -> Option<Denial> {
+    let p = parse_args(args, &Spec::posix("bcDEeFIiJLlmOoPpQRSWw", &[]));
+    if p.values(Some('R'), &[]).next().is_some() {
+        return Some((
+            Family::Exfiltration,
+            "opens a tunnel from a remote host into this machine",
+        ));
+    }
+    (stdin_secret && !p.operands.is_empty()).then_some(SENDS_FILES)
+}
+
+/// `rsync` whose destination is off the machine.
+fn rsync_sends(args: &[Arg]) -> bool {
+    let p = parse_args(
+        args,
+        &Spec::gnu(
+            "eBfMT",
+            &[
+                "rsh",
+                "filter",
+                "exclude",
+                "include",
+                "exclude-from",
+                "include-from",
+                "files-from",
+                "password-file",
+                "port",
+                "rsync-path",
+                "temp-dir",
+                "compare-dest",
+                "link-dest",
+                "backup-dir",
+                "suffix",
+                "chmod",
+                "out-format",
+                "log-file",
+                "bwlimit",
+                "timeout",
+                "contimeout",
+            ],
+        ),
+    );
+    p.operands.len() >= 2 && p.operands.last().is_some_and(|a| sends_off(&a.text))
 }
 
 /// A secret variable in a request body (`curl -d "$GITHUB_TOKEN"`, `wget --post-data=…`) or

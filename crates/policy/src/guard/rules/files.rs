@@ -49,51 +49,63 @@ fn in_home(path: &str) -> Option<&str> {
 pub(crate) fn autorun(path: &str) -> Option<Autorun> {
     let p = plain_path(path);
     let base = p.rsplit('/').next().unwrap_or(&p);
-    if let Some(h) = in_home(&p) {
-        const RC: &[&str] = &[
-            ".bashrc",
-            ".bash_profile",
-            ".bash_login",
-            ".bash_logout",
-            ".profile",
-            ".zshrc",
-            ".zshenv",
-            ".zprofile",
-            ".zlogin",
-            ".zlogout",
-            ".kshrc",
-            ".mkshrc",
-            ".cshrc",
-            ".tcshrc",
-            ".login",
-            ".xprofile",
-            ".xinitrc",
-            ".xsessionrc",
-            ".xsession",
-            ".config/fish/config.fish",
-        ];
-        if RC.contains(&h) || h.starts_with(".config/fish/conf.d/") {
-            return Some(Autorun::Shell);
-        }
-        if h == ".ssh/authorized_keys"
-            || h == ".ssh/authorized_keys2"
-            || h == ".ssh/config"
-            || h == ".ssh/rc"
-        {
-            return Some(Autorun::Access);
-        }
-        if h.starts_with(".config/systemd/user/")
-            || h.starts_with(".config/autostart/")
-            || h.starts_with(".local/share/systemd/user/")
-        {
-            return Some(Autorun::Unit);
-        }
+    if let Some(kind) = in_home(&p).and_then(home_autorun) {
+        return Some(kind);
     }
+    system_autorun(&p).or_else(|| workspace_autorun(base))
+}
+
+/// A file under the home directory (`h`, relative to it) that runs or grants access.
+fn home_autorun(h: &str) -> Option<Autorun> {
+    const RC: &[&str] = &[
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".zlogout",
+        ".kshrc",
+        ".mkshrc",
+        ".cshrc",
+        ".tcshrc",
+        ".login",
+        ".xprofile",
+        ".xinitrc",
+        ".xsessionrc",
+        ".xsession",
+        ".config/fish/config.fish",
+    ];
+    if RC.contains(&h) || h.starts_with(".config/fish/conf.d/") {
+        return Some(Autorun::Shell);
+    }
+    if h == ".ssh/authorized_keys"
+        || h == ".ssh/authorized_keys2"
+        || h == ".ssh/config"
+        || h == ".ssh/rc"
+    {
+        return Some(Autorun::Access);
+    }
+    if h.starts_with(".config/systemd/user/")
+        || h.starts_with(".config/autostart/")
+        || h.starts_with(".local/share/systemd/user/")
+    {
+        return Some(Autorun::Unit);
+    }
+    None
+}
+
+/// A system file that runs (start-up files, cron, units) or grants access.
+fn system_autorun(p: &str) -> Option<Autorun> {
+    let base = p.rsplit('/').next().unwrap_or(p);
     if p == "/etc/ld.so.preload" || p.ends_with("/.ssh/authorized_keys") {
         return Some(Autorun::Access);
     }
     if matches!(
-        p.as_str(),
+        p,
         "/etc/profile"
             | "/etc/bash.bashrc"
             | "/etc/zshrc"
@@ -120,6 +132,11 @@ pub(crate) fn autorun(path: &str) -> Option<Autorun> {
     {
         return Some(Autorun::Unit);
     }
+    None
+}
+
+/// A workspace file a tool runs: makefiles, `package.json`, Python start-up and test files.
+fn workspace_autorun(base: &str) -> Option<Autorun> {
     if matches!(base, "Makefile" | "makefile" | "GNUmakefile") || base.ends_with(".mk") {
         return Some(Autorun::Make);
     }
@@ -391,38 +408,7 @@ pub(crate) fn after_command(
                 record(w, &op.text, text, download, shown);
             }
         }
-        "dd" => {
-            let value = |key: &str| {
-                args.iter()
-                    .find_map(|a| a.text.strip_prefix(key).map(|v| (a, v)))
-            };
-            let endless = value("if=")
-                .is_some_and(|(_, v)| matches!(v, "/dev/zero" | "/dev/urandom" | "/dev/random"))
-                && value("count=").is_none();
-            if let Some((_, of)) = value("of=")
-                && endless
-                && !of.starts_with("/dev/")
-            {
-                w.deny(
-                    Family::HostAvailability,
-                    format!("`{shown}` writes without end until the disk is full."),
-                );
-            }
-            if let Some((_, of)) = value("of=") {
-                let (content, download) = match value("if=") {
-                    Some((a, v)) => content_of_arg(
-                        w,
-                        &Arg {
-                            text: v.to_owned(),
-                            ..a.clone()
-                        },
-                        stdin,
-                    ),
-                    None => content_of(w, stdin),
-                };
-                record(w, of, content, download, shown);
-            }
-        }
+        "dd" => dd(w, args, stdin, shown),
         "cp" | "install" | "ln" | "mv" => copy(w, args, stdin, shown),
         "tar" | "bsdtar" | "unzip" | "7z" | "7za" | "unrar" | "cpio" => {
             let from_stdin = matches!(stdin, Input::Stream(o) if o.taint.download);
@@ -452,6 +438,40 @@ pub(crate) fn after_command(
         _ => {}
     }
     consumers(w, name, args, stdin, shown);
+}
+
+/// `dd if=… of=…`: the output file gets the input's content; an endless input fills the disk.
+fn dd(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) {
+    let value = |key: &str| {
+        args.iter()
+            .find_map(|a| a.text.strip_prefix(key).map(|v| (a, v)))
+    };
+    let endless = value("if=")
+        .is_some_and(|(_, v)| matches!(v, "/dev/zero" | "/dev/urandom" | "/dev/random"))
+        && value("count=").is_none();
+    if let Some((_, of)) = value("of=")
+        && endless
+        && !of.starts_with("/dev/")
+    {
+        w.deny(
+            Family::HostAvailability,
+            format!("`{shown}` writes without end until the disk is full."),
+        );
+    }
+    if let Some((_, of)) = value("of=") {
+        let (content, download) = match value("if=") {
+            Some((a, v)) => content_of_arg(
+                w,
+                &Arg {
+                    text: v.to_owned(),
+                    ..a.clone()
+                },
+                stdin,
+            ),
+            None => content_of(w, stdin),
+        };
+        record(w, of, content, download, shown);
+    }
 }
 
 fn copy(w: &mut dyn Effects, args: &[Arg], stdin: &Input, shown: &str) {
@@ -566,46 +586,57 @@ fn consumers(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input, shown
         );
     }
     if name.starts_with("make") || name == "gmake" {
-        let p = parse_args(
-            args,
-            &Spec::gnu("fCIjlo", &["file", "makefile", "directory"]),
-        );
-        // `make CC='rm -rf ~;' x`: command variables run as the recipes' programs.
-        for op in &p.operands {
-            if let Some((var, value)) = op.text.split_once('=')
-                && var.chars().all(|c| c.is_ascii_uppercase() || c == '_')
-                && !var.is_empty()
-            {
-                w.run_script(value, &Input::Inherited);
-            }
-        }
-        for f in p
-            .values(Some('f'), &["file", "makefile"])
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-        {
-            if let Some(content) = w.written().get(&plain_path(&f)).cloned() {
-                for line in make_recipes(&content) {
-                    w.run_script(&line, &Input::Inherited);
-                }
-            }
-            if w.is_downloaded(&plain_path(&f)) {
-                w.deny(
-                    Family::RemoteExec,
-                    format!("`{shown}` runs `{f}`, a file just downloaded."),
-                );
-            }
-        }
+        make(w, args, shown);
     }
     if program.runs_files.iter().all(|f| f.starts_with('@')) {
         return;
     }
+    runs_downloaded_files(w, &program.runs_files, shown);
+}
+
+/// `make`: command variables run as the recipes' programs (`make CC='rm -rf ~;' x`), and the
+/// makefiles given with `-f` run their recipes.
+fn make(w: &mut dyn Effects, args: &[Arg], shown: &str) {
+    let p = parse_args(
+        args,
+        &Spec::gnu("fCIjlo", &["file", "makefile", "directory"]),
+    );
+    for op in &p.operands {
+        if let Some((var, value)) = op.text.split_once('=')
+            && var.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            && !var.is_empty()
+        {
+            w.run_script(value, &Input::Inherited);
+        }
+    }
+    for f in p
+        .values(Some('f'), &["file", "makefile"])
+        .map(str::to_owned)
+        .collect::<Vec<_>>()
+    {
+        if let Some(content) = w.written().get(&plain_path(&f)).cloned() {
+            for line in make_recipes(&content) {
+                w.run_script(&line, &Input::Inherited);
+            }
+        }
+        if w.is_downloaded(&plain_path(&f)) {
+            w.deny(
+                Family::RemoteExec,
+                format!("`{shown}` runs `{f}`, a file just downloaded."),
+            );
+        }
+    }
+}
+
+/// The workspace files a program runs (`runs_files`), when a download put one there, an
+/// archive from the network was unpacked, or the program runs inside a cloned repository.
+fn runs_downloaded_files(w: &mut dyn Effects, runs_files: &[String], shown: &str) {
     let dir = cwd_prefix(w.cwd());
     let inside_download = dir
         .as_deref()
         .is_some_and(|d| !d.is_empty() && w.is_downloaded(d.trim_end_matches('/')));
     let hit = w.downloaded().iter().find(|d| {
-        program.runs_files.iter().any(|f| {
+        runs_files.iter().any(|f| {
             let rel = dir.as_deref().and_then(|p| d.strip_prefix(p)).unwrap_or(d);
             if let Some(under) = f.strip_suffix('/') {
                 rel.starts_with(&format!("{under}/"))

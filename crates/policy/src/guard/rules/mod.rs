@@ -12,6 +12,7 @@ pub(crate) use code::runs_package_from_address;
 mod destruction;
 mod env_dump;
 mod exfiltration;
+mod inline;
 mod privilege;
 pub(crate) mod target;
 
@@ -76,44 +77,50 @@ pub(crate) fn judge(w: &mut dyn Effects, argv: &[Arg], stdin: &Input) -> Output 
     effects(w, &name, args);
     files::after_command(w, &name, args, stdin, &shown);
     if matches!(name.as_str(), "read" | "mapfile" | "readarray") {
-        // Variables read from a file or a stream carry what it brought in.
-        let taint = stdin.taint();
-        let p = parse_args(args, &Spec::gnu("adnNptuCcOs", &[]));
-        for n in p.operands.iter().map(|a| a.text.clone()).chain(
-            p.values(Some('a'), &[])
-                .map(str::to_owned)
-                .collect::<Vec<_>>(),
-        ) {
-            if !matches!(stdin, Input::Static(_)) {
-                w.taint_var(&n, taint);
-            }
-        }
-        // `read -r c <<< 'rm -rf ~'`: known lines, split over the names as read does; in a
-        // loop any line can be the one read, so each is a possible value.
-        if name == "read"
-            && !p.has_short('a')
-            && let Input::Static(text) = stdin
-            && text.lines().count() <= 16
-        {
-            let names: Vec<&Arg> = p.operands.clone();
-            let mut values: Vec<Vec<String>> = vec![Vec::new(); names.len()];
-            for line in text.lines() {
-                let mut words = line.split_whitespace();
-                for (k, slot) in values.iter_mut().enumerate() {
-                    let value = if k + 1 == names.len() {
-                        words.by_ref().collect::<Vec<_>>().join(" ")
-                    } else {
-                        words.next().unwrap_or("").to_owned()
-                    };
-                    slot.push(value);
-                }
-            }
-            for (n, vals) in names.iter().zip(values) {
-                w.overwrite_var(&n.text, vals);
-            }
-        }
+        read_variables(w, &name, args, stdin);
     }
     produce(w, &name, args, stdin)
+}
+
+/// `read`, `mapfile`: variables read from a file or a stream carry what it brought in; lines
+/// known statically are the variables' values.
+fn read_variables(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input) {
+    // Variables read from a file or a stream carry what it brought in.
+    let taint = stdin.taint();
+    let p = parse_args(args, &Spec::gnu("adnNptuCcOs", &[]));
+    for n in p.operands.iter().map(|a| a.text.clone()).chain(
+        p.values(Some('a'), &[])
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
+    ) {
+        if !matches!(stdin, Input::Static(_)) {
+            w.taint_var(&n, taint);
+        }
+    }
+    // `read -r c <<< 'rm -rf ~'`: known lines, split over the names as read does; in a
+    // loop any line can be the one read, so each is a possible value.
+    if name == "read"
+        && !p.has_short('a')
+        && let Input::Static(text) = stdin
+        && text.lines().count() <= 16
+    {
+        let names: Vec<&Arg> = p.operands.clone();
+        let mut values: Vec<Vec<String>> = vec![Vec::new(); names.len()];
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            for (k, slot) in values.iter_mut().enumerate() {
+                let value = if k + 1 == names.len() {
+                    words.by_ref().collect::<Vec<_>>().join(" ")
+                } else {
+                    words.next().unwrap_or("").to_owned()
+                };
+                slot.push(value);
+            }
+        }
+        for (n, vals) in names.iter().zip(values) {
+            w.overwrite_var(&n.text, vals);
+        }
+    }
 }
 
 /// A wrapper given no command: `env` prints the environment, `sudo -s` opens a root shell.
