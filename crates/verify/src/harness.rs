@@ -14,7 +14,7 @@ use crate::adapter::generic::GenericParser;
 use crate::adapter::gotest::GoParser;
 use crate::adapter::node::LoadErrors;
 use crate::adapter::{self, FailureSink, Parsed, Plan, REPORT_DIR, ReportFormat};
-use crate::detect::{DirSource, FileSource, detect};
+use crate::detect::{DirSource, FileSource};
 use crate::error::VerifyError;
 use crate::model::{BaseReport, Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
 use crate::runner::{CommandRunner, RunOutput, RunRequest};
@@ -121,11 +121,9 @@ pub fn run_verification_with(
     opts: &VerifyOptions,
 ) -> Result<VerdictReport, VerifyError> {
     let src = DirSource::layered(input.workspace, &input.layers);
-    let kind = match (opts.runner, &opts.command) {
-        (Some(kind), _) => kind,
-        (None, Some(_)) => RunnerKind::Command,
-        (None, None) => detect(&src).ok_or(VerifyError::NoRunner)?,
-    };
+    // The operator's runner; else the one recognised in the command; else the project's own.
+    let kind = crate::project::kind(opts.runner, opts.command.as_deref(), &src)
+        .ok_or(VerifyError::NoRunner)?;
     if matches!(kind, RunnerKind::Command | RunnerKind::Junit)
         && opts.command.as_ref().is_none_or(|c| c.is_empty())
     {
@@ -330,7 +328,9 @@ fn run_once(
     src: &dyn FileSource,
 ) -> Result<Attempt, VerifyError> {
     let visible_root = runner.visible_root(workspace, scratch);
-    let plan = adapter::plan(kind, opts.command.as_deref(), &visible_root, src);
+    let project = crate::project::plan(kind, opts.command.as_deref(), &visible_root, src);
+    let env = run_env(&project, opts);
+    let plan = project.plan;
     if plan.argv.is_empty() {
         return Err(VerifyError::EmptyCommand);
     }
@@ -348,18 +348,6 @@ fn run_once(
     std::fs::create_dir_all(&report_dir).map_err(|e| VerifyError::io(&report_dir, e))?;
     let mut all_layers = layers.to_vec();
     all_layers.push(report_layer);
-    let mut env = plan.env.clone();
-    if !opts.env.iter().any(|(k, _)| k == "PATH")
-        && let Some(path) = opts
-            .host_env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "PATH")
-            .and_then(|(_, v)| v.to_str())
-    {
-        env.push(("PATH".into(), path.to_string()));
-    }
-    env.extend(opts.env.iter().cloned());
     let req = RunRequest {
         workspace: workspace.to_path_buf(),
         layers: all_layers,
@@ -380,6 +368,31 @@ fn run_once(
         Err(VerifyError::RunnerNotFound(reason)) => Ok(Attempt::Missing { plan, reason }),
         Err(e) => Err(e),
     }
+}
+
+/// The environment a plan runs with: the plan's own, `PATH` (the project's directories first,
+/// then the caller's), then the caller's extra variables (which win).
+fn run_env(project: &crate::project::ProjectPlan, opts: &VerifyOptions) -> Vec<(String, String)> {
+    let mut env = project.plan.env.clone();
+    if !opts.env.iter().any(|(k, _)| k == "PATH") {
+        let host = opts
+            .host_env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .and_then(|(_, v)| v.to_str());
+        let mut parts: Vec<String> = project
+            .path_prepend
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        parts.extend(host.map(str::to_string));
+        if !parts.is_empty() {
+            env.push(("PATH".into(), parts.join(":")));
+        }
+    }
+    env.extend(opts.env.iter().cloned());
+    env
 }
 
 /// Counts, bounds and (with a baseline) marks failures as they stream in.
@@ -674,9 +687,9 @@ fn base_key(
     kind: RunnerKind,
     src: &dyn FileSource,
 ) -> Option<String> {
-    let plan = adapter::plan(kind, opts.command.as_deref(), input.workspace, src);
-    let mut env: Vec<(String, String)> = plan.env.clone();
-    env.extend(opts.env.iter().cloned());
+    let project = crate::project::plan(kind, opts.command.as_deref(), input.workspace, src);
+    let env = run_env(&project, opts);
+    let plan = project.plan;
     let extra: Vec<(std::ffi::OsString, std::ffi::OsString)> =
         env.iter().map(|(k, v)| (k.into(), v.into())).collect();
     let sandbox_env =

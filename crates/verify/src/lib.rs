@@ -54,6 +54,7 @@ pub mod detect;
 mod error;
 mod harness;
 pub mod model;
+pub mod project;
 pub mod runner;
 pub mod sanitize;
 pub mod verdict;
