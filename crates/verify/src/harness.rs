@@ -199,6 +199,7 @@ pub fn run_verification_with(
                 baseline: baseline.is_some(),
                 base: base_report,
                 argv: argv_text(&plan),
+                environment: Vec::new(),
                 ceiling: None,
                 limits: None,
             });
@@ -257,12 +258,97 @@ pub fn run_verification_with(
         baseline: baseline.is_some(),
         base: base_report,
         argv: argv_text(&plan),
+        environment: environment_note(&plan, &output, opts, &src),
         ceiling: output.ceiling.map(|c| c.name().to_string()),
         limits: output
             .limits
             .as_ref()
             .and_then(|l| serde_json::to_value(l).ok()),
     })
+}
+
+/// Most names a note lists before it says how many more there are.
+const NOTE_NAMES: usize = 8;
+
+/// `names` as a short list: the first [`NOTE_NAMES`], then how many more.
+fn name_list(mut names: Vec<String>) -> String {
+    names.sort();
+    names.dedup();
+    let more = names.len().saturating_sub(NOTE_NAMES);
+    names.truncate(NOTE_NAMES);
+    let mut text = names.join(", ");
+    if more > 0 {
+        text.push_str(&format!(" and {more} more"));
+    }
+    text
+}
+
+/// Each known difference between the run's environment and the host's, in a few words: what a
+/// test may see differently in the sandbox (see `SandboxRunner` and the sandbox crate).
+fn environment_note(
+    plan: &Plan,
+    output: &RunOutput,
+    opts: &VerifyOptions,
+    src: &dyn FileSource,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if output.degraded {
+        notes.push(
+            "no kernel isolation: the tests ran on a copy of the workspace, with the host's network"
+                .to_string(),
+        );
+    } else {
+        notes.push("no network (only loopback)".to_string());
+        notes.push(
+            "HOME is fresh and empty apart from read-only toolchain paths; /tmp is private"
+                .to_string(),
+        );
+        notes.push(format!(
+            "/sys: only {} (read-only); /etc: only non-secret files",
+            airlock_sandbox::SYS_ALLOWLIST.join(", ")
+        ));
+        let mut masked: Vec<String> = opts
+            .masked
+            .iter()
+            .chain(std::iter::once(&PathBuf::from(".airlock")))
+            .filter(|p| p.is_relative())
+            .filter_map(|p| p.to_str())
+            .filter(|p| src.exists(p))
+            .map(str::to_string)
+            .collect();
+        masked.retain(|p| !p.is_empty());
+        if !masked.is_empty() {
+            notes.push(format!(
+                "masked (empty to the tests): {}",
+                name_list(masked)
+            ));
+        }
+    }
+    let mut extra: Vec<(OsString, OsString)> = plan
+        .env
+        .iter()
+        .chain(opts.env.iter())
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    extra.retain(|(k, _)| k != "PATH");
+    if !output.degraded
+        && let Ok(sent) =
+            airlock_sandbox::env::scrubbed(opts.host_env.iter().cloned(), &extra, None)
+    {
+        let dropped: Vec<String> = opts
+            .host_env
+            .iter()
+            .filter(|(k, _)| !sent.iter().any(|(s, _)| s == k))
+            .filter_map(|(k, _)| k.to_str().map(str::to_string))
+            .collect();
+        if !dropped.is_empty() {
+            notes.push(format!(
+                "host environment variables not passed: {}",
+                name_list(dropped)
+            ));
+        }
+    }
+    notes
 }
 
 /// The plan's argv as text, for the verdict.
