@@ -188,6 +188,7 @@ fn assert_verdict_shape(v: &Value) {
         "advisory",
         "ceiling",
         "limits",
+        "environment",
     ]
     .into();
     let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();

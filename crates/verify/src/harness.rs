@@ -154,9 +154,17 @@ pub fn run_verification_with(
         Some(Base::Deferred { key, cache_file }) => Some((key.clone(), cache_file.clone())),
         _ => None,
     };
-    if let (Some((key, cache_file)), Attempt::Ran { plan, output }) = (deferred, &run) {
+    if let (
+        Some((key, cache_file)),
+        Attempt::Ran {
+            plan,
+            output,
+            steps_before_runner,
+        },
+    ) = (deferred, &run)
+    {
         let mut first = Collector::new(opts.budget_bytes, None);
-        let (parsed, _) = parse_run(plan, output, &src, &mut first);
+        let (parsed, _) = parse_run(plan, output, *steps_before_runner, &src, &mut first);
         let (verdict, _) = decide(&facts_of(output, opts, &parsed, &first, false));
         let known = BaseKnown {
             failing: first.identities.into_iter().collect(),
@@ -204,8 +212,13 @@ pub fn run_verification_with(
                 limits: None,
             });
         }
-        Attempt::Ran { plan, output } => {
-            let (parsed, tails) = parse_run(&plan, &output, &src, &mut collector);
+        Attempt::Ran {
+            plan,
+            output,
+            steps_before_runner,
+        } => {
+            let (parsed, tails) =
+                parse_run(&plan, &output, steps_before_runner, &src, &mut collector);
             (plan, output, parsed, tails)
         }
     };
@@ -390,8 +403,16 @@ fn millis(d: Duration) -> u64 {
 }
 
 enum Attempt {
-    Missing { plan: Plan, reason: String },
-    Ran { plan: Plan, output: RunOutput },
+    Missing {
+        plan: Plan,
+        reason: String,
+    },
+    Ran {
+        plan: Plan,
+        output: RunOutput,
+        /// See [`crate::project::ProjectPlan::steps_before_runner`].
+        steps_before_runner: bool,
+    },
 }
 
 /// A run's scratch directory, removed when the guard drops (the upper dir with everything the
@@ -416,6 +437,7 @@ fn run_once(
     let visible_root = runner.visible_root(workspace, scratch);
     let project = crate::project::plan(kind, opts.command.as_deref(), &visible_root, src);
     let env = run_env(&project, opts);
+    let steps_before_runner = project.steps_before_runner;
     let plan = project.plan;
     if plan.argv.is_empty() {
         return Err(VerifyError::EmptyCommand);
@@ -450,7 +472,11 @@ fn run_once(
         disk: opts.disk,
     };
     match runner.run(&req) {
-        Ok(output) => Ok(Attempt::Ran { plan, output }),
+        Ok(output) => Ok(Attempt::Ran {
+            plan,
+            output,
+            steps_before_runner,
+        }),
         Err(VerifyError::RunnerNotFound(reason)) => Ok(Attempt::Missing { plan, reason }),
         Err(e) => Err(e),
     }
@@ -537,10 +563,14 @@ impl FailureSink for Collector<'_> {
     }
 }
 
-/// Streams the outputs and report of one run through the adapter for its format.
+/// Streams the outputs and report of one run through the adapter for its format. When steps
+/// ran before the runner and the runner's report is missing after a failed run, an earlier
+/// step failed: what the run printed is read generically (type checkers' and compilers'
+/// diagnostics become failures).
 fn parse_run(
     plan: &Plan,
     output: &RunOutput,
+    steps_before_runner: bool,
     src: &dyn FileSource,
     collector: &mut Collector,
 ) -> (Parsed, (Tail, Tail)) {
@@ -623,6 +653,15 @@ fn parse_run(
             p.finish(collector)
         }
     };
+    if steps_before_runner && parsed.report_missing && output.exit_code != Some(0) {
+        let mut p = GenericParser::new(&locator);
+        let _ = output.stdout.for_each_line(|l| p.line(l, collector));
+        let _ = output.stderr.for_each_line(|l| p.line(l, collector));
+        let read = p.finish(collector);
+        if read.counts_known || collector.test_failures + collector.compile_failures > 0 {
+            parsed = read;
+        }
+    }
     if plan.kind == RunnerKind::Pytest && output.exit_code == Some(5) {
         parsed.said_no_tests = true;
     }
@@ -708,9 +747,13 @@ fn load_or_run_baseline(
         &src,
     )?;
     let (verdict, tests, failing) = match attempt {
-        Attempt::Ran { plan, output } => {
+        Attempt::Ran {
+            plan,
+            output,
+            steps_before_runner,
+        } => {
             let mut collector = Collector::new(opts.budget_bytes, None);
-            let (parsed, _) = parse_run(&plan, &output, &src, &mut collector);
+            let (parsed, _) = parse_run(&plan, &output, steps_before_runner, &src, &mut collector);
             let (verdict, _) = decide(&facts_of(&output, opts, &parsed, &collector, false));
             (verdict, parsed.counts, collector.identities)
         }

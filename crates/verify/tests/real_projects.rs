@@ -367,3 +367,43 @@ fn vitest_gensync_with_typecheck() {
     assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
     assert!(structured_in(&r, "test/api.test-d.ts"), "{r:#?}");
 }
+
+/// A test script whose type-check step runs before the runner (`tsc && vitest run`): a staged
+/// type error stops the script before the runner writes its report, and the verdict is still
+/// `failed` with the type checker's diagnostics, not a missing report.
+#[test]
+fn a_failing_step_before_the_runner_is_a_failure_with_its_diagnostics() {
+    let pristine = project("gensync-vitest");
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    std::fs::create_dir_all(root.join("test")).unwrap();
+    for rel in [
+        "index.js",
+        "tsconfig.json",
+        "test/index.test.js",
+        "test/api.test-d.ts",
+    ] {
+        std::fs::copy(pristine.join(rel), root.join(rel)).unwrap();
+    }
+    std::os::unix::fs::symlink(pristine.join("node_modules"), root.join("node_modules")).unwrap();
+    std::fs::write(
+        root.join("package.json"),
+        r#"{"name":"gensync","scripts":{"test":"tsc -p . && vitest run --globals"}}"#,
+    )
+    .unwrap();
+    let ws = Workspace {
+        _dir: tmp,
+        root,
+        scratch: tempfile::tempdir().unwrap(),
+    };
+    let mut opts = options(None);
+    opts.ro_binds = vec![pristine.join("node_modules")];
+    let r = verify_with(&ws, Vec::new(), &opts);
+    assert_eq!(r.verdict, Verdict::Passed, "{r:#?}");
+    assert_eq!(r.tests.passed, 30, "{r:#?}");
+
+    let layer = staged(&ws, "test/api.test-d.ts", "toBeFunction()", "toBeString()");
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &opts);
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(structured_in(&r, "test/api.test-d.ts"), "{r:#?}");
+}

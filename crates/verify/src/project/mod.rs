@@ -44,6 +44,10 @@ pub struct ProjectPlan {
     pub plan: Plan,
     /// Directories (as the command sees them) put first on `PATH`.
     pub path_prepend: Vec<PathBuf>,
+    /// Other steps run before the runner (a script's `tsc && vitest run`, a `pretest`): when
+    /// one fails, the runner never writes its report, and what those steps printed is read
+    /// generically instead.
+    pub steps_before_runner: bool,
 }
 
 impl ProjectPlan {
@@ -51,6 +55,7 @@ impl ProjectPlan {
         ProjectPlan {
             plan,
             path_prepend: Vec::new(),
+            steps_before_runner: false,
         }
     }
 }

@@ -139,7 +139,9 @@ pub(crate) fn script_plan(
     }
     let mut plan = adapter::plan(RunnerKind::Command, None, root, src);
     let mut body = script.clone();
+    let mut steps_before_runner = false;
     if let Some((kind, at, step)) = &found {
+        steps_before_runner = step.words[0].start > 0;
         let words: Vec<String> = step.words[*at..].iter().map(|w| w.text.clone()).collect();
         let wired = adapter::plan(*kind, Some(&words), root, src);
         let planned: Vec<String> = wired
@@ -175,6 +177,7 @@ pub(crate) fn script_plan(
     let mut parts = Vec::new();
     let pre_post = manager.runs_pre_post(src);
     if pre_post && let Some(pre) = self::script(&format!("pre{name}"), src) {
+        steps_before_runner = true;
         parts.push(pre);
     }
     parts.push(body);
@@ -211,5 +214,6 @@ pub(crate) fn script_plan(
     Some(ProjectPlan {
         plan,
         path_prepend: vec![root.join("node_modules/.bin")],
+        steps_before_runner,
     })
 }
