@@ -305,3 +305,40 @@ fn explicit_package_manager_calls_run_the_script() {
     assert!(argv(&pp).iter().any(|a| a == "--reporter=junit"));
     assert_eq!(pp.path_prepend, [Path::new("/ws/node_modules/.bin")]);
 }
+
+#[test]
+fn a_makefile_test_target_that_runs_pytest_is_the_command() {
+    let root = Path::new(ROOT);
+    let s = src(&[
+        ("pyproject.toml", "[project]\nname='x'\n"),
+        (
+            "Makefile",
+            ".PHONY: test\nlint:\n\truff .\n\ntest: lint\n\t$(PYTHON) -m pytest -x tests\n",
+        ),
+    ]);
+    let pp = plan(RunnerKind::Pytest, None, root, &s);
+    assert_eq!(argv(&pp), ["make", "test"]);
+    assert_eq!(
+        pp.plan.report.as_deref(),
+        Some(".airlock-verify/pytest.xml")
+    );
+    let addopts = pp
+        .plan
+        .env
+        .iter()
+        .find(|(k, _)| k == "PYTEST_ADDOPTS")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(
+        addopts,
+        Some("-p no:cacheprovider --junitxml=/ws/.airlock-verify/pytest.xml")
+    );
+    // A test target that does not run pytest is not read as pytest's.
+    let other = src(&[
+        ("pyproject.toml", ""),
+        ("Makefile", "test:\n\t./run-tests.sh\n"),
+    ]);
+    assert_eq!(
+        argv(&plan(RunnerKind::Pytest, None, root, &other))[1..3],
+        ["-m", "pytest"]
+    );
+}
