@@ -407,3 +407,40 @@ fn a_failing_step_before_the_runner_is_a_failure_with_its_diagnostics() {
     assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
     assert!(structured_in(&r, "test/api.test-d.ts"), "{r:#?}");
 }
+
+/// The changed module's own tests come first: a change to `src/packaging/utils.py` also fails a
+/// test in `tests/test_markers.py`, which pytest runs (and reports) first; the diagnostics must
+/// still open with `tests/test_utils.py`. The ordering is the diagnostics selection's job.
+#[test]
+#[ignore = "needs the diagnostics selection that puts the changed files' tests first; run with --ignored once it is in"]
+fn the_changed_modules_failures_come_first() {
+    let ws = in_place("packaging");
+    let layer = staged(
+        &ws,
+        "src/packaging/utils.py",
+        r#"_canonicalize_regex.sub("-", name).lower()"#,
+        r#"_canonicalize_regex.sub("_", name).lower()"#,
+    );
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(None));
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(
+        r.failures
+            .iter()
+            .any(|f| f.file.as_deref() == Some("tests/test_markers.py")),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r.failures[0].file.as_deref(),
+        Some("tests/test_utils.py"),
+        "{r:#?}"
+    );
+    assert!(
+        r.diagnostics.contains("\nFAIL tests/test_utils.py"),
+        "{r:#?}"
+    );
+    let first = r.diagnostics.find("FAIL ").unwrap();
+    assert!(
+        r.diagnostics[first..].starts_with("FAIL tests/test_utils.py"),
+        "{r:#?}"
+    );
+}
