@@ -73,7 +73,7 @@ pub fn kind(
     match explicit {
         Some(cmd) => Some(
             node::script_call(cmd)
-                .and_then(|name| node::script_kind(name, src))
+                .and_then(|(name, _)| node::script_kind(name, src))
                 .or_else(|| find_runner(cmd, src).map(|(k, _)| k))
                 .unwrap_or(RunnerKind::Command),
         ),
@@ -120,7 +120,7 @@ pub fn plan(
 fn declared_plan(kind: RunnerKind, root: &Path, src: &dyn FileSource) -> ProjectPlan {
     match kind {
         RunnerKind::Vitest | RunnerKind::Jest | RunnerKind::Node | RunnerKind::Command => {
-            if let Some(pp) = node::script_plan("test", Some(kind), root, src) {
+            if let Some(pp) = node::script_plan("test", &[], Some(kind), root, src) {
                 return pp;
             }
             ProjectPlan::bare(adapter::plan(kind, None, root, src))
@@ -142,8 +142,8 @@ fn explicit_plan(
     root: &Path,
     src: &dyn FileSource,
 ) -> ProjectPlan {
-    if let Some(name) = node::script_call(cmd)
-        && let Some(pp) = node::script_plan(name, Some(kind), root, src)
+    if let Some((name, args)) = node::script_call(cmd)
+        && let Some(pp) = node::script_plan(name, args, Some(kind), root, src)
     {
         return pp;
     }

@@ -87,18 +87,30 @@ pub(crate) fn script(name: &str, src: &dyn FileSource) -> Option<String> {
     (!script.is_empty() && script != NPM_INIT_TEST).then_some(script)
 }
 
-/// The script an explicit command runs through the package manager: `npm test`, `npm t`,
-/// `npm run NAME`, `npm run-script NAME`, `pnpm [run] NAME`, `yarn [run] NAME`, `bun run NAME`.
-/// Extra arguments after the name are not taken apart: such a command is run as given.
-pub(crate) fn script_call(cmd: &[String]) -> Option<&str> {
+/// The script an explicit command runs through the package manager, and the arguments the
+/// manager appends to it: `npm test|t [-- ARGS]`, `npm run|run-script NAME [-- ARGS]`,
+/// `pnpm|yarn [run] NAME [ARGS]`, `bun run NAME [ARGS]`.
+pub(crate) fn script_call(cmd: &[String]) -> Option<(&str, &[String])> {
     let (program, rest) = cmd.split_first()?;
-    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-    match (super::basename(program), rest.as_slice()) {
-        ("npm" | "pnpm" | "yarn", ["test" | "t"]) => Some("test"),
-        ("npm" | "pnpm" | "yarn" | "bun", ["run" | "run-script", name]) => Some(name),
-        ("pnpm" | "yarn", [name]) if !name.starts_with('-') => Some(name),
-        _ => None,
+    let manager = super::basename(program);
+    let (name, args) = match (manager, rest.first().map(String::as_str)) {
+        ("npm" | "pnpm" | "yarn", Some("test" | "t")) => ("test", &rest[1..]),
+        ("npm" | "pnpm" | "yarn" | "bun", Some("run" | "run-script")) => {
+            (rest.get(1)?.as_str(), &rest[2..])
+        }
+        ("pnpm" | "yarn", Some(name)) if !name.starts_with('-') => (name, &rest[1..]),
+        _ => return None,
+    };
+    if name.starts_with('-') {
+        return None;
     }
+    // npm passes on only what follows `--`; the others pass everything (a leading `--` dropped).
+    let args = match (manager, args.first().map(String::as_str)) {
+        (_, Some("--")) => &args[1..],
+        ("npm", Some(_)) => return None,
+        _ => args,
+    };
+    Some((name, args))
 }
 
 /// The runner the script `name` runs ([`RunnerKind::Command`] when it runs none that airlock
@@ -123,10 +135,11 @@ fn runner_step(script: &str, src: &dyn FileSource) -> Option<(RunnerKind, usize,
 }
 
 /// The script `name` run as the package manager runs it, with reporter flags spliced into its
-/// runner step. `None` when the project has no such script, or when the operator chose a
+/// runner step and `extra` appended to it. `None` when the project has no such script, or when the operator chose a
 /// runner other than the one the script runs.
 pub(crate) fn script_plan(
     name: &str,
+    extra: &[String],
     chosen: Option<RunnerKind>,
     root: &Path,
     src: &dyn FileSource,
@@ -172,6 +185,10 @@ pub(crate) fn script_plan(
                 plan.requires = Some(format!("node_modules/.bin/{program}"));
             }
         }
+    }
+    for arg in extra {
+        body.push(' ');
+        body.push_str(&shell::quote(arg));
     }
     let manager = manager(src);
     let mut parts = Vec::new();

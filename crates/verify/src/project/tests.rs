@@ -342,3 +342,30 @@ fn a_makefile_test_target_that_runs_pytest_is_the_command() {
         ["-m", "pytest"]
     );
 }
+
+#[test]
+fn arguments_after_the_script_name_are_appended_as_the_manager_does() {
+    let root = Path::new(ROOT);
+    let pkg = r#"{"scripts":{"test":"vitest run --typecheck","posttest":"echo done"}}"#;
+    let s = src(&[("package.json", pkg)]);
+    for cmd in [
+        "npm test -- -t adds",
+        "yarn test -t adds",
+        "pnpm run test -t adds",
+    ] {
+        assert_eq!(
+            kind(None, Some(&words(cmd)), &s),
+            Some(RunnerKind::Vitest),
+            "{cmd}"
+        );
+        let script = script_of(&plan(RunnerKind::Vitest, Some(&words(cmd)), root, &s));
+        assert!(
+            script.starts_with("( vitest run --typecheck --reporter=junit"),
+            "{cmd}: {script}"
+        );
+        assert!(
+            script.contains("--watch=false -t adds\n) && ( echo done"),
+            "{cmd}: {script}"
+        );
+    }
+}
