@@ -188,6 +188,7 @@ fn assert_verdict_shape(v: &Value) {
         "advisory",
         "ceiling",
         "limits",
+        "environment",
     ]
     .into();
     let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
@@ -895,4 +896,21 @@ fn verify_names_the_ceiling_a_test_run_hit() {
         "{v}"
     );
     fx.build(&["apply"], 4);
+}
+
+/// A runner the agent forces is compared with the runner the project's test script runs: a
+/// script verify cannot take apart (here a subshell) is the project's command, so forcing
+/// `node` (which would skip the script) makes the verdict the agent's.
+#[test]
+fn a_forced_runner_that_bypasses_the_projects_test_script_is_the_agents() {
+    let fx = Fx::node_project();
+    fx.call(
+        "write_file",
+        serde_json::json!({
+            "path": "package.json",
+            "content": "{\"name\":\"demo\",\"scripts\":{\"test\":\"(node --test)\"}}\n"
+        }),
+    );
+    let (_, v) = fx.agent_verify(serde_json::json!({ "runner": "node", "timeout_secs": 60 }));
+    assert_eq!(v["command"]["source"], "agent", "{v}");
 }

@@ -32,6 +32,8 @@
 //!
 //! - `/usr`, `/bin`, `/sbin`, `/lib*` read-only binds; `/etc` holds only a list of
 //!   non-secret files tools need ([`ETC_ALLOWLIST`]), so `/etc/shadow`, `/etc/ssh` are absent.
+//! - `/sys` shows, read-only, only what runtimes and test suites read to size themselves
+//!   ([`SYS_ALLOWLIST`]: CPUs, NUMA nodes, control groups, transparent huge pages).
 //! - `/dev` with null, zero, full, random, urandom, tty, `/dev/shm`, and `fd`/`stdin`/... links;
 //!   a fresh `/proc`; a private `/tmp` tmpfs.
 //! - `$HOME` at its real path as an empty tmpfs exposing read-only only [`SandboxSpec::home_binds`].
@@ -176,7 +178,7 @@ pub use degraded::DegradedBackend;
 pub use error::SandboxError;
 pub use harvest::{UpperChange, harvest};
 pub use namespace::NamespaceBackend;
-pub use plan::ETC_ALLOWLIST;
+pub use plan::{ETC_ALLOWLIST, SYS_ALLOWLIST};
 pub use probe::{Capabilities, probe};
 pub use settings::{HostMode, SandboxSettings};
 pub use spec::{

@@ -1,7 +1,7 @@
 //! The mount plan: every mount of the sandbox's root, computed on the host side before `clone`
 //! (paths as `CString`s), so the child only replays it with raw system calls.
 //!
-//! Order matters and is fixed here: system directories, `/etc`, `/dev`, `/proc`, then the
+//! Order matters and is fixed here: system directories, `/etc`, `/sys`, `/dev`, `/proc`, then the
 //! caller's mounts sorted parent-first (so a workspace under `/tmp` or `$HOME` is mounted after
 //! the private `/tmp` or `$HOME` that contains it), and finally the new root made read-only.
 //!
@@ -61,6 +61,17 @@ pub const ETC_ALLOWLIST: &[&str] = &[
     "inputrc",
     "shells",
     "gitconfig",
+];
+
+/// Subtrees of `/sys` the sandbox exposes, read-only, at their own paths: what runtimes and
+/// test suites read to size themselves (online CPUs, NUMA nodes, control-group limits,
+/// transparent huge pages). Everything else in `/sys` (firmware tables, DMI serials, device
+/// attributes, debugfs, kernel tunables) is absent.
+pub const SYS_ALLOWLIST: &[&str] = &[
+    "devices/system/cpu",
+    "devices/system/node",
+    "fs/cgroup",
+    "kernel/mm/transparent_hugepage",
 ];
 
 /// Device nodes bound from the host's `/dev`.
@@ -484,6 +495,10 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
     b.mkdirs(Path::new("/etc"))?;
     for entry in ETC_ALLOWLIST.iter().filter(|_| with_base) {
         let host = Path::new("/etc").join(entry);
+        b.bind_ro(&host, &host, sys_ro)?;
+    }
+    for entry in SYS_ALLOWLIST.iter().filter(|_| with_base) {
+        let host = Path::new("/sys").join(entry);
         b.bind_ro(&host, &host, sys_ro)?;
     }
     b.push(

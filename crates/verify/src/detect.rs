@@ -61,11 +61,19 @@ impl FileSource for DirSource {
 
 /// Detects the project's test runner, or `None` when nothing is recognised.
 pub fn detect(src: &dyn FileSource) -> Option<RunnerKind> {
-    if let Some(bytes) = src.read("package.json")
-        && let Some(kind) = detect_node(&bytes)
-    {
+    let node = src.read("package.json").and_then(|b| detect_node(&b));
+    if let Some((kind, true)) = node {
         return Some(kind);
     }
+    // A package.json that names no test runner (tooling only) does not hide another ecosystem.
+    if let Some(kind) = detect_other(src) {
+        return Some(kind);
+    }
+    node.map(|(kind, _)| kind)
+}
+
+/// Cargo, Go and Python markers.
+fn detect_other(src: &dyn FileSource) -> Option<RunnerKind> {
     if src.exists("Cargo.toml") {
         return Some(RunnerKind::Cargo);
     }
@@ -96,7 +104,8 @@ pub fn detect(src: &dyn FileSource) -> Option<RunnerKind> {
 }
 
 /// package.json: the `test` script names the runner first; then devDependencies/dependencies.
-fn detect_node(bytes: &[u8]) -> Option<RunnerKind> {
+/// The flag says whether the package declares it (false: node's runner as the fallback).
+fn detect_node(bytes: &[u8]) -> Option<(RunnerKind, bool)> {
     let json: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     let script = json
         .get("scripts")
@@ -104,13 +113,13 @@ fn detect_node(bytes: &[u8]) -> Option<RunnerKind> {
         .and_then(|t| t.as_str())
         .unwrap_or("");
     if script.contains("vitest") {
-        return Some(RunnerKind::Vitest);
+        return Some((RunnerKind::Vitest, true));
     }
     if script.contains("jest") {
-        return Some(RunnerKind::Jest);
+        return Some((RunnerKind::Jest, true));
     }
     if script.contains("node --test") || script.contains("node --experimental-test") {
-        return Some(RunnerKind::Node);
+        return Some((RunnerKind::Node, true));
     }
     let has_dep = |name: &str| {
         ["devDependencies", "dependencies"]
@@ -118,13 +127,15 @@ fn detect_node(bytes: &[u8]) -> Option<RunnerKind> {
             .any(|section| json.get(section).and_then(|d| d.get(name)).is_some())
     };
     if has_dep("vitest") {
-        return Some(RunnerKind::Vitest);
+        return Some((RunnerKind::Vitest, true));
     }
     if has_dep("jest") {
-        return Some(RunnerKind::Jest);
+        return Some((RunnerKind::Jest, true));
     }
-    // A package.json with neither: node's built-in runner is always available.
-    Some(RunnerKind::Node)
+    // A package.json with neither: node's built-in runner is always available; a test script
+    // of another runner still declares the project's tests.
+    let declared = !script.trim().is_empty() && !script.contains("no test specified");
+    Some((RunnerKind::Node, declared))
 }
 
 #[cfg(test)]
@@ -171,6 +182,28 @@ mod tests {
         );
         assert_eq!(
             detect_map(&[("package.json", "{}")]),
+            Some(RunnerKind::Node)
+        );
+    }
+
+    #[test]
+    fn a_package_json_that_declares_no_tests_does_not_hide_another_ecosystem() {
+        let tooling = r#"{"devDependencies":{"prettier":"3"}}"#;
+        assert_eq!(
+            detect_map(&[("package.json", tooling), ("Cargo.toml", "[package]")]),
+            Some(RunnerKind::Cargo)
+        );
+        assert_eq!(
+            detect_map(&[("package.json", tooling), ("go.mod", "module x")]),
+            Some(RunnerKind::Go)
+        );
+        assert_eq!(
+            detect_map(&[("package.json", tooling), ("pytest.ini", "")]),
+            Some(RunnerKind::Pytest)
+        );
+        // Alone, it is node's built-in runner, as before.
+        assert_eq!(
+            detect_map(&[("package.json", tooling)]),
             Some(RunnerKind::Node)
         );
     }

@@ -14,7 +14,7 @@ use crate::adapter::generic::GenericParser;
 use crate::adapter::gotest::GoParser;
 use crate::adapter::node::LoadErrors;
 use crate::adapter::{self, FailureSink, Parsed, Plan, REPORT_DIR, ReportFormat};
-use crate::detect::{DirSource, FileSource, detect};
+use crate::detect::{DirSource, FileSource};
 use crate::error::VerifyError;
 use crate::model::{BaseReport, Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
 use crate::runner::{CommandRunner, RunOutput, RunRequest};
@@ -129,11 +129,9 @@ pub fn run_verification_with(
     opts: &VerifyOptions,
 ) -> Result<VerdictReport, VerifyError> {
     let src = DirSource::layered(input.workspace, &input.layers);
-    let kind = match (opts.runner, &opts.command) {
-        (Some(kind), _) => kind,
-        (None, Some(_)) => RunnerKind::Command,
-        (None, None) => detect(&src).ok_or(VerifyError::NoRunner)?,
-    };
+    // The operator's runner; else the one recognised in the command; else the project's own.
+    let kind = crate::project::kind(opts.runner, opts.command.as_deref(), &src)
+        .ok_or(VerifyError::NoRunner)?;
     if matches!(kind, RunnerKind::Command | RunnerKind::Junit)
         && opts.command.as_ref().is_none_or(|c| c.is_empty())
     {
@@ -164,9 +162,17 @@ pub fn run_verification_with(
         Some(Base::Deferred { key, cache_file }) => Some((key.clone(), cache_file.clone())),
         _ => None,
     };
-    if let (Some((key, cache_file)), Attempt::Ran { plan, output }) = (deferred, &run) {
+    if let (
+        Some((key, cache_file)),
+        Attempt::Ran {
+            plan,
+            output,
+            steps_before_runner,
+        },
+    ) = (deferred, &run)
+    {
         let mut first = Collector::new(opts.budget_bytes, None);
-        let (parsed, _) = parse_run(plan, output, &src, &mut first);
+        let (parsed, _) = parse_run(plan, output, *steps_before_runner, &src, &mut first);
         let (verdict, _) = decide(&facts_of(output, opts, &parsed, &first, false));
         let known = BaseKnown {
             failing: first.identities.into_iter().collect(),
@@ -215,12 +221,18 @@ pub fn run_verification_with(
                 baseline: baseline.is_some(),
                 base: base_report,
                 argv: argv_text(&plan),
+                environment: Vec::new(),
                 ceiling: None,
                 limits: None,
             });
         }
-        Attempt::Ran { plan, output } => {
-            let (parsed, tails) = parse_run(&plan, &output, &src, &mut collector);
+        Attempt::Ran {
+            plan,
+            output,
+            steps_before_runner,
+        } => {
+            let (parsed, tails) =
+                parse_run(&plan, &output, steps_before_runner, &src, &mut collector);
             (plan, output, parsed, tails)
         }
     };
@@ -273,12 +285,97 @@ pub fn run_verification_with(
         baseline: baseline.is_some(),
         base: base_report,
         argv: argv_text(&plan),
+        environment: environment_note(&plan, &output, opts, &src),
         ceiling: output.ceiling.map(|c| c.name().to_string()),
         limits: output
             .limits
             .as_ref()
             .and_then(|l| serde_json::to_value(l).ok()),
     })
+}
+
+/// Most names a note lists before it says how many more there are.
+const NOTE_NAMES: usize = 8;
+
+/// `names` as a short list: the first [`NOTE_NAMES`], then how many more.
+fn name_list(mut names: Vec<String>) -> String {
+    names.sort();
+    names.dedup();
+    let more = names.len().saturating_sub(NOTE_NAMES);
+    names.truncate(NOTE_NAMES);
+    let mut text = names.join(", ");
+    if more > 0 {
+        text.push_str(&format!(" and {more} more"));
+    }
+    text
+}
+
+/// Each known difference between the run's environment and the host's, in a few words: what a
+/// test may see differently in the sandbox (see `SandboxRunner` and the sandbox crate).
+fn environment_note(
+    plan: &Plan,
+    output: &RunOutput,
+    opts: &VerifyOptions,
+    src: &dyn FileSource,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if output.degraded {
+        notes.push(
+            "no kernel isolation: the tests ran on a copy of the workspace, with the host's network"
+                .to_string(),
+        );
+    } else {
+        notes.push("no network (only loopback)".to_string());
+        notes.push(
+            "HOME is fresh and empty apart from read-only toolchain paths; /tmp is private"
+                .to_string(),
+        );
+        notes.push(format!(
+            "/sys: only {} (read-only); /etc: only non-secret files",
+            airlock_sandbox::SYS_ALLOWLIST.join(", ")
+        ));
+        let mut masked: Vec<String> = opts
+            .masked
+            .iter()
+            .chain(std::iter::once(&PathBuf::from(".airlock")))
+            .filter(|p| p.is_relative())
+            .filter_map(|p| p.to_str())
+            .filter(|p| src.exists(p))
+            .map(str::to_string)
+            .collect();
+        masked.retain(|p| !p.is_empty());
+        if !masked.is_empty() {
+            notes.push(format!(
+                "masked (empty to the tests): {}",
+                name_list(masked)
+            ));
+        }
+    }
+    let mut extra: Vec<(OsString, OsString)> = plan
+        .env
+        .iter()
+        .chain(opts.env.iter())
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    extra.retain(|(k, _)| k != "PATH");
+    if !output.degraded
+        && let Ok(sent) =
+            airlock_sandbox::env::scrubbed(opts.host_env.iter().cloned(), &extra, None)
+    {
+        let dropped: Vec<String> = opts
+            .host_env
+            .iter()
+            .filter(|(k, _)| !sent.iter().any(|(s, _)| s == k))
+            .filter_map(|(k, _)| k.to_str().map(str::to_string))
+            .collect();
+        if !dropped.is_empty() {
+            notes.push(format!(
+                "host environment variables not passed: {}",
+                name_list(dropped)
+            ));
+        }
+    }
+    notes
 }
 
 /// The plan's argv as text, for the verdict.
@@ -320,8 +417,16 @@ fn millis(d: Duration) -> u64 {
 }
 
 enum Attempt {
-    Missing { plan: Plan, reason: String },
-    Ran { plan: Plan, output: RunOutput },
+    Missing {
+        plan: Plan,
+        reason: String,
+    },
+    Ran {
+        plan: Plan,
+        output: RunOutput,
+        /// See [`crate::project::ProjectPlan::steps_before_runner`].
+        steps_before_runner: bool,
+    },
 }
 
 /// A run's scratch directory, removed when the guard drops (the upper dir with everything the
@@ -344,7 +449,10 @@ fn run_once(
     src: &dyn FileSource,
 ) -> Result<Attempt, VerifyError> {
     let visible_root = runner.visible_root(workspace, scratch);
-    let mut plan = adapter::plan(kind, opts.command.as_deref(), &visible_root, src);
+    let project = crate::project::plan(kind, opts.command.as_deref(), &visible_root, src);
+    let env = run_env(&project, opts);
+    let steps_before_runner = project.steps_before_runner;
+    let mut plan = project.plan;
     adapter::select::restrict(&mut plan, &opts.only).map_err(VerifyError::Selection)?;
     if plan.argv.is_empty() {
         return Err(VerifyError::EmptyCommand);
@@ -363,18 +471,6 @@ fn run_once(
     std::fs::create_dir_all(&report_dir).map_err(|e| VerifyError::io(&report_dir, e))?;
     let mut all_layers = layers.to_vec();
     all_layers.push(report_layer);
-    let mut env = plan.env.clone();
-    if !opts.env.iter().any(|(k, _)| k == "PATH")
-        && let Some(path) = opts
-            .host_env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "PATH")
-            .and_then(|(_, v)| v.to_str())
-    {
-        env.push(("PATH".into(), path.to_string()));
-    }
-    env.extend(opts.env.iter().cloned());
     let req = RunRequest {
         workspace: workspace.to_path_buf(),
         layers: all_layers,
@@ -392,10 +488,39 @@ fn run_once(
         disk: opts.disk,
     };
     match runner.run(&req) {
-        Ok(output) => Ok(Attempt::Ran { plan, output }),
+        Ok(output) => Ok(Attempt::Ran {
+            plan,
+            output,
+            steps_before_runner,
+        }),
         Err(VerifyError::RunnerNotFound(reason)) => Ok(Attempt::Missing { plan, reason }),
         Err(e) => Err(e),
     }
+}
+
+/// The environment a plan runs with: the plan's own, `PATH` (the project's directories first,
+/// then the caller's), then the caller's extra variables (which win).
+fn run_env(project: &crate::project::ProjectPlan, opts: &VerifyOptions) -> Vec<(String, String)> {
+    let mut env = project.plan.env.clone();
+    if !opts.env.iter().any(|(k, _)| k == "PATH") {
+        let host = opts
+            .host_env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .and_then(|(_, v)| v.to_str());
+        let mut parts: Vec<String> = project
+            .path_prepend
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        parts.extend(host.map(str::to_string));
+        if !parts.is_empty() {
+            env.push(("PATH".into(), parts.join(":")));
+        }
+    }
+    env.extend(opts.env.iter().cloned());
+    env
 }
 
 /// Counts, bounds and (with a baseline) marks failures as they stream in.
@@ -454,10 +579,14 @@ impl FailureSink for Collector<'_> {
     }
 }
 
-/// Streams the outputs and report of one run through the adapter for its format.
+/// Streams the outputs and report of one run through the adapter for its format. When steps
+/// ran before the runner and the runner's report is missing after a failed run, an earlier
+/// step failed: what the run printed is read generically (type checkers' and compilers'
+/// diagnostics become failures).
 fn parse_run(
     plan: &Plan,
     output: &RunOutput,
+    steps_before_runner: bool,
     src: &dyn FileSource,
     collector: &mut Collector,
 ) -> (Parsed, (Tail, Tail)) {
@@ -540,6 +669,15 @@ fn parse_run(
             p.finish(collector)
         }
     };
+    if steps_before_runner && parsed.report_missing && output.exit_code != Some(0) {
+        let mut p = GenericParser::new(&locator);
+        let _ = output.stdout.for_each_line(|l| p.line(l, collector));
+        let _ = output.stderr.for_each_line(|l| p.line(l, collector));
+        let read = p.finish(collector);
+        if read.counts_known || collector.test_failures + collector.compile_failures > 0 {
+            parsed = read;
+        }
+    }
     if plan.kind == RunnerKind::Pytest && output.exit_code == Some(5) {
         parsed.said_no_tests = true;
     }
@@ -625,9 +763,13 @@ fn load_or_run_baseline(
         &src,
     )?;
     let (verdict, tests, failing) = match attempt {
-        Attempt::Ran { plan, output } => {
+        Attempt::Ran {
+            plan,
+            output,
+            steps_before_runner,
+        } => {
             let mut collector = Collector::new(opts.budget_bytes, None);
-            let (parsed, _) = parse_run(&plan, &output, &src, &mut collector);
+            let (parsed, _) = parse_run(&plan, &output, steps_before_runner, &src, &mut collector);
             let (verdict, _) = decide(&facts_of(&output, opts, &parsed, &collector, false));
             (verdict, parsed.counts, collector.identities)
         }
@@ -690,11 +832,11 @@ fn base_key(
     kind: RunnerKind,
     src: &dyn FileSource,
 ) -> Option<String> {
-    let mut plan = adapter::plan(kind, opts.command.as_deref(), input.workspace, src);
+    let project = crate::project::plan(kind, opts.command.as_deref(), input.workspace, src);
+    let env = run_env(&project, opts);
+    let mut plan = project.plan;
     // A run of selected tests is another base than the whole suite.
     adapter::select::restrict(&mut plan, &opts.only).ok()?;
-    let mut env: Vec<(String, String)> = plan.env.clone();
-    env.extend(opts.env.iter().cloned());
     let extra: Vec<(std::ffi::OsString, std::ffi::OsString)> =
         env.iter().map(|(k, v)| (k.into(), v.into())).collect();
     let sandbox_env =

@@ -6,6 +6,10 @@
 //! - [`detect()`]: which runner a project uses (package.json → vitest / jest / node:test,
 //!   Cargo.toml → cargo, go.mod → go, pyproject.toml / pytest.ini / setup.cfg / tests → pytest),
 //!   read through a [`FileSource`] so the caller can pass the merged view.
+//! - [`project`]: what the project itself runs, read from its declarations (package.json's
+//!   `test` script with its package manager, the in-tree `.venv`, a Makefile `test` target,
+//!   the cargo workspace and aliases, Go's vendoring), and the runner inside an explicit
+//!   command, so that command keeps its structured adapter.
 //! - [`adapter`]: steers each runner to a structured reporter (JUnit XML for node:test, vitest
 //!   and pytest; jest's JSON; `go test -json`; cargo JSON diagnostics + libtest output) and
 //!   parses it, streaming; a generic adapter handles any command.
@@ -27,7 +31,8 @@
 //! The [`VerdictReport`] serialises to the verdict JSON of CLI.md (`verdict`, `changeset`,
 //! `runner`, `tests`, `failures[{test,file,line,message}]`, `diagnostics`, `duration_ms`);
 //! optional extras (`column`, `expected`, `received`, `stack`, `kind`, `pre_existing`,
-//! `degraded`, `failures_omitted`, `exit_code`, `baseline`) are omitted when empty.
+//! `degraded`, `failures_omitted`, `exit_code`, `baseline`, `environment`) are omitted when
+//! empty.
 //!
 //! ```no_run
 //! use airlock_verify::{run_verification, VerifyInput, VerifyOptions};
@@ -54,6 +59,7 @@ pub mod detect;
 mod error;
 mod harness;
 pub mod model;
+pub mod project;
 pub mod runner;
 pub mod sanitize;
 pub mod verdict;

@@ -202,6 +202,11 @@ pub struct VerdictReport {
     /// The exact command that ran (empty when nothing ran).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
+    /// Where the run's environment differs from the host's, one short note each (no network,
+    /// masked files, a fresh `HOME`, variables not passed, …), so a sandbox artefact can be
+    /// told from a real failure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment: Vec<String>,
     /// The resource ceiling the run hit (`memory`, `cpu`, `disk`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceiling: Option<String>,
@@ -265,6 +270,7 @@ mod tests {
             baseline: false,
             base: None,
             argv: Vec::new(),
+            environment: Vec::new(),
             ceiling: None,
             limits: None,
         };

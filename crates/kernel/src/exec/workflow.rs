@@ -329,7 +329,8 @@ fn verify_command(
 }
 
 /// A runner the agent forced (not `auto`, not the operator's `--runner`) that is not the one the
-/// project declares makes the verdict the agent's: another runner runs other tests.
+/// project declares (its test script's runner, `command` when verify cannot read that script)
+/// makes the verdict the agent's: another runner runs other tests.
 fn runner_overrides_project(
     k: &ExecCtx<'_>,
     p: &Call<'_, VerifyArgs>,
@@ -344,7 +345,7 @@ fn runner_overrides_project(
         return false;
     }
     let src = airlock_verify::DirSource::layered(k.root, &[layer.to_path_buf()]);
-    airlock_verify::detect(&src).map(|d| d.name()) != Some(chosen)
+    airlock_verify::project::kind(None, None, &src).map(|d| d.name()) != Some(chosen)
 }
 
 fn open_journal(k: &ExecCtx<'_>) -> Result<Journal, crate::CallOutcome> {

@@ -1,0 +1,446 @@
+//! Verify runs what the project runs: explicit commands keep their structured adapter, and
+//! real open-source projects (fetched and set up by `scripts/ci-deps-realprojects.sh`, the way
+//! their developers set them up, into `target/realprojects/`) get the runner's own counts,
+//! through the real sandbox. Each project is the read-only workspace; a staged change is a
+//! layer over it. The runner also runs directly on the host, and the counts must agree.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_verify::{
+    RunnerKind, Verdict, VerdictReport, VerifyInput, VerifyOptions, run_verification,
+};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// A private copy of `dir` as a workspace.
+struct Workspace {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    scratch: tempfile::TempDir,
+}
+
+fn copy_of(dir: &Path) -> Workspace {
+    let tmp = tempfile::Builder::new()
+        .prefix("verify-real-")
+        .tempdir()
+        .unwrap();
+    let root = tmp.path().join("ws");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(dir)
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    Workspace {
+        _dir: tmp,
+        root,
+        scratch: tempfile::tempdir().unwrap(),
+    }
+}
+
+fn options(command: Option<&str>) -> VerifyOptions {
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
+    VerifyOptions {
+        timeout: Duration::from_secs(120),
+        command: command.map(|c| c.split_whitespace().map(str::to_string).collect()),
+        home_binds: [".cargo", ".rustup", ".pyenv", "go/pkg/mod"]
+            .iter()
+            .map(|d| home.join(d))
+            .filter(|p| p.exists())
+            .collect(),
+        host_env: std::env::vars_os().collect(),
+        ..VerifyOptions::default()
+    }
+}
+
+fn verify_with(ws: &Workspace, layers: Vec<PathBuf>, opts: &VerifyOptions) -> VerdictReport {
+    let input = VerifyInput {
+        workspace: &ws.root,
+        layers,
+        changeset_hash: "blake3:real".into(),
+        scratch_dir: ws.scratch.path(),
+        baseline_cache: None,
+    };
+    let report = run_verification(&input, opts).expect("verification runs");
+    assert!(!report.degraded, "real projects run with kernel isolation");
+    report
+}
+
+#[test]
+fn explicit_go_test_keeps_the_go_adapter() {
+    let ws = copy_of(&fixtures().join("go/fail"));
+    let r = verify_with(&ws, Vec::new(), &options(Some("go test ./...")));
+    assert_eq!(r.runner, RunnerKind::Go, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(r.tests.failed >= 1 && r.tests.passed >= 1, "{r:#?}");
+    assert!(
+        r.failures
+            .iter()
+            .any(|f| f.file.as_deref() == Some("calc/calc_test.go") && f.line.is_some()),
+        "{r:#?}"
+    );
+    assert_eq!(r.argv[..3], ["go", "test", "-json"]);
+}
+
+fn project(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/realprojects")
+        .join(name);
+    assert!(
+        dir.exists(),
+        "{} is missing: run `bash scripts/ci-deps-realprojects.sh`",
+        dir.display()
+    );
+    dir.canonicalize().unwrap()
+}
+
+/// The project itself as the (read-only) workspace.
+fn in_place(name: &str) -> Workspace {
+    let tmp = tempfile::tempdir().unwrap();
+    Workspace {
+        _dir: tmp,
+        root: project(name),
+        scratch: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// A staged layer: `rel` of the project with `from` replaced by `to`.
+fn staged(ws: &Workspace, rel: &str, from: &str, to: &str) -> tempfile::TempDir {
+    let layer = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(ws.root.join(rel)).unwrap();
+    assert!(text.contains(from), "{rel} has no {from:?}");
+    let path = layer.path().join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+    layer
+}
+
+/// Runs `cmd` on the host in `dir` and returns its stdout.
+fn host(dir: &Path, cmd: &[&str], env: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new(cmd[0])
+        .args(&cmd[1..])
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+fn total(r: &VerdictReport) -> u64 {
+    r.tests.passed + r.tests.failed + r.tests.skipped
+}
+
+fn structured_in(r: &VerdictReport, file_prefix: &str) -> bool {
+    r.failures.iter().any(|f| {
+        f.file
+            .as_deref()
+            .is_some_and(|p| p.starts_with(file_prefix))
+            && f.line.is_some()
+    })
+}
+
+#[test]
+fn cargo_semver() {
+    let ws = in_place("semver");
+    // The runner's own count: `cargo test` in a copy outside this repository's workspace.
+    let copy = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(&ws.root)
+        .arg(copy.path().join("semver"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = host(
+        &copy.path().join("semver"),
+        &["cargo", "test", "--offline", "--no-fail-fast"],
+        &[],
+    );
+    let mut own = 0;
+    for line in text.lines().filter(|l| l.starts_with("test result:")) {
+        for part in line.split([';', '.']) {
+            let words: Vec<&str> = part.split_whitespace().collect();
+            if let [n, "passed" | "failed" | "ignored"] = words[..] {
+                own += n.parse::<u64>().unwrap();
+            }
+        }
+    }
+    assert!(own > 0, "{text}");
+
+    let layer = staged(
+        &ws,
+        "src/display.rs",
+        r#""{}.{}.{}", self.major"#,
+        r#""{}.{}.{}.", self.major"#,
+    );
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(None));
+    assert_eq!(r.runner, RunnerKind::Cargo, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert_eq!(total(&r), own, "{r:#?}");
+    assert!(structured_in(&r, "tests/test_version.rs"), "{r:#?}");
+
+    let r = verify_with(
+        &ws,
+        vec![layer.path().to_path_buf()],
+        &options(Some("cargo test --test test_version")),
+    );
+    assert_eq!(r.runner, RunnerKind::Cargo, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(structured_in(&r, "tests/test_version.rs"), "{r:#?}");
+}
+
+#[test]
+fn pytest_packaging_in_its_venv() {
+    let ws = in_place("packaging");
+    // The runner's own count, from the project's environment.
+    let text = host(
+        &ws.root,
+        &[
+            ".venv/bin/python",
+            "-m",
+            "pytest",
+            "--co",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        &[("PYTHONDONTWRITEBYTECODE", "1")],
+    );
+    let own: u64 = text
+        .lines()
+        .rev()
+        .find_map(|l| l.split_once(" tests collected"))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+
+    let layer = staged(
+        &ws,
+        "src/packaging/utils.py",
+        r#"_canonicalize_regex.sub("-", name).lower()"#,
+        r#"_canonicalize_regex.sub("_", name).lower()"#,
+    );
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(None));
+    assert_eq!(r.runner, RunnerKind::Pytest, "{r:#?}");
+    assert_eq!(
+        r.argv[0],
+        ws.root.join(".venv/bin/python").to_string_lossy()
+    );
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert_eq!(total(&r), own, "{r:#?}");
+    assert!(structured_in(&r, "tests/test_utils.py"), "{r:#?}");
+
+    // The natural command: `pytest` of the active environment, structured.
+    let r = verify_with(
+        &ws,
+        vec![layer.path().to_path_buf()],
+        &options(Some("pytest tests/test_utils.py -k canonicalize")),
+    );
+    assert_eq!(r.runner, RunnerKind::Pytest, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(
+        r.tests.failed > 0 && structured_in(&r, "tests/test_utils.py"),
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn go_cmp() {
+    let ws = in_place("go-cmp");
+    let text = host(
+        &ws.root,
+        &["go", "test", "-json", "./..."],
+        &[("GOFLAGS", "-mod=mod"), ("GOPROXY", "off")],
+    );
+    let own = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| {
+            e.get("Test").is_some()
+                && matches!(e["Action"].as_str(), Some("pass" | "fail" | "skip"))
+        })
+        .count() as u64;
+    assert!(own > 0, "{text}");
+
+    let layer = staged(
+        &ws,
+        "cmp/cmpopts/equate.go",
+        "(vx.Len() == 0 && vy.Len() == 0)",
+        "(vx.Len() == 0 || vy.Len() == 0)",
+    );
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(None));
+    assert_eq!(r.runner, RunnerKind::Go, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert_eq!(total(&r), own, "{r:#?}");
+    assert!(structured_in(&r, "cmp/cmpopts/"), "{r:#?}");
+
+    let r = verify_with(
+        &ws,
+        vec![layer.path().to_path_buf()],
+        &options(Some("go test ./cmp/cmpopts/")),
+    );
+    assert_eq!(r.runner, RunnerKind::Go, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(structured_in(&r, "cmp/cmpopts/"), "{r:#?}");
+}
+
+/// jest's or vitest's own count from its JSON reporter, run on the host.
+fn node_count(dir: &Path, cmd: &[&str]) -> u64 {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut argv: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+    argv.push(format!("--outputFile={}", out.path().display()));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let text = host(dir, &argv, &[("CI", "true")]);
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path()).unwrap())
+        .unwrap_or_else(|_| panic!("{text}"));
+    json["numTotalTests"].as_u64().unwrap()
+}
+
+#[test]
+fn jest_gensync() {
+    let ws = in_place("gensync-jest");
+    let own = node_count(&ws.root, &["node_modules/.bin/jest", "--ci", "--json"]);
+    assert_eq!(own, 30);
+
+    let layer = staged(
+        &ws,
+        "index.js",
+        "  return value;\n}\n\nfunction evaluateAsync",
+        "  return [value];\n}\n\nfunction evaluateAsync",
+    );
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(None));
+    assert_eq!(r.runner, RunnerKind::Jest, "{r:#?}");
+    // The project's own `test` script ran, through sh, as npm runs it.
+    assert_eq!(r.argv[..2], ["sh", "-c"]);
+    assert!(r.argv[2].starts_with("jest --ci --json"), "{:?}", r.argv);
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert_eq!(total(&r), own, "{r:#?}");
+    assert!(structured_in(&r, "test/index.test.js"), "{r:#?}");
+
+    for cmd in ["npx jest", "npm test"] {
+        let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(Some(cmd)));
+        assert_eq!(r.runner, RunnerKind::Jest, "{cmd}: {r:#?}");
+        assert_eq!(r.verdict, Verdict::Failed, "{cmd}: {r:#?}");
+        assert_eq!(total(&r), own, "{cmd}: {r:#?}");
+        assert!(structured_in(&r, "test/index.test.js"), "{cmd}: {r:#?}");
+    }
+}
+
+#[test]
+fn vitest_gensync_with_typecheck() {
+    let ws = in_place("gensync-vitest");
+    let own = node_count(
+        &ws.root,
+        &[
+            "node_modules/.bin/vitest",
+            "run",
+            "--globals",
+            "--typecheck",
+            "--reporter=json",
+        ],
+    );
+    assert_eq!(own, 31);
+
+    // A staged type error: only the script's typecheck step sees it.
+    let layer = staged(&ws, "test/api.test-d.ts", "toBeFunction()", "toBeString()");
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(None));
+    assert_eq!(r.runner, RunnerKind::Vitest, "{r:#?}");
+    assert!(
+        r.argv[2].starts_with("vitest run --globals --typecheck --reporter=junit"),
+        "{:?}",
+        r.argv
+    );
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert_eq!(total(&r), own, "{r:#?}");
+    assert_eq!(r.tests.failed, 1, "{r:#?}");
+    assert!(structured_in(&r, "test/api.test-d.ts"), "{r:#?}");
+
+    let r = verify_with(
+        &ws,
+        vec![layer.path().to_path_buf()],
+        &options(Some("npx vitest run --globals --typecheck")),
+    );
+    assert_eq!(r.runner, RunnerKind::Vitest, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(structured_in(&r, "test/api.test-d.ts"), "{r:#?}");
+}
+
+/// A test script whose type-check step runs before the runner (`tsc && vitest run`): a staged
+/// type error stops the script before the runner writes its report, and the verdict is still
+/// `failed` with the type checker's diagnostics, not a missing report.
+#[test]
+fn a_failing_step_before_the_runner_is_a_failure_with_its_diagnostics() {
+    let pristine = project("gensync-vitest");
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    std::fs::create_dir_all(root.join("test")).unwrap();
+    for rel in [
+        "index.js",
+        "tsconfig.json",
+        "test/index.test.js",
+        "test/api.test-d.ts",
+    ] {
+        std::fs::copy(pristine.join(rel), root.join(rel)).unwrap();
+    }
+    std::os::unix::fs::symlink(pristine.join("node_modules"), root.join("node_modules")).unwrap();
+    std::fs::write(
+        root.join("package.json"),
+        r#"{"name":"gensync","scripts":{"test":"tsc -p . && vitest run --globals"}}"#,
+    )
+    .unwrap();
+    let ws = Workspace {
+        _dir: tmp,
+        root,
+        scratch: tempfile::tempdir().unwrap(),
+    };
+    let mut opts = options(None);
+    opts.ro_binds = vec![pristine.join("node_modules")];
+    let r = verify_with(&ws, Vec::new(), &opts);
+    assert_eq!(r.verdict, Verdict::Passed, "{r:#?}");
+    assert_eq!(r.tests.passed, 30, "{r:#?}");
+
+    let layer = staged(&ws, "test/api.test-d.ts", "toBeFunction()", "toBeString()");
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &opts);
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(structured_in(&r, "test/api.test-d.ts"), "{r:#?}");
+}
+
+/// The changed module's own tests come first: a change to `src/packaging/utils.py` also fails a
+/// test in `tests/test_markers.py`, which pytest runs (and reports) first; the diagnostics must
+/// still open with `tests/test_utils.py`. The ordering is the diagnostics selection's job.
+#[test]
+#[ignore = "needs the diagnostics selection that puts the changed files' tests first; run with --ignored once it is in"]
+fn the_changed_modules_failures_come_first() {
+    let ws = in_place("packaging");
+    let layer = staged(
+        &ws,
+        "src/packaging/utils.py",
+        r#"_canonicalize_regex.sub("-", name).lower()"#,
+        r#"_canonicalize_regex.sub("_", name).lower()"#,
+    );
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(None));
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(
+        r.failures
+            .iter()
+            .any(|f| f.file.as_deref() == Some("tests/test_markers.py")),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r.failures[0].file.as_deref(),
+        Some("tests/test_utils.py"),
+        "{r:#?}"
+    );
+    assert!(
+        r.diagnostics.contains("\nFAIL tests/test_utils.py"),
+        "{r:#?}"
+    );
+    let first = r.diagnostics.find("FAIL ").unwrap();
+    assert!(
+        r.diagnostics[first..].starts_with("FAIL tests/test_utils.py"),
+        "{r:#?}"
+    );
+}
