@@ -181,6 +181,48 @@ pub(crate) fn rlimits_before_exec(
     }
 }
 
+/// Confines a plain child process just before `execve` (the Landlock tier): no new
+/// privileges, the Landlock domain of `ruleset` (its rules were added by the parent), then the
+/// seccomp `bpf` program. A step that fails fails the spawn with its errno, so the command
+/// never runs unconfined.
+pub(crate) fn confine_before_exec(
+    cmd: &mut std::process::Command,
+    ruleset: RawFd,
+    bpf: Vec<libc::sock_filter>,
+) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only makes the prctl,
+    // landlock_restrict_self and seccomp system calls over data prepared before the fork
+    // (`ruleset` stays open in the parent until the spawn returns; `bpf` is owned by the
+    // closure); it allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            let Ok(len) = libc::c_ushort::try_from(bpf.len()) else {
+                return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            let prog = libc::sock_fprog {
+                len,
+                filter: bpf.as_ptr().cast_mut(),
+            };
+            if libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &raw const prog,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Ends this process at once, without unwinding or running exit handlers (a clone child must
 /// not flush or free what it shares with its parent's copy). Async-signal-safe.
 pub(crate) fn exit(code: i32) -> ! {

@@ -42,9 +42,32 @@ impl Backend for DegradedBackend {
     }
 
     fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
-        run(spec)
+        run_in_copy(spec, crate::Tier::Degraded, None)
+    }
+
+    fn visible_root(&self, _workspace: &Path, work: &Path) -> PathBuf {
+        copy_dir(work)
     }
 }
+
+/// Where a copy tier puts the workspace copy of a run: beneath the spec's work directory
+/// (caller-owned, outside the workspace, unused without an overlay), so a caller knows the
+/// path the command sees before the run.
+pub(crate) fn copy_dir(work: &Path) -> PathBuf {
+    work.join("ws")
+}
+
+/// The directories of a copy-tier run, for the tier's confinement.
+pub(crate) struct CopyDirs<'a> {
+    /// The workspace copy the command runs in.
+    pub(crate) copy: &'a Path,
+    /// The run's private temporary directory (`TMPDIR`).
+    pub(crate) tmp: &'a Path,
+}
+
+/// What a copy tier adds to the command before it is spawned (its confinement).
+pub(crate) type Confine<'a> =
+    &'a dyn Fn(&mut Command, &CopyDirs<'_>) -> Result<Option<OwnedFd>, SandboxError>;
 
 /// What a path of the merged base was, and where it came from.
 #[derive(Debug, Clone)]
@@ -262,14 +285,37 @@ fn whiteouts(copy: &Path, base: &BTreeMap<PathBuf, Base>, upper: &Path) -> io::R
     Ok(())
 }
 
-fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
+/// Runs `spec` in a copy of workspace + layers beneath its work directory, confined by
+/// `confine` (nothing: the degraded tier), and records the copy's differences in the upper
+/// directory. The outcome says `tier`.
+pub(crate) fn run_in_copy(
+    spec: &SandboxSpec,
+    tier: crate::Tier,
+    confine: Option<Confine<'_>>,
+) -> Result<Outcome, SandboxError> {
     let v = validate(spec, crate::settings::current())?;
-    let scratch = tempfile::Builder::new()
-        .prefix("airlock-degraded-")
-        .tempdir()
-        .map_err(|e| SandboxError::io("creating the scratch copy", std::env::temp_dir(), e))?;
-    let copy = scratch.path().join("ws");
-    fs::create_dir(&copy).map_err(io_err("creating", &copy))?;
+    let copy = copy_dir(&v.work);
+    let tmp = v.work.join("tmp");
+    for dir in [&copy, &tmp] {
+        crate::remove_tree(dir).map_err(io_err("clearing", dir))?;
+        fs::create_dir(dir).map_err(io_err("creating", dir))?;
+    }
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o700)).map_err(io_err("chmod", &tmp))?;
+    let outcome = run_copied(spec, &v, &copy, &tmp, tier, confine);
+    // Directories the command made unreadable would block the cleanup.
+    let _ = crate::remove_tree(&copy);
+    let _ = crate::remove_tree(&tmp);
+    outcome
+}
+
+fn run_copied(
+    spec: &SandboxSpec,
+    v: &crate::launch::Validated,
+    copy: &Path,
+    tmp: &Path,
+    tier: crate::Tier,
+    confine: Option<Confine<'_>>,
+) -> Result<Outcome, SandboxError> {
     let mut base = BTreeMap::new();
     // Masked workspace paths are left out of the copy: absent rather than empty (no mount can
     // hide them here), and, absent from the base, never reported as deleted.
@@ -278,9 +324,9 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         .iter()
         .filter_map(|m| m.strip_prefix(&v.workspace).ok().map(Path::to_path_buf))
         .collect();
-    overlay_copy(&v.workspace, &copy, Path::new(""), &mut base, &masked)?;
+    overlay_copy(&v.workspace, copy, Path::new(""), &mut base, &masked)?;
     for layer in &v.layers {
-        overlay_copy(layer, &copy, Path::new(""), &mut base, &masked)?;
+        overlay_copy(layer, copy, Path::new(""), &mut base, &masked)?;
     }
     let rel_cwd = v.cwd.strip_prefix(&v.workspace).unwrap_or(Path::new(""));
 
@@ -297,6 +343,9 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if confine.is_some() {
+        cmd.env("TMPDIR", tmp);
+    }
     let l = &spec.limits;
     let mut limits = vec![
         (libc::RLIMIT_CORE, 0, 0),
@@ -313,12 +362,21 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     if let Some(c) = l.cpu_seconds {
         limits.push((libc::RLIMIT_CPU, c, c + 1));
     }
+    if confine.is_some() {
+        limits.push((libc::RLIMIT_NPROC, l.nproc, l.nproc));
+    }
     crate::child::rlimits_before_exec(&mut cmd, limits);
+    // Held open until the spawn returns: the child's confinement refers to it.
+    let _ruleset = match confine {
+        Some(c) => c(&mut cmd, &CopyDirs { copy, tmp })?,
+        None => None,
+    };
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| SandboxError::Exec {
         program: spec.argv[0].clone(),
         source,
     })?;
+    drop(_ruleset);
     let pid = libc::pid_t::try_from(child.id()).map_err(|e| SandboxError::Sys {
         action: "spawning the command",
         source: std::io::Error::other(e),
@@ -374,11 +432,9 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
     } else {
         (None, None)
     };
-    diff_into_upper(&copy, Path::new(""), &base, &v.upper, &masked)
-        .and_then(|()| whiteouts(&copy, &base, &v.upper))
+    diff_into_upper(copy, Path::new(""), &base, &v.upper, &masked)
+        .and_then(|()| whiteouts(copy, &base, &v.upper))
         .map_err(io_err("recording the changes in", &v.upper))?;
-    // Directories the command made unreadable would block the cleanup.
-    let _ = fs::set_permissions(&copy, fs::Permissions::from_mode(0o700));
     Ok(Outcome {
         exit_code,
         signal,
@@ -387,7 +443,8 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         stdout: out.finish(),
         stderr: err.finish(),
         duration: ended.duration,
-        degraded: true,
+        degraded: tier == crate::Tier::Degraded,
+        tier,
         warm: false,
         ceiling: crate::outcome::rlimit_ceiling(exit_code, signal, &spec.limits),
         limits: crate::outcome::rlimit_report(&spec.limits, None),

@@ -251,6 +251,7 @@ pub(crate) fn bash(
     if outcome.degraded {
         out["degraded"] = json!("degraded: no kernel isolation");
     }
+    out["tier"] = json!(outcome.tier.name());
     if outcome.warm {
         out["warm_host"] = json!(true);
     }
@@ -322,23 +323,10 @@ fn run_sandboxed(
             .run(spec)
             .map_err(|e| e.to_string());
     }
-    match airlock_sandbox::NamespaceBackend::new().run(spec) {
-        Ok(o) => Ok(o),
-        Err(e) => match airlock_sandbox::probe() {
-            Err(missing) if k.allow_degraded => {
-                tracing::warn!(
-                    "no kernel isolation ({missing}); running degraded as the operator allowed"
-                );
-                airlock_sandbox::DegradedBackend::new()
-                    .run(spec)
-                    .map_err(|e| e.to_string())
-            }
-            Err(missing) => Err(format!(
-                "{missing} (the operator may opt in to running without kernel isolation with --allow-degraded)"
-            )),
-            Ok(_) => Err(e.to_string()),
-        },
-    }
+    // The full tier directly; on a host that lacks it, the weakest tier the operator allows
+    // (the Landlock tier, or the degraded one with --allow-degraded), else an error naming the
+    // restriction and its fix.
+    airlock_sandbox::run_best(spec, k.allow_degraded).map_err(|e| e.to_string())
 }
 
 /// Turn the upper layer into staged changes; returns `["A path", …]` lines.
