@@ -181,8 +181,24 @@ pub(crate) fn rlimits_before_exec(
     }
 }
 
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
 /// Confines a plain child process just before `execve` (the Landlock tier): no new
-/// privileges, the Landlock domain of `ruleset` (its rules were added by the parent), then the
+/// privileges, no capabilities, the Landlock domain of `ruleset` (its rules were added by the parent), then the
 /// seccomp `bpf` program. A step that fails fails the spawn with its errno, so the command
 /// never runs unconfined.
 pub(crate) fn confine_before_exec(
@@ -200,7 +216,27 @@ pub(crate) fn confine_before_exec(
             let Ok(len) = libc::c_ushort::try_from(bpf.len()) else {
                 return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
             };
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            // No capabilities (the host's root keeps none: CAP_SYS_PTRACE would read other
+            // processes' memory and environment through /proc): the bounding set (which fails
+            // without CAP_SETPCAP, when there is nothing to drop), the ambient set, then the
+            // process's own sets.
+            for cap in 0..64 {
+                libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+            }
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            );
+            let header = CapHeader {
+                version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+                pid: 0,
+            };
+            let data = [CapData::default(); 2];
+            if libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) != 0
+                || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
                 || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0
             {
                 return Err(std::io::Error::last_os_error());

@@ -63,6 +63,10 @@ pub(crate) struct CopyDirs<'a> {
     pub(crate) copy: &'a Path,
     /// The run's private temporary directory (`TMPDIR`).
     pub(crate) tmp: &'a Path,
+    /// `$HOME` of the run (the spec's home binds are relative to it).
+    pub(crate) home: Option<&'a Path>,
+    /// The masked paths, absolute (workspace ones are already left out of the copy).
+    pub(crate) masked: &'a [PathBuf],
 }
 
 /// What a copy tier adds to the command before it is spawned (its confinement).
@@ -368,7 +372,15 @@ fn run_copied(
     crate::child::rlimits_before_exec(&mut cmd, limits);
     // Held open until the spawn returns: the child's confinement refers to it.
     let _ruleset = match confine {
-        Some(c) => c(&mut cmd, &CopyDirs { copy, tmp })?,
+        Some(c) => c(
+            &mut cmd,
+            &CopyDirs {
+                copy,
+                tmp,
+                home: v.home.as_deref(),
+                masked: &v.masked,
+            },
+        )?,
         None => None,
     };
     let start = Instant::now();

@@ -72,8 +72,28 @@ fn policy_error(e: impl std::fmt::Display) -> SandboxError {
     }
 }
 
+/// `path`, or, when masked paths lie beneath it, the entries of it (recursively) that are
+/// neither masked nor above a masked path: Landlock grants whole trees, so a tree holding a
+/// credential file is granted around it. Symbolic links are not followed (as the full tier does
+/// not bind through them).
+fn grant_around(path: &Path, masked: &[PathBuf], out: &mut Vec<PathBuf>) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if meta.file_type().is_symlink() || masked.iter().any(|m| m == path) {
+        return;
+    }
+    if !masked.iter().any(|m| m.starts_with(path)) || !meta.is_dir() {
+        out.push(path.to_path_buf());
+        return;
+    }
+    for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+        grant_around(&entry.path(), masked, out);
+    }
+}
+
 /// The paths a run of `spec` may read (and execute) beneath.
-fn readable(spec: &SandboxSpec) -> Vec<PathBuf> {
+fn readable(spec: &SandboxSpec, dirs: &CopyDirs<'_>) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = [
         "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
     ]
@@ -90,8 +110,17 @@ fn readable(spec: &SandboxSpec) -> Vec<PathBuf> {
             .iter()
             .map(PathBuf::from),
     );
-    v.extend(spec.home_binds.iter().cloned());
-    v.extend(spec.ro_binds.iter().cloned());
+    for bind in &spec.home_binds {
+        let abs = match dirs.home {
+            _ if bind.is_absolute() => bind.clone(),
+            Some(home) => home.join(bind),
+            None => continue,
+        };
+        grant_around(&abs, dirs.masked, &mut v);
+    }
+    for bind in &spec.ro_binds {
+        grant_around(bind, dirs.masked, &mut v);
+    }
     v
 }
 
@@ -114,7 +143,7 @@ fn ruleset(spec: &SandboxSpec, dirs: &CopyDirs<'_>) -> Result<std::os::fd::Owned
             .map_err(policy_error)?;
     }
     let exists = |p: &PathBuf| std::fs::metadata(p).is_ok();
-    let read: Vec<PathBuf> = readable(spec).into_iter().filter(exists).collect();
+    let read: Vec<PathBuf> = readable(spec, dirs).into_iter().filter(exists).collect();
     let devices: Vec<PathBuf> = crate::plan::DEV_NODES
         .iter()
         .map(|n| Path::new("/dev").join(n))
