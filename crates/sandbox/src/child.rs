@@ -197,25 +197,32 @@ struct CapData {
     inheritable: u32,
 }
 
-/// Confines a plain child process just before `execve` (the Landlock tier): no new
-/// privileges, no capabilities, the Landlock domain of `ruleset` (its rules were added by the parent), then the
+/// Confines a plain child process just before `execve` (the Landlock tier): the run's control
+/// groups (`cgroups`: their `cgroup.procs`), no new privileges, no capabilities, the Landlock domain of `ruleset` (its rules were added by the parent), then the
 /// seccomp `bpf` program. A step that fails fails the spawn with its errno, so the command
 /// never runs unconfined.
 pub(crate) fn confine_before_exec(
     cmd: &mut std::process::Command,
     ruleset: RawFd,
     bpf: Vec<libc::sock_filter>,
+    cgroups: Vec<RawFd>,
 ) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure runs between fork and exec and only makes the prctl,
     // landlock_restrict_self and seccomp system calls over data prepared before the fork
-    // (`ruleset` stays open in the parent until the spawn returns; `bpf` is owned by the
-    // closure); it allocates nothing and takes no lock.
+    // (`ruleset` and the `cgroups` descriptors stay open in the parent until the spawn
+    // returns; `bpf` is owned by the closure); it allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
             let Ok(len) = libc::c_ushort::try_from(bpf.len()) else {
                 return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
             };
+            // Join the run's control groups first ("0": this process), before anything runs.
+            for &fd in &cgroups {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             // No capabilities (the host's root keeps none: CAP_SYS_PTRACE would read other
             // processes' memory and environment through /proc): the bounding set (which fails
             // without CAP_SETPCAP, when there is nothing to drop), the ambient set, then the

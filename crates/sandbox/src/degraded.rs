@@ -69,9 +69,14 @@ pub(crate) struct CopyDirs<'a> {
     pub(crate) masked: &'a [PathBuf],
 }
 
-/// What a copy tier adds to the command before it is spawned (its confinement).
-pub(crate) type Confine<'a> =
-    &'a dyn Fn(&mut Command, &CopyDirs<'_>) -> Result<Option<OwnedFd>, SandboxError>;
+/// What a copy tier adds to the command before it is spawned (its confinement), given the
+/// run's directories and the `cgroup.procs` descriptors of its control groups; returns the
+/// descriptors the confinement refers to, to keep open until the spawn returns.
+pub(crate) type Confine<'a> = &'a dyn Fn(
+    &mut Command,
+    &CopyDirs<'_>,
+    Vec<std::os::fd::RawFd>,
+) -> Result<Option<OwnedFd>, SandboxError>;
 
 /// What a path of the merged base was, and where it came from.
 #[derive(Debug, Clone)]
@@ -289,6 +294,25 @@ fn whiteouts(copy: &Path, base: &BTreeMap<PathBuf, Base>, upper: &Path) -> io::R
     Ok(())
 }
 
+/// The limits report of a copy-tier run: the control group's ceilings where it has them, the
+/// write watchdog's measure (`disk_used`: what the run's directories grew by; none: the
+/// degraded tier, where only RLIMIT_FSIZE per file holds).
+fn copy_tier_report(
+    limits: &crate::Limits,
+    cg: &crate::cgroup::RunCgroup,
+    disk_used: Option<u64>,
+) -> crate::LimitsReport {
+    let mut r = crate::outcome::rlimit_report(limits, (!cg.is_empty()).then_some(cg));
+    match disk_used {
+        Some(used) => {
+            r.disk.by = Some(crate::Mechanism::Watchdog);
+            r.disk.used_bytes = used;
+        }
+        None => r.disk.by = None,
+    }
+    r
+}
+
 /// Runs `spec` in a copy of workspace + layers beneath its work directory, confined by
 /// `confine` (nothing: the degraded tier), and records the copy's differences in the upper
 /// directory. The outcome says `tier`.
@@ -351,6 +375,13 @@ fn run_copied(
         cmd.env("TMPDIR", tmp);
     }
     let l = &spec.limits;
+    // A confined tier's run gets control groups where the caller can make them, as the full
+    // tier's does (memory, processes, CPU bandwidth and time); rlimits stand in otherwise.
+    let cg = if confine.is_some() && l.cgroup && crate::settings::current().cgroups {
+        crate::cgroup::RunCgroup::create(l)
+    } else {
+        crate::cgroup::RunCgroup::default()
+    };
     let mut limits = vec![
         (libc::RLIMIT_CORE, 0, 0),
         (libc::RLIMIT_NOFILE, l.nofile, l.nofile),
@@ -360,7 +391,10 @@ fn run_copied(
             l.fsize.min(l.upper_bytes),
         ),
     ];
-    if let Some(m) = l.memory {
+    if let Some(m) = l
+        .memory
+        .filter(|_| cg.memory_by() != crate::Mechanism::Cgroup)
+    {
         limits.push((libc::RLIMIT_DATA, m, m));
     }
     if let Some(c) = l.cpu_seconds {
@@ -370,7 +404,8 @@ fn run_copied(
         limits.push((libc::RLIMIT_NPROC, l.nproc, l.nproc));
     }
     crate::child::rlimits_before_exec(&mut cmd, limits);
-    // Held open until the spawn returns: the child's confinement refers to it.
+    let join = cg.join_fds();
+    // Held open until the spawn returns: the child's confinement refers to them.
     let _ruleset = match confine {
         Some(c) => c(
             &mut cmd,
@@ -380,6 +415,7 @@ fn run_copied(
                 home: v.home.as_deref(),
                 masked: &v.masked,
             },
+            join.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect(),
         )?,
         None => None,
     };
@@ -389,6 +425,7 @@ fn run_copied(
         source,
     })?;
     drop(_ruleset);
+    drop(join);
     let pid = libc::pid_t::try_from(child.id()).map_err(|e| SandboxError::Sys {
         action: "spawning the command",
         source: std::io::Error::other(e),
@@ -408,11 +445,29 @@ fn run_copied(
         _ => None,
     };
     let kill = |p: libc::pid_t| {
-        // The process group we created for the child.
+        // The process group we created for the child, and its control groups.
         if let Some(group) = rustix::process::Pid::from_raw(p) {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
+        cg.kill();
     };
+    // A confined tier watches its ceilings as the full tier does: CPU time on the control
+    // group, and what the run writes (the copy and its temporary directory, beyond what the
+    // copy took at the start) against the write ceiling.
+    let at_start = if confine.is_some() {
+        crate::ceiling::usage(&v.work).0
+    } else {
+        0
+    };
+    let mut watcher = confine.is_some().then(|| crate::ceiling::Watcher {
+        cgroup: &cg,
+        cpu_limit: l
+            .cpu_seconds
+            .filter(|_| cg.cpu_time_by() == crate::Mechanism::Cgroup)
+            .map(std::time::Duration::from_secs),
+        disk: crate::ceiling::DiskWatch::new(&v.work, at_start.saturating_add(l.upper_bytes)),
+    });
+    let mut check = || watcher.as_mut().and_then(crate::ceiling::Watcher::check);
     let (mut out, mut err) = Collector::pair_for(spec);
     let ended = supervise::supervise(
         Watch {
@@ -425,7 +480,7 @@ fn run_copied(
             kill: &kill,
             foreign: None,
             report: None,
-            watcher: None,
+            watcher: Some(&mut check),
         },
         &mut out,
         &mut err,
@@ -437,6 +492,9 @@ fn run_copied(
     let interrupted = ended.timed_out || ended.cancelled;
     let (exit_code, signal) = if interrupted {
         (None, None)
+    } else if ended.ceiling.is_some() {
+        // Killed at a ceiling, as the full tier reports it.
+        (Some(137), None)
     } else if libc::WIFEXITED(ended.status) {
         (Some(libc::WEXITSTATUS(ended.status)), None)
     } else if libc::WIFSIGNALED(ended.status) {
@@ -444,9 +502,12 @@ fn run_copied(
     } else {
         (None, None)
     };
-    diff_into_upper(copy, Path::new(""), &base, &v.upper, &masked)
-        .and_then(|()| whiteouts(copy, &base, &v.upper))
-        .map_err(io_err("recording the changes in", &v.upper))?;
+    // Past the write ceiling nothing the run wrote is staged (as in the full tier).
+    if ended.ceiling != Some(crate::Ceiling::Disk) {
+        diff_into_upper(copy, Path::new(""), &base, &v.upper, &masked)
+            .and_then(|()| whiteouts(copy, &base, &v.upper))
+            .map_err(io_err("recording the changes in", &v.upper))?;
+    }
     Ok(Outcome {
         exit_code,
         signal,
@@ -458,7 +519,19 @@ fn run_copied(
         degraded: tier == crate::Tier::Degraded,
         tier,
         warm: false,
-        ceiling: crate::outcome::rlimit_ceiling(exit_code, signal, &spec.limits),
-        limits: crate::outcome::rlimit_report(&spec.limits, None),
+        ceiling: if ended.ceiling.is_some() {
+            ended.ceiling
+        } else if cg.memory_hit() {
+            Some(crate::Ceiling::Memory)
+        } else {
+            crate::outcome::rlimit_ceiling(exit_code, signal, &spec.limits)
+        },
+        limits: copy_tier_report(
+            &spec.limits,
+            &cg,
+            watcher
+                .as_ref()
+                .map(|w| w.disk.used().saturating_sub(at_start)),
+        ),
     })
 }

@@ -51,10 +51,17 @@ impl Backend for LandlockBackend {
 
     fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         crate::landlock_probe()?;
-        let confine = |cmd: &mut std::process::Command, dirs: &CopyDirs<'_>| {
+        let confine = |cmd: &mut std::process::Command,
+                       dirs: &CopyDirs<'_>,
+                       cgroups: Vec<std::os::fd::RawFd>| {
             let ruleset = ruleset(spec, dirs)?;
             let bpf = crate::confine::seccomp_program_copy_tier(!spec.network)?;
-            crate::child::confine_before_exec(cmd, std::os::fd::AsRawFd::as_raw_fd(&ruleset), bpf);
+            crate::child::confine_before_exec(
+                cmd,
+                std::os::fd::AsRawFd::as_raw_fd(&ruleset),
+                bpf,
+                cgroups,
+            );
             Ok(Some(ruleset))
         };
         run_in_copy(spec, crate::Tier::Landlock, Some(&confine))
