@@ -179,7 +179,8 @@ pub use harvest::{UpperChange, harvest};
 pub use namespace::NamespaceBackend;
 pub use plan::ETC_ALLOWLIST;
 pub use probe::{
-    Capabilities, Finding, HostFacts, HostReport, host_report, probe, userns_blockers,
+    Capabilities, Finding, HostFacts, HostReport, full_tier_fix, host_report, probe,
+    userns_blockers,
 };
 pub use settings::{HostMode, SandboxSettings};
 pub use spec::{

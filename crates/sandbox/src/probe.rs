@@ -329,7 +329,7 @@ fn trial(backend: &dyn crate::Backend) -> Result<(), String> {
     }
 }
 
-fn cgroup_finding() -> Finding {
+fn cgroup_finding(facts: &HostFacts) -> Finding {
     const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
     let magic = rustix::fs::statfs("/sys/fs/cgroup")
         .map(|s| i64::from(s.f_type))
@@ -366,12 +366,34 @@ fn cgroup_finding() -> Finding {
             ),
             "run airlock in a delegated scope: systemd-run --user --scope -p Delegate=yes airlock …",
         )
+    } else if facts.uid == 0 {
+        Finding::missing(
+            "cgroups",
+            format!(
+                "{detail}: the cgroup v1 hierarchies are not writable here, even by root (a container's read-only /sys/fs/cgroup?)"
+            ),
+            "run airlock where it may make control groups (on the host, or in a container with a writable, delegated cgroup v2: systemd.unified_cgroup_hierarchy=1 on the host); rlimits stand in meanwhile",
+        )
     } else {
         Finding::missing(
             "cgroups",
             format!("{detail}: the cgroup v1 hierarchies are not writable by this user"),
             "boot with systemd.unified_cgroup_hierarchy=1 and run airlock in a delegated scope (systemd-run --user --scope -p Delegate=yes airlock …), or run as root; rlimits stand in meanwhile",
         )
+    }
+}
+
+/// The fix for a full-tier trial run that failed at `error` (the words of its set-up step),
+/// as container engines cause them.
+pub fn full_tier_fix(error: &str) -> String {
+    if error.contains("mounting /proc") {
+        "the container engine masks parts of /proc, and the kernel refuses a fresh /proc then: start the container with --security-opt unmask=/proc/* (podman) or --security-opt systempaths=unconfined (docker)".into()
+    } else if error.contains("workspace overlay") && error.contains("Invalid argument") {
+        "the workspace or airlock's scratch lies on overlayfs (a container's own root), where an overlay's upper directory cannot be: put both on a volume or a tmpfs (--tmpfs /tmp, -v DIR:DIR)".into()
+    } else if error.contains("hostname") || error.contains("clone into new namespaces") {
+        "a seccomp filter refuses what the sandbox sets up (a container engine's default profile): start the container with --security-opt seccomp=unconfined".into()
+    } else {
+        "fix what the checks above name".into()
     }
 }
 
@@ -475,7 +497,7 @@ pub fn host_report() -> HostReport {
             "use a kernel with CONFIG_SECCOMP_FILTER",
         ),
     });
-    checks.push(cgroup_finding());
+    checks.push(cgroup_finding(&facts));
     let tier_finding = |name, r: Result<(), String>, fix: &str| match r {
         Ok(()) => Finding::ok(name, "a trial run of `sh -c 'exit 0'` succeeded"),
         Err(e) => Finding::missing(name, e, fix),
@@ -498,7 +520,14 @@ pub fn host_report() -> HostReport {
             .map(|(e, why)| format!("{e} ({why})")),
         landlock_abi: abi,
         checks,
-        full_tier: tier_finding("full_tier", full, "fix what the checks above name"),
+        full_tier: {
+            let fix = full
+                .as_ref()
+                .err()
+                .map(|e| full_tier_fix(e))
+                .unwrap_or_default();
+            tier_finding("full_tier", full, &fix)
+        },
         landlock_tier: tier_finding("landlock_tier", landlock, "fix what the checks above name"),
     }
 }
@@ -559,6 +588,23 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("--sandbox landlock"), "{e}");
+    }
+
+    #[test]
+    fn container_set_up_failures_get_the_engine_setting_that_fixes_them() {
+        // The words of real failures in a default rootful podman container.
+        assert!(
+            full_tier_fix(
+                "sandbox set-up failed while mounting /proc: Operation not permitted (os error 1)"
+            )
+            .contains("unmask=/proc/*")
+        );
+        assert!(full_tier_fix("sandbox set-up failed while mounting the workspace overlay on /tmp/x/ws: Invalid argument (os error 22)").contains("--tmpfs /tmp"));
+        assert!(full_tier_fix("sandbox set-up failed while setting the hostname: Operation not permitted (os error 1)").contains("seccomp=unconfined"));
+        assert_eq!(
+            full_tier_fix("anything else"),
+            "fix what the checks above name"
+        );
     }
 
     #[test]
