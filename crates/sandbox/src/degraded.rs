@@ -90,13 +90,29 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
     move |e| SandboxError::io(action, path, e)
 }
 
-/// Copies a file, cloning its extents when the filesystem supports it.
+/// Opens `path` for reading; a file its owner made unreadable (a staged `chmod 000`, in the
+/// session's own layer) is opened with the owner's read bit set for the moment, then given its
+/// mode back.
+fn open_readable(path: &Path) -> io::Result<fs::File> {
+    match fs::File::open(path) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            let mode = fs::symlink_metadata(path)?.mode() & 0o7777;
+            fs::set_permissions(path, fs::Permissions::from_mode(mode | 0o400))?;
+            let opened = fs::File::open(path);
+            fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+            opened
+        }
+        other => other,
+    }
+}
+
+/// Copies a file, cloning its extents when the filesystem supports it ([`open_readable`]).
 fn clone_or_copy(src: &Path, dst: &Path) -> io::Result<()> {
-    let from = fs::File::open(src)?;
-    let to = fs::File::create(dst)?;
+    let from = open_readable(src)?;
+    let mut to = fs::File::create(dst)?;
     if rustix::fs::ioctl_ficlone(&to, &from).is_err() {
-        drop(to);
-        fs::copy(src, dst)?;
+        let mut from = from;
+        io::copy(&mut from, &mut to)?;
     }
     Ok(())
 }
@@ -180,7 +196,7 @@ fn same_content(a: &Path, b: &Path) -> io::Result<bool> {
     if ma.len() != mb.len() {
         return Ok(false);
     }
-    let (mut fa, mut fb) = (fs::File::open(a)?, fs::File::open(b)?);
+    let (mut fa, mut fb) = (open_readable(a)?, open_readable(b)?);
     let (mut ba, mut bb) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
     loop {
         let n = fa.read(&mut ba)?;
@@ -232,6 +248,12 @@ fn diff_into_upper(
         let meta = fs::symlink_metadata(&abs)?;
         let mode = meta.mode() & 0o7777;
         let was = base.get(&r);
+        // The copy is ours: what the command made unreadable (`chmod 000`) is made readable
+        // again to be recorded (with the mode the command gave it), as root reads it anyway.
+        let readable = if meta.is_dir() { 0o500 } else { 0o400 };
+        if !meta.file_type().is_symlink() && mode & readable != readable {
+            fs::set_permissions(&abs, fs::Permissions::from_mode(mode | readable))?;
+        }
         if meta.is_dir() {
             let changed = !matches!(was, Some(Base::Dir { mode: m }) if *m == mode);
             if changed {

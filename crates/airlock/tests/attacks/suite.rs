@@ -166,8 +166,12 @@ fn host_secrets_under_home_are_unreadable() {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, body).unwrap();
     }
-    // The real /root/.ssh too, with a planted key for the duration of the test.
-    let real_ssh = PathBuf::from("/root/.ssh");
+    // The real home's .ssh too (root's: /root/.ssh), with a planted key for the duration of
+    // the test.
+    let real_home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    let real_ssh = real_home.join(".ssh");
+    let real_ssh_text = real_ssh.display().to_string();
+    let real_home_text = real_home.display().to_string();
     std::fs::create_dir_all(&real_ssh).unwrap();
     let planted = real_ssh.join(format!("airlock-e2e-{}", std::process::id()));
     std::fs::write(&planted, "Zq7-REAL-ROOT-KEY-e2e").unwrap();
@@ -176,9 +180,9 @@ fn host_secrets_under_home_are_unreadable() {
     let payload = format!(
         "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.config/gh/hosts.yml 2>&1\n\
          cat {home}/.ssh/id_ed25519 {planted} 2>&1\n\
-         ls -A /root/.ssh 2>/dev/null | sed 's/^/listing: /'\n\
+         ls -A {real_ssh_text} 2>/dev/null | sed 's/^/listing: /'\n\
          ls -A ~ 2>&1\n\
-         grep -rs 'Zq[7]-' ~ /root /tmp /etc /home 2>/dev/null | head -3\n\
+         grep -rs 'Zq[7]-' ~ {real_home_text} /root /tmp /etc /home 2>/dev/null | head -3\n\
          echo payload-done\n",
         planted = planted.display()
     );
@@ -186,7 +190,7 @@ fn host_secrets_under_home_are_unreadable() {
     let plain = fx.exec(&[
         "sh",
         "-c",
-        &format!("cat ~/.ssh/id_ed25519 {home}/.aws/credentials 2>&1; ls -A /root/.ssh 2>&1; echo plain-done"),
+        &format!("cat ~/.ssh/id_ed25519 {home}/.aws/credentials 2>&1; ls -A {real_ssh_text} 2>&1; echo plain-done"),
     ]);
     denied_or(&plain, "plain cat", |text| {
         assert!(!text.contains("Zq7"), "a secret leaked: {text}");

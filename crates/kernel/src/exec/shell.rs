@@ -329,6 +329,21 @@ fn run_sandboxed(
     airlock_sandbox::run_best(spec, k.allow_degraded).map_err(|e| e.to_string())
 }
 
+/// Reads a file of the upper layer. A file the command made unreadable (`chmod 000`) is made
+/// readable by its owner first: the upper layer is the session's own scratch, and the mode
+/// staged is the one the harvest read before (root, who reads it anyway, sees no difference).
+fn read_upper_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let mode = std::fs::symlink_metadata(path)?.permissions().mode();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | 0o400))?;
+            std::fs::read(path)
+        }
+        other => other,
+    }
+}
+
 /// Turn the upper layer into staged changes; returns `["A path", …]` lines.
 ///
 /// Nothing at or below a `masked` path (workspace-relative: a secret the command saw as empty)
@@ -407,7 +422,7 @@ pub(crate) fn harvest_into_store(
                 continue;
             }
             UpperChange::File { mode, .. } => {
-                let bytes = std::fs::read(upper.join(&path))
+                let bytes = read_upper_file(&upper.join(&path))
                     .map_err(|e| format!("reading `{rel}` from the sandbox: {e}"))?;
                 let content = k
                     .store
