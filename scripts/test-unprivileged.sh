@@ -56,8 +56,13 @@ for entry in "${bins[@]}"; do
     read -r name exe dir <<<"$entry"
     chmod o+rx "$exe"
     echo "== $name as $user"
-    # Tests that need a capability only root has say so and are skipped by name below.
-    if ! (cd "$dir" && run_as "$exe" --test-threads=2 "$@"); then
+    # Without a user namespace or a control group (the Landlock tier of an unprivileged user
+    # here), the process ceiling is RLIMIT_NPROC, which counts every process of the user, not
+    # of one run: a fork bomb starves the user's other processes until its timeout kills it
+    # (a documented limit of that tier), so the fork-bomb attacks are not run there.
+    skip=()
+    [ "$name" = attacks_landlock ] && skip=(--skip a_fork_bomb)
+    if ! (cd "$dir" && run_as "$exe" --test-threads=2 "${skip[@]}" "$@"); then
         status=1
     fi
 done

@@ -329,6 +329,10 @@ fn trial(backend: &dyn crate::Backend) -> Result<(), String> {
     }
 }
 
+#[allow(
+    clippy::useless_conversion,
+    reason = "statfs's f_type is an i64 here, a narrower integer on other targets"
+)]
 fn cgroup_finding(facts: &HostFacts) -> Finding {
     const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
     let magic = rustix::fs::statfs("/sys/fs/cgroup")

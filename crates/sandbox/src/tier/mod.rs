@@ -214,7 +214,7 @@ pub fn run_best(
         }
     }
     let tier = choose(&settings, allow_degraded, &Availability::probe())?;
-    if tier != Tier::Full {
+    if tier != Tier::Full && settings.tier.is_none() {
         tracing::warn!("sandbox tier {tier}: the host offers no stronger one that is allowed");
     }
     backend(tier).run(spec)
