@@ -81,9 +81,20 @@ pub(crate) type Confine<'a> = &'a dyn Fn(
 /// What a path of the merged base was, and where it came from.
 #[derive(Debug, Clone)]
 enum Base {
-    File { src: PathBuf, mode: u32 },
-    Dir { mode: u32 },
-    Symlink { target: PathBuf },
+    /// `copied`: the copy's change time right after it was made; a copy whose change time
+    /// did not move was not written (every write and chmod moves it), so its content is not
+    /// read again.
+    File {
+        src: PathBuf,
+        mode: u32,
+        copied: (i64, i64),
+    },
+    Dir {
+        mode: u32,
+    },
+    Symlink {
+        target: PathBuf,
+    },
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SandboxError + 'a {
@@ -174,7 +185,15 @@ fn overlay_copy(
                 let mode = meta.mode() & 0o7777;
                 fs::set_permissions(&d, fs::Permissions::from_mode(mode))
                     .map_err(io_err("chmod", &d))?;
-                base.insert(r, Base::File { src: s, mode });
+                let m = fs::symlink_metadata(&d).map_err(io_err("inspecting", &d))?;
+                base.insert(
+                    r,
+                    Base::File {
+                        src: s,
+                        mode,
+                        copied: (m.ctime(), m.ctime_nsec()),
+                    },
+                );
             }
         }
     }
@@ -237,6 +256,7 @@ fn diff_into_upper(
     base: &BTreeMap<PathBuf, Base>,
     upper: &Path,
     masked: &[PathBuf],
+    settled: (i64, i64),
 ) -> io::Result<()> {
     for entry in fs::read_dir(copy.join(rel))? {
         let entry = entry?;
@@ -268,7 +288,7 @@ fn diff_into_upper(
                     crate::harvest::mark_opaque(&u)?;
                 }
             }
-            diff_into_upper(copy, &r, base, upper, masked)?;
+            diff_into_upper(copy, &r, base, upper, masked, settled)?;
         } else if meta.file_type().is_symlink() {
             let target = fs::read_link(&abs)?;
             if !matches!(was, Some(Base::Symlink { target: t }) if *t == target) {
@@ -278,7 +298,17 @@ fn diff_into_upper(
             }
         } else if meta.is_file() {
             let same = match was {
-                Some(Base::File { src, mode: m }) => *m == mode && same_content(src, &abs)?,
+                Some(Base::File {
+                    src,
+                    mode: m,
+                    copied,
+                }) => {
+                    // A change time taken well before the command started (`settled`) cannot
+                    // hide a write in the same clock tick.
+                    *m == mode
+                        && ((*copied == (meta.ctime(), meta.ctime_nsec()) && *copied < settled)
+                            || same_content(src, &abs)?)
+                }
                 _ => false,
             };
             if !same {
@@ -441,6 +471,16 @@ fn run_copied(
         )?,
         None => None,
     };
+    // Copies whose change time is older than this are compared by change time alone.
+    let settled = std::time::SystemTime::now()
+        .checked_sub(std::time::Duration::from_millis(50))
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or((0, 0), |d| {
+            (
+                i64::try_from(d.as_secs()).unwrap_or(0),
+                i64::from(d.subsec_nanos()),
+            )
+        });
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| SandboxError::Exec {
         program: spec.argv[0].clone(),
@@ -526,7 +566,7 @@ fn run_copied(
     };
     // Past the write ceiling nothing the run wrote is staged (as in the full tier).
     if ended.ceiling != Some(crate::Ceiling::Disk) {
-        diff_into_upper(copy, Path::new(""), &base, &v.upper, &masked)
+        diff_into_upper(copy, Path::new(""), &base, &v.upper, &masked, settled)
             .and_then(|()| whiteouts(copy, &base, &v.upper))
             .map_err(io_err("recording the changes in", &v.upper))?;
     }
