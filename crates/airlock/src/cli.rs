@@ -94,6 +94,12 @@ struct Global {
     /// Machine output (JSON) on stdout; logs always go to stderr.
     #[arg(long, global = true)]
     json: bool,
+    /// The sandbox tier for every command of this invocation: full (namespaces), landlock
+    /// (a copy under Landlock and seccomp, no namespaces) or degraded (no kernel isolation;
+    /// needs --allow-degraded) [default: the strongest the host offers, down to
+    /// AIRLOCK_SANDBOX_WEAKEST].
+    #[arg(long, global = true, value_name = "TIER", value_parser = one_of::<airlock_sandbox::Tier>(&["full", "landlock", "degraded"]))]
+    sandbox: Option<airlock_sandbox::Tier>,
     /// What `main` read from the environment (no flag).
     #[arg(skip)]
     settings: Settings,
@@ -243,6 +249,9 @@ enum Command {
     /// Questions gated calls of MCP clients that cannot ask are waiting on; answer one with
     /// `once|session|deny ID`.
     Approvals(crate::mcp::queue::ApprovalsArgs),
+    /// What this host offers the sandbox (found by trying), the tier commands will get and why,
+    /// and the fix for each missing piece; `--install-apparmor` grants airlock user namespaces.
+    Doctor(crate::doctor::DoctorArgs),
 }
 
 /// What `airlock cache` does.
@@ -347,7 +356,11 @@ type CliResult = Result<i32, Box<dyn std::error::Error>>;
 fn run(mut cli: Cli) -> CliResult {
     cli.global.apply_defaults()?;
     let g = cli.global.clone();
+    if let Some(tier) = g.sandbox {
+        airlock_sandbox::settings::force_tier(tier);
+    }
     match cli.command {
+        Command::Doctor(args) => cmd_doctor(&g, &args),
         Command::Guard { command, batch } => cmd_guard(&g, command, batch),
         Command::Jail { write, paths } => cmd_jail(&g, write, &paths),
         Command::Demo => crate::demo::run(g.json, g.settings.clone()),
@@ -487,6 +500,27 @@ fn run(mut cli: Cli) -> CliResult {
         Command::Gc => cmd_gc(&g),
         Command::Cache { action } => cmd_cache(&g, action),
     }
+}
+
+/// `airlock doctor`: the host report (no kernel is opened: it must work where nothing else
+/// does).
+fn cmd_doctor(g: &Global, args: &crate::doctor::DoctorArgs) -> CliResult {
+    let workspace = match &g.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()?,
+    };
+    let input = crate::doctor::DoctorInput {
+        workspace: &workspace,
+        user_config: airlock_policy::rules::user_config_path_from(
+            g.settings.xdg_config_home.as_deref().map(|p| p.as_os_str()),
+            g.settings.home.as_deref().map(|p| p.as_os_str()),
+        ),
+        allow_local_config: g.allow_local_config,
+        allow_degraded: g.allow_degraded,
+        path: g.settings.path.clone(),
+        json: g.json,
+    };
+    Ok(crate::doctor::command(args, &input))
 }
 
 /// `airlock gc`: an operator's maintenance command, not a tool (nothing an agent decides).

@@ -7,5 +7,6 @@
 pub mod approve;
 pub mod cli;
 pub mod demo;
+pub mod doctor;
 pub mod mcp;
 pub mod setup;

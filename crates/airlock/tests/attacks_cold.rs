@@ -12,4 +12,6 @@ mod common;
 
 const HOST_MODE: &str = "off";
 
+const TIER: &str = "full";
+
 include!("attacks/suite.rs");

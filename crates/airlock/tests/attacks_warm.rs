@@ -13,4 +13,6 @@ mod common;
 
 const HOST_MODE: &str = "always";
 
+const TIER: &str = "full";
+
 include!("attacks/suite.rs");

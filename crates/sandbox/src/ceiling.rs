@@ -21,7 +21,7 @@ fn fs_space(path: &CString) -> Option<(u64, u64)> {
 /// Bytes under `dir`: for a regular file its size or its blocks, whichever is larger (a sparse
 /// file costs the harvest its full size); for anything else its blocks. `complete` is false
 /// when a directory could not be read.
-fn usage(dir: &Path) -> (u64, bool) {
+pub(crate) fn usage(dir: &Path) -> (u64, bool) {
     let mut total = 0u64;
     let mut complete = true;
     let mut stack = vec![dir.to_path_buf()];

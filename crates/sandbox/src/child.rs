@@ -181,6 +181,91 @@ pub(crate) fn rlimits_before_exec(
     }
 }
 
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Confines a plain child process just before `execve` (the Landlock tier): the run's control
+/// groups (`cgroups`: their `cgroup.procs`), no new privileges, no capabilities, the Landlock domain of `ruleset` (its rules were added by the parent), then the
+/// seccomp `bpf` program. A step that fails fails the spawn with its errno, so the command
+/// never runs unconfined.
+pub(crate) fn confine_before_exec(
+    cmd: &mut std::process::Command,
+    ruleset: RawFd,
+    bpf: Vec<libc::sock_filter>,
+    cgroups: Vec<RawFd>,
+) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only makes the prctl,
+    // landlock_restrict_self and seccomp system calls over data prepared before the fork
+    // (`ruleset` and the `cgroups` descriptors stay open in the parent until the spawn
+    // returns; `bpf` is owned by the closure); it allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            let Ok(len) = libc::c_ushort::try_from(bpf.len()) else {
+                return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+            };
+            // Join the run's control groups first ("0": this process), before anything runs.
+            for &fd in &cgroups {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // No capabilities (the host's root keeps none: CAP_SYS_PTRACE would read other
+            // processes' memory and environment through /proc): the bounding set (which fails
+            // without CAP_SETPCAP, when there is nothing to drop), the ambient set, then the
+            // process's own sets.
+            for cap in 0..64 {
+                libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+            }
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            );
+            let header = CapHeader {
+                version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+                pid: 0,
+            };
+            let data = [CapData::default(); 2];
+            if libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) != 0
+                || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            let prog = libc::sock_fprog {
+                len,
+                filter: bpf.as_ptr().cast_mut(),
+            };
+            if libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &raw const prog,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Ends this process at once, without unwinding or running exit handlers (a clone child must
 /// not flush or free what it shares with its parent's copy). Async-signal-safe.
 pub(crate) fn exit(code: i32) -> ! {

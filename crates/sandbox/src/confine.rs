@@ -178,22 +178,51 @@ fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
 
 /// Compiles the filter. `block_inet`: refuse `AF_INET`/`AF_INET6` sockets.
 pub(crate) fn seccomp_program(block_inet: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
-    // The program depends on `block_inet` alone: a warm host builds each variant once.
-    static CACHE: [std::sync::OnceLock<Vec<libc::sock_filter>>; 2] =
-        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
-    let slot = &CACHE[block_inet as usize];
+    seccomp_program_for(block_inet, false)
+}
+
+/// The filter of the Landlock tier, which has no namespaces to fall back on: besides
+/// [`seccomp_program`]'s refusals, `socket(AF_UNIX, …)` (a host daemon's socket, such as a
+/// container engine's, is reachable by path, and Landlock does not govern `connect`;
+/// `socketpair` stays allowed) and `setsid`/`setpgid` (the run's process group is what the
+/// timeout kills, so no process may leave it).
+pub(crate) fn seccomp_program_copy_tier(
+    block_inet: bool,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    seccomp_program_for(block_inet, true)
+}
+
+fn seccomp_program_for(
+    block_inet: bool,
+    copy_tier: bool,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    // The program depends on these two switches alone: a warm host builds each variant once.
+    static CACHE: [std::sync::OnceLock<Vec<libc::sock_filter>>; 4] = [
+        std::sync::OnceLock::new(),
+        std::sync::OnceLock::new(),
+        std::sync::OnceLock::new(),
+        std::sync::OnceLock::new(),
+    ];
+    let slot = &CACHE[usize::from(block_inet) | (usize::from(copy_tier) << 1)];
     if let Some(p) = slot.get() {
         return Ok(p.clone());
     }
-    let p = seccomp_program_uncached(block_inet)?;
+    let p = seccomp_program_uncached(block_inet, copy_tier)?;
     let _ = slot.set(p.clone());
     Ok(p)
 }
 
-fn seccomp_program_uncached(block_inet: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
+fn seccomp_program_uncached(
+    block_inet: bool,
+    copy_tier: bool,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in denied_syscalls() {
         rules.insert(nr, Vec::new());
+    }
+    if copy_tier {
+        rules.insert(libc::SYS_setsid, Vec::new());
+        rules.insert(libc::SYS_setpgid, Vec::new());
     }
     let clone_rules = NAMESPACE_FLAGS
         .iter()
@@ -218,8 +247,15 @@ fn seccomp_program_uncached(block_inet: bool) -> Result<Vec<libc::sock_filter>, 
             ])?,
         ],
     );
+    let mut families = Vec::new();
     if block_inet {
-        let socket_rules = [libc::AF_INET, libc::AF_INET6]
+        families.extend([libc::AF_INET, libc::AF_INET6]);
+    }
+    if copy_tier {
+        families.push(libc::AF_UNIX);
+    }
+    if !families.is_empty() {
+        let socket_rules = families
             .iter()
             .map(|&af| {
                 rule(vec![
@@ -416,5 +452,6 @@ mod tests {
         let a = seccomp_program(true).unwrap();
         let b = seccomp_program(false).unwrap();
         assert!(a.len() > b.len());
+        assert!(seccomp_program_copy_tier(true).unwrap().len() > a.len());
     }
 }

@@ -12,13 +12,24 @@ use std::path::PathBuf;
 pub enum SandboxError {
     /// The kernel lacks a feature the namespace backend needs.
     #[error(
-        "kernel isolation is unavailable: {missing} ({detail}); pass --allow-degraded to run without it"
+        "kernel isolation is unavailable: {missing} ({detail}); `airlock doctor` shows what this host offers; `--sandbox landlock` runs under Landlock and seccomp without namespaces, `--allow-degraded` without kernel isolation"
     )]
     Unsupported {
         /// The missing feature, e.g. "user namespaces".
         missing: &'static str,
         /// What the probe observed.
         detail: String,
+    },
+    /// The operator forced a tier weaker than the weakest one allowed.
+    #[error(
+        "the {tier} sandbox tier is weaker than the weakest allowed ({weakest}); the operator allows it with {}",
+        if *tier == crate::Tier::Degraded { "--allow-degraded" } else { "AIRLOCK_SANDBOX_WEAKEST=landlock or --sandbox landlock" }
+    )]
+    TierNotAllowed {
+        /// The tier asked for.
+        tier: crate::Tier,
+        /// The weakest tier the operator allows.
+        weakest: crate::Tier,
     },
     /// The spec is not acceptable (relative paths, cwd outside the workspace, forbidden env).
     #[error("the sandbox spec is invalid: {0}")]

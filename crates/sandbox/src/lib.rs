@@ -163,6 +163,7 @@ mod probe;
 pub mod settings;
 mod spec;
 mod supervise;
+mod tier;
 pub mod timing;
 mod warm;
 
@@ -179,12 +180,19 @@ pub use error::SandboxError;
 pub use harvest::{UpperChange, harvest};
 pub use namespace::NamespaceBackend;
 pub use plan::{ETC_ALLOWLIST, SYS_ALLOWLIST};
-pub use probe::{Capabilities, probe};
+pub use probe::{
+    Capabilities, Finding, HostFacts, HostReport, full_tier_fix, host_report, probe,
+    userns_blockers,
+};
 pub use settings::{HostMode, SandboxSettings};
 pub use spec::{
     CACHE_ROOT, CacheBind, Ceiling, CpuReport, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY,
     DEFAULT_UPPER_BYTES, DiskReport, Limits, LimitsReport, Mechanism, MemoryReport, Outcome,
     ProcessesReport, SandboxSpec,
+};
+pub use tier::{
+    Availability, LandlockBackend, Tier, UnknownTier, backend, choose, landlock_probe, run_best,
+    select,
 };
 
 /// A way to run a [`SandboxSpec`]. Kernel namespaces today; a container engine can be added.
@@ -193,6 +201,16 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
     /// Runs the command to completion (or timeout/cancellation) and reports what happened.
     fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError>;
+    /// The absolute path at which a command run with this `work` directory sees the workspace
+    /// (the workspace itself under the overlay; a copy beneath `work` in the copy tiers).
+    fn visible_root(
+        &self,
+        workspace: &std::path::Path,
+        work: &std::path::Path,
+    ) -> std::path::PathBuf {
+        let _ = work;
+        workspace.to_path_buf()
+    }
 }
 
 /// Removes `path` and everything below it, whatever modes a command (or overlayfs, which makes
@@ -234,12 +252,9 @@ pub fn remove_tree(path: &std::path::Path) -> std::io::Result<()> {
     gone(std::fs::remove_dir(path))
 }
 
-/// The namespace backend when the kernel supports it; otherwise the degraded backend if the
-/// caller opted in, else the probe's error naming what is missing.
+/// The backend of the strongest tier the host offers, down to the weakest the operator allows
+/// ([`select`]: the installed settings, `allow_degraded` allowing every tier), else the
+/// probe's error naming what is missing and how to fix it.
 pub fn default_backend(allow_degraded: bool) -> Result<Box<dyn Backend>, SandboxError> {
-    match probe() {
-        Ok(_) => Ok(Box::new(NamespaceBackend::new())),
-        Err(_) if allow_degraded => Ok(Box::new(DegradedBackend::new())),
-        Err(e) => Err(e),
-    }
+    select(allow_degraded)
 }

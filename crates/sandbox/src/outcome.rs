@@ -149,6 +149,7 @@ pub(crate) fn finish(
         stderr,
         duration: ended.duration,
         degraded: false,
+        tier: crate::Tier::Full,
         warm,
         ceiling: ended.ceiling,
         limits: crate::LimitsReport::default(),

@@ -33,6 +33,13 @@ pub struct SandboxSettings {
     pub host_idle: Duration,
     /// `$HOME` of a run whose spec names none ([`crate::SandboxSpec::home`]).
     pub home: Option<PathBuf>,
+    /// The weakest sandbox tier runs may fall back to when the host lacks a stronger one
+    /// (`AIRLOCK_SANDBOX_WEAKEST=full|landlock|degraded`; default `full`). `degraded` still
+    /// needs the operator's `--allow-degraded` where the caller asks for it.
+    pub weakest: crate::Tier,
+    /// The tier every run of this process must get (`AIRLOCK_SANDBOX=full|landlock|degraded`,
+    /// or the CLI's `--sandbox`); `None`: the strongest the host offers.
+    pub tier: Option<crate::Tier>,
 }
 
 impl Default for SandboxSettings {
@@ -43,6 +50,8 @@ impl Default for SandboxSettings {
             host: HostMode::Auto,
             host_idle: Duration::from_secs(crate::warm::DEFAULT_IDLE_SECS),
             home: None,
+            weakest: crate::Tier::Full,
+            tier: None,
         }
     }
 }
@@ -50,7 +59,8 @@ impl Default for SandboxSettings {
 impl SandboxSettings {
     /// The settings a program's environment asks for: `AIRLOCK_SANDBOX_CGROUP` (`off` or `0`:
     /// no control groups), `AIRLOCK_SANDBOX_HOST` (`off` or `0`: every run cold; `always`),
-    /// `AIRLOCK_SANDBOX_HOST_IDLE` (seconds) and `HOME`. Meant for a program's `main`.
+    /// `AIRLOCK_SANDBOX_HOST_IDLE` (seconds), `AIRLOCK_SANDBOX_WEAKEST` and `AIRLOCK_SANDBOX`
+    /// (tier names; anything else is ignored) and `HOME`. Meant for a program's `main`.
     pub fn from_env() -> Self {
         Self::from_vars(|name| std::env::var_os(name))
     }
@@ -61,6 +71,9 @@ impl SandboxSettings {
             |v: &Option<std::ffi::OsString>| v.as_ref().is_some_and(|v| v == "off" || v == "0");
         let host = var("AIRLOCK_SANDBOX_HOST");
         let defaults = SandboxSettings::default();
+        let tier_var = |name: &str| {
+            var(name).and_then(|v| v.to_str().and_then(|v| v.parse::<crate::Tier>().ok()))
+        };
         SandboxSettings {
             cgroups: !off(&var("AIRLOCK_SANDBOX_CGROUP")),
             host: if off(&host) {
@@ -74,11 +87,20 @@ impl SandboxSettings {
                 .and_then(|s| s.to_str().and_then(|s| s.parse::<u64>().ok()))
                 .map_or(defaults.host_idle, Duration::from_secs),
             home: var("HOME").map(PathBuf::from),
+            weakest: tier_var("AIRLOCK_SANDBOX_WEAKEST").unwrap_or(defaults.weakest),
+            tier: tier_var("AIRLOCK_SANDBOX"),
         }
     }
 }
 
 static INSTALLED: OnceLock<SandboxSettings> = OnceLock::new();
+static FORCED_TIER: OnceLock<crate::Tier> = OnceLock::new();
+
+/// Forces every later run of this process onto `tier` (the CLI's `--sandbox`, parsed after
+/// [`install`]); the first call wins.
+pub fn force_tier(tier: crate::Tier) {
+    let _ = FORCED_TIER.set(tier);
+}
 
 /// Makes `settings` the ones every run of this process uses (the first call wins). Without
 /// it, runs use [`SandboxSettings::default`].
@@ -92,6 +114,16 @@ pub(crate) fn current() -> &'static SandboxSettings {
     INSTALLED
         .get()
         .unwrap_or_else(|| DEFAULT.get_or_init(SandboxSettings::default))
+}
+
+/// The settings runs of this process get: the installed ones with the tier [`force_tier`]
+/// set, if any.
+pub fn effective() -> SandboxSettings {
+    let mut s = current().clone();
+    if let Some(t) = FORCED_TIER.get() {
+        s.tier = Some(*t);
+    }
+    s
 }
 
 #[cfg(test)]

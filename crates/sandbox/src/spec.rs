@@ -203,6 +203,8 @@ pub struct Outcome {
     pub duration: std::time::Duration,
     /// Ran without kernel isolation (the degraded backend): say "degraded: no kernel isolation".
     pub degraded: bool,
+    /// The sandbox tier the run got ([`crate::Tier`]).
+    pub tier: crate::Tier,
     /// Ran in a warm sandbox host's prepared namespaces rather than freshly created ones.
     pub warm: bool,
     /// The ceiling the run hit, if any (memory: a process was killed for want of memory;

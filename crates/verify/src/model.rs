@@ -187,6 +187,10 @@ pub struct VerdictReport {
     /// True when the run had no kernel isolation (degraded backend, operator opt-in).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub degraded: bool,
+    /// The sandbox tier the tests ran in (`full`, `landlock`, `degraded`); absent when no
+    /// sandbox ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
     /// Failures left out of `failures` to keep the report bounded.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failures_omitted: u64,
@@ -265,6 +269,7 @@ mod tests {
             diagnostics: "d".into(),
             duration_ms: 5,
             degraded: false,
+            tier: None,
             failures_omitted: 0,
             exit_code: None,
             baseline: false,

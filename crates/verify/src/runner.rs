@@ -121,6 +121,8 @@ pub struct RunOutput {
     pub duration: Duration,
     /// No kernel isolation was in force.
     pub degraded: bool,
+    /// The sandbox tier the command ran in (none: not a sandbox).
+    pub tier: Option<airlock_sandbox::Tier>,
     /// The resource ceiling the run hit, if any.
     pub ceiling: Option<airlock_sandbox::Ceiling>,
     /// The ceilings in force and what the run used (sandbox runs only).
@@ -159,8 +161,8 @@ impl SandboxRunner {
 }
 
 impl CommandRunner for SandboxRunner {
-    fn visible_root(&self, workspace: &Path, _scratch: &Path) -> PathBuf {
-        workspace.to_path_buf()
+    fn visible_root(&self, workspace: &Path, scratch: &Path) -> PathBuf {
+        self.backend.visible_root(workspace, &scratch.join("work"))
     }
 
     fn run(&self, req: &RunRequest) -> Result<RunOutput, VerifyError> {
@@ -217,9 +219,10 @@ impl CommandRunner for SandboxRunner {
             stdout: captured(outcome.stdout),
             stderr: captured(outcome.stderr),
             written_root: upper,
-            visible_root: req.workspace.clone(),
+            visible_root: self.visible_root(&req.workspace, &req.scratch),
             duration: outcome.duration,
             degraded: outcome.degraded,
+            tier: Some(outcome.tier),
             ceiling: outcome.ceiling,
             limits: Some(Box::new(outcome.limits)),
         })
@@ -323,6 +326,7 @@ impl CommandRunner for PlainRunner {
             visible_root: root,
             duration: start.elapsed(),
             degraded: true,
+            tier: None,
             ceiling: None,
             limits: None,
         })

@@ -1,6 +1,8 @@
-// The attack suite, shared by `attacks_cold.rs` (every command in freshly made namespaces) and
-// `attacks_warm.rs` (every command through the session's warm sandbox host). The including file
-// defines `HOST_MODE`, the value of `AIRLOCK_SANDBOX_HOST` for every airlock command.
+// The attack suite, shared by `attacks_cold.rs` (every command in freshly made namespaces),
+// `attacks_warm.rs` (every command through the session's warm sandbox host) and
+// `attacks_landlock.rs` (every command in the Landlock tier). The including file defines
+// `HOST_MODE`, the value of `AIRLOCK_SANDBOX_HOST` for every airlock command, and `TIER`, the
+// value of `AIRLOCK_SANDBOX` (the sandbox tier).
 use common::{host_processes_with, snapshot};
 use std::io::ErrorKind;
 use std::net::TcpListener;
@@ -10,6 +12,16 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_airlock");
+
+/// What a command reads where a host path is hidden from it: absent in the full tier (the path
+/// is not in the sandbox's root), refused in the Landlock tier (Landlock denies it in place).
+fn hidden_marker() -> &'static str {
+    if TIER == "landlock" {
+        "Permission denied"
+    } else {
+        "No such file"
+    }
+}
 
 /// A temporary workspace with a private `HOME` and config home beside it.
 struct Fx {
@@ -46,6 +58,7 @@ impl Fx {
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("AIRLOCK_SANDBOX_HOST", HOST_MODE)
+            .env("AIRLOCK_SANDBOX", TIER)
             .env("AIRLOCK_SANDBOX_HOST_IDLE", "10")
             .stdin(Stdio::null());
         c
@@ -153,8 +166,12 @@ fn host_secrets_under_home_are_unreadable() {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, body).unwrap();
     }
-    // The real /root/.ssh too, with a planted key for the duration of the test.
-    let real_ssh = PathBuf::from("/root/.ssh");
+    // The real home's .ssh too (root's: /root/.ssh), with a planted key for the duration of
+    // the test.
+    let real_home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    let real_ssh = real_home.join(".ssh");
+    let real_ssh_text = real_ssh.display().to_string();
+    let real_home_text = real_home.display().to_string();
     std::fs::create_dir_all(&real_ssh).unwrap();
     let planted = real_ssh.join(format!("airlock-e2e-{}", std::process::id()));
     std::fs::write(&planted, "Zq7-REAL-ROOT-KEY-e2e").unwrap();
@@ -163,9 +180,9 @@ fn host_secrets_under_home_are_unreadable() {
     let payload = format!(
         "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.config/gh/hosts.yml 2>&1\n\
          cat {home}/.ssh/id_ed25519 {planted} 2>&1\n\
-         ls -A /root/.ssh 2>/dev/null | sed 's/^/listing: /'\n\
+         ls -A {real_ssh_text} 2>/dev/null | sed 's/^/listing: /'\n\
          ls -A ~ 2>&1\n\
-         grep -rs 'Zq[7]-' ~ /root /tmp /etc /home 2>/dev/null | head -3\n\
+         grep -rs 'Zq[7]-' ~ {real_home_text} /root /tmp /etc /home 2>/dev/null | head -3\n\
          echo payload-done\n",
         planted = planted.display()
     );
@@ -173,7 +190,7 @@ fn host_secrets_under_home_are_unreadable() {
     let plain = fx.exec(&[
         "sh",
         "-c",
-        &format!("cat ~/.ssh/id_ed25519 {home}/.aws/credentials 2>&1; ls -A /root/.ssh 2>&1; echo plain-done"),
+        &format!("cat ~/.ssh/id_ed25519 {home}/.aws/credentials 2>&1; ls -A {real_ssh_text} 2>&1; echo plain-done"),
     ]);
     denied_or(&plain, "plain cat", |text| {
         assert!(!text.contains("Zq7"), "a secret leaked: {text}");
@@ -188,7 +205,7 @@ fn host_secrets_under_home_are_unreadable() {
     );
     assert!(!text.contains("Zq7"), "a secret leaked: {text}");
     assert!(!err(&o).contains("Zq7"), "a secret leaked: {}", err(&o));
-    assert!(text.contains("No such file"), "{text}");
+    assert!(text.contains(hidden_marker()), "{text}");
     assert!(
         !text.lines().any(|l| l.starts_with("listing: ")),
         "/root/.ssh was listable: {text}"
@@ -286,9 +303,12 @@ fn writes_into_the_workspace_are_staged_and_the_disk_stays_byte_for_byte() {
     );
     let o = fx.run(&["status"]);
     let status = out(&o);
+    // The Landlock tier shows the workspace as a copy at another path: a write to the real
+    // workspace's absolute path is refused there (the snapshot above shows it did not land).
+    let abs = if TIER == "landlock" { None } else { Some("A abs.txt") };
     for line in [
         "M src/main.rs",
-        "A abs.txt",
+        abs.unwrap_or("M src/main.rs"),
         "D deep",
         "M run.sh",
         "D README.md",
@@ -348,7 +368,8 @@ fn airlock_state_in_the_workspace_is_hidden_from_commands() {
     let listed: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("listing: "))
-        .filter(|l| !l.is_empty() && !l.ends_with(':'))
+        // An error of `ls` (the Landlock tier refuses the real workspace) lists nothing.
+        .filter(|l| !l.is_empty() && !l.ends_with(':') && !l.starts_with("ls: cannot "))
         .collect();
     assert!(
         listed.is_empty(),
@@ -809,9 +830,13 @@ fn socket_families_the_sandbox_does_not_need_are_refused() {
     let fx = Fx::new();
     // Every address family the kernel knows (0..46) except unix, inet, inet6 and netlink: each
     // must fail with EAFNOSUPPORT (not kill the process). vsock is not network-namespaced.
+    // The Landlock tier refuses `socket(AF_UNIX)` too (no network namespace hides the host's
+    // daemons' sockets there); `socketpair` works in every tier.
+    let landlock = if TIER == "landlock" { "True" } else { "False" };
     fx.stage(
         "fam.py",
-        "import socket, errno\n\
+        &(format!("LANDLOCK = {landlock}\n")
+            + "import socket, errno\n\
          out = []\n\
          for fam in range(0, 46):\n\
          \x20   if fam in (1, 2, 10, 16):\n\
@@ -826,10 +851,15 @@ fn socket_families_the_sandbox_does_not_need_are_refused() {
          \x20       s = socket.socket(16, socket.SOCK_RAW, proto); s.close(); out.append(f'OPEN netlink/{proto}')\n\
          \x20   except OSError as e:\n\
          \x20       pass\n\
-         u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); u.close()\n\
+         try:\n\
+         \x20   u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); u.close()\n\
+         except PermissionError:\n\
+         \x20   if not LANDLOCK: raise\n\
+         else:\n\
+         \x20   if LANDLOCK: out.append('OPEN unix')\n\
          a, b = socket.socketpair(); a.close(); b.close()\n\
          r = socket.socket(16, socket.SOCK_RAW, 0); r.close()\n\
-         print('\\n'.join(out) or 'all refused')\n",
+         print('\\n'.join(out) or 'all refused')\n"),
     );
     let o = fx.exec(&["/usr/bin/python3", "fam.py"]);
     let text = out(&o);

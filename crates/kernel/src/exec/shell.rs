@@ -266,6 +266,7 @@ pub(crate) fn bash(
     if outcome.degraded {
         out["degraded"] = json!("degraded: no kernel isolation");
     }
+    out["tier"] = json!(outcome.tier.name());
     if outcome.warm {
         out["warm_host"] = json!(true);
     }
@@ -337,22 +338,24 @@ fn run_sandboxed(
             .run(spec)
             .map_err(|e| e.to_string());
     }
-    match airlock_sandbox::NamespaceBackend::new().run(spec) {
-        Ok(o) => Ok(o),
-        Err(e) => match airlock_sandbox::probe() {
-            Err(missing) if k.allow_degraded => {
-                tracing::warn!(
-                    "no kernel isolation ({missing}); running degraded as the operator allowed"
-                );
-                airlock_sandbox::DegradedBackend::new()
-                    .run(spec)
-                    .map_err(|e| e.to_string())
-            }
-            Err(missing) => Err(format!(
-                "{missing} (the operator may opt in to running without kernel isolation with --allow-degraded)"
-            )),
-            Ok(_) => Err(e.to_string()),
-        },
+    // The full tier directly; on a host that lacks it, the weakest tier the operator allows
+    // (the Landlock tier, or the degraded one with --allow-degraded), else an error naming the
+    // restriction and its fix.
+    airlock_sandbox::run_best(spec, k.allow_degraded).map_err(|e| e.to_string())
+}
+
+/// Reads a file of the upper layer. A file the command made unreadable (`chmod 000`) is made
+/// readable by its owner first: the upper layer is the session's own scratch, and the mode
+/// staged is the one the harvest read before (root, who reads it anyway, sees no difference).
+fn read_upper_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let mode = std::fs::symlink_metadata(path)?.permissions().mode();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | 0o400))?;
+            std::fs::read(path)
+        }
+        other => other,
     }
 }
 
@@ -443,7 +446,7 @@ pub(crate) fn harvest_into_store(
                 continue;
             }
             UpperChange::File { mode, .. } => {
-                let bytes = std::fs::read(upper.join(&path))
+                let bytes = read_upper_file(&upper.join(&path))
                     .map_err(|e| format!("reading `{rel}` from the sandbox: {e}"))?;
                 let content = k
                     .store
