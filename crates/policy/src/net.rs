@@ -21,7 +21,7 @@
 //! ```
 //! use airlock_policy::net::{NetPolicy, NetRuleSet};
 //! let set = NetRuleSet::parse(&["*.example.com:443"], &["evil.example.com"]).unwrap();
-//! let policy = NetPolicy::new(set.allow, set.deny);
+//! let policy: NetPolicy = set.resolve(|_preset| Vec::new());
 //! assert!(policy.decide("api.example.com", 443, "curl x").allowed);
 //! let refused = policy.decide("evil.example.com", 443, "curl x");
 //! assert_eq!(refused.rule, "net_denied_by_rule");
