@@ -391,5 +391,6 @@ fn run(spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         warm: false,
         ceiling: crate::outcome::rlimit_ceiling(exit_code, signal, &spec.limits),
         limits: crate::outcome::rlimit_report(&spec.limits, None),
+        net: None,
     })
 }

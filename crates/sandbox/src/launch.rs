@@ -558,6 +558,9 @@ pub(crate) struct ChildIo {
     pub(crate) status_w: OwnedFd,
     /// `cgroup.procs` of the run's control groups: PID 1 joins them first thing.
     pub(crate) cgroups: Vec<OwnedFd>,
+    /// A granted run: PID 1's end of the socket pair that carries the proxy's listener out
+    /// (cold runs only), with the listener's port.
+    pub(crate) net: Option<(OwnedFd, u16)>,
 }
 
 impl ChildIo {
@@ -602,6 +605,7 @@ pub(crate) fn io_pipes() -> Result<(ChildIo, ParentIo), SandboxError> {
             err_w,
             status_w,
             cgroups: Vec::new(),
+            net: None,
         },
         ParentIo {
             stdin: stdin_w,
@@ -847,6 +851,8 @@ pub(crate) fn with_child_ctx<T>(
         err_w: io.err_w.as_raw_fd(),
         status_w: io.status_w.as_raw_fd(),
         alive_r,
+        net_w: io.net.as_ref().map_or(-1, |(f, _)| f.as_raw_fd()),
+        net_port: io.net.as_ref().map_or(0, |(_, p)| *p),
         stack: command_stack.as_mut_ptr(),
         stack_len: command_stack.len(),
     };

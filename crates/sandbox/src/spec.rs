@@ -30,6 +30,10 @@ pub struct SandboxSpec {
     /// With the network off, still allow `AF_INET`/`AF_INET6` sockets, which can then reach only
     /// the private loopback (test suites that bind 127.0.0.1 need this).
     pub allow_loopback: bool,
+    /// Network egress through airlock's proxy ([`crate::net`]): the run keeps its private
+    /// namespace with only `lo`, gets the proxy on `127.0.0.1:PORT` and the proxy variables, and
+    /// may make `AF_INET`/`AF_INET6` sockets. Needs `network` off; always a cold run.
+    pub net: Option<crate::net::NetAccess>,
     /// Wall-clock limit; on expiry every process of the sandbox is killed.
     pub timeout: Duration,
     /// Bytes of stdout (and separately stderr) kept in memory: half head, half tail.
@@ -83,6 +87,7 @@ impl SandboxSpec {
             env: Vec::new(),
             network: false,
             allow_loopback: false,
+            net: None,
             timeout: Duration::from_secs(300),
             output_limit: 1 << 20,
             spool_dir: None,
@@ -183,6 +188,8 @@ pub struct Outcome {
     pub ceiling: Option<Ceiling>,
     /// The ceilings in force, how each was enforced, and what the run used.
     pub limits: LimitsReport,
+    /// A granted run ([`SandboxSpec::net`]): the hosts it reached and was refused.
+    pub net: Option<crate::net::NetReport>,
 }
 
 /// A resource ceiling a run can hit.

@@ -305,6 +305,7 @@ pub(crate) fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
         err_w,
         status_w,
         cgroups,
+        net: None,
     })
 }
 
