@@ -470,6 +470,7 @@ mod tests {
                     expose_sensitive: &[],
                     verify_command: &self.verify_command,
                     settings: &TEST_SETTINGS,
+                    net: None,
                 },
                 &self.outcomes,
             )

@@ -57,6 +57,7 @@ impl Fixture {
                 expose_sensitive: &[],
                 verify_command: &self.verify_command,
                 settings: &TEST_SETTINGS,
+                net: None,
             },
             &self.outcomes,
         )

@@ -8,6 +8,7 @@
 
 pub(crate) mod exposure;
 pub(crate) mod files;
+pub(crate) mod net;
 pub(crate) mod shell;
 pub(crate) mod workflow;
 
@@ -77,6 +78,8 @@ pub(crate) struct ExecCtx<'k> {
     /// What the front end read from its environment (run and runtime directories, HOME, PATH,
     /// the forced sandbox backend, the turn).
     pub(crate) settings: &'k crate::api::Settings,
+    /// The operator's `[net]` grants (none: nothing granted by configuration).
+    pub(crate) net: Option<&'k airlock_policy::net::NetRuleSet>,
 }
 
 /// The parts of an [`ExecCtx`] that come from the operator's configuration.
@@ -91,6 +94,8 @@ pub(crate) struct ExecLimits<'k> {
     pub(crate) verify_command: &'k Option<Vec<String>>,
     /// What the front end read from its environment.
     pub(crate) settings: &'k crate::api::Settings,
+    /// The operator's `[net]` grants.
+    pub(crate) net: Option<&'k airlock_policy::net::NetRuleSet>,
 }
 
 /// The state one session's executors share: its write gate and run lock.
@@ -133,6 +138,7 @@ impl<'k> ExecCtx<'k> {
             verify_command: limits.verify_command,
             startup_outcomes,
             settings: limits.settings,
+            net: limits.net,
         }
     }
 

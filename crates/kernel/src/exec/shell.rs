@@ -150,6 +150,11 @@ pub(crate) fn bash(
             OsString::from(script.script()),
         ],
     };
+    let net = match super::net::access_for(k.root, k.net, &ctx.operator.allow_net, script.script())
+    {
+        Ok(n) => n,
+        Err(e) => return failure(e, Status::Failed),
+    };
     let mut spec = SandboxSpec::new(k.root.clone(), dirs.upper.clone(), dirs.work.clone(), argv);
     spec.layers = vec![dirs.layer.clone()];
     spec.cwd = k.root.clone();
@@ -159,11 +164,17 @@ pub(crate) fn bash(
     spec.home_binds = exposure.home_binds.clone();
     spec.masked = exposure.masked.clone();
     spec.env = vec![
-        (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
         // Read-only git commands (`status`, `diff`) must not rewrite `.git/index` for a stat
         // refresh: every change under `.git` is a host-exec change that apply refuses.
         (OsString::from("GIT_OPTIONAL_LOCKS"), OsString::from("0")),
     ];
+    if net.is_none() {
+        spec.env.insert(
+            0,
+            (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
+        );
+    }
+    spec.net = net;
     spec.cancel = Some(ctx.cancel.flag());
     spec.warm_host = Some(dirs.warm_host_socket());
     // The operator's ceilings for this run (never the model's: they are no tool argument).
@@ -253,6 +264,9 @@ pub(crate) fn bash(
     }
     if outcome.warm {
         out["warm_host"] = json!(true);
+    }
+    if let Some(report) = &outcome.net {
+        super::net::report_into(&mut out, report);
     }
     crate::CallOutcome {
         ok: exit_code == 0,
