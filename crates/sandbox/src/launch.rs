@@ -357,6 +357,8 @@ pub(crate) struct RunRequest {
     pub(crate) argv: Vec<OsString>,
     pub(crate) home_binds: Vec<PathBuf>,
     pub(crate) ro_binds: Vec<PathBuf>,
+    /// Never on the wire: a run with read-write binds is always cold.
+    pub(crate) rw_binds: Vec<PathBuf>,
     pub(crate) network: bool,
     pub(crate) allow_loopback: bool,
     pub(crate) limits: crate::Limits,
@@ -444,6 +446,14 @@ impl RunRequest {
                 ));
             }
         }
+        for b in &self.rw_binds {
+            if !normal(b) || b.starts_with(&v.workspace) {
+                return bad(format!(
+                    "read-write bind {} is not a plain absolute path outside the workspace",
+                    b.display()
+                ));
+            }
+        }
         for b in self.home_binds.iter().chain(&self.ro_binds) {
             let abs = match &v.home {
                 Some(h) if b.is_relative() => h.join(b),
@@ -472,6 +482,7 @@ impl RunRequest {
             .chain(&v.masked)
             .chain(&self.home_binds)
             .chain(&self.ro_binds)
+            .chain(&self.rw_binds)
             .map(|p| p.as_os_str());
         if strings
             .chain(paths)
@@ -504,6 +515,7 @@ impl RunRequest {
             argv: spec.argv.clone(),
             home_binds: spec.home_binds.clone(),
             ro_binds: spec.ro_binds.clone(),
+            rw_binds: spec.rw_binds.clone(),
             network: spec.network,
             allow_loopback: spec.allow_loopback,
             limits: spec.limits.clone(),
@@ -536,6 +548,7 @@ impl RunRequest {
             home: self.v.home.as_deref(),
             home_binds: &self.home_binds,
             ro_binds: &self.ro_binds,
+            rw_binds: &self.rw_binds,
             masked: &self.v.masked,
             tmp_size: self.limits.tmp_size,
             pid_max,
@@ -777,6 +790,7 @@ pub(crate) fn with_child_ctx<T>(
     if let Some(h) = &v.home {
         writable.push(h);
     }
+    writable.extend(req.rw_binds.iter().map(PathBuf::as_path));
     let landlock = confine::landlock_plan(landlock_abi(), &writable, block_inet)?;
     let bpf = confine::seccomp_program(block_inet)?;
     crate::timing::mark("sandbox: landlock + seccomp prepared");

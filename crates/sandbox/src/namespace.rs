@@ -115,13 +115,12 @@ fn run_with(
     if cg.cpu_time_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_CPU_TIME;
     }
-    if spec.net.is_none()
-        && let Some(outcome) = warm::client::try_run(spec, settings, &req, &cg)?
-    {
+    let cold_only = spec.net.is_some() || !spec.rw_binds.is_empty();
+    if !cold_only && let Some(outcome) = warm::client::try_run(spec, settings, &req, &cg)? {
         return Ok(outcome);
     }
     let outcome = cold::run_cold(spec, &req, &cg);
-    if outcome.is_ok() && spec.net.is_none() {
+    if outcome.is_ok() && !cold_only {
         warm::client::start_for(spec, settings);
     }
     outcome

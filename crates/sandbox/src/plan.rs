@@ -126,6 +126,8 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) home: Option<&'a Path>,
     pub(crate) home_binds: &'a [PathBuf],
     pub(crate) ro_binds: &'a [PathBuf],
+    /// Host directories bound read-write at the same path (a granted run's package cache).
+    pub(crate) rw_binds: &'a [PathBuf],
     /// Absolute sandbox paths to hide: inside the workspace, or under an exposed home path.
     pub(crate) masked: &'a [PathBuf],
     pub(crate) tmp_size: u64,
@@ -403,6 +405,7 @@ enum Mount {
     Tmp,
     Home,
     ReadOnly,
+    ReadWrite,
     Workspace,
 }
 
@@ -576,6 +579,9 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
     for bind in input.ro_binds {
         mounts.push((bind.clone(), Mount::ReadOnly));
     }
+    for bind in input.rw_binds {
+        mounts.push((bind.clone(), Mount::ReadWrite));
+    }
     mounts.push((input.workspace.to_path_buf(), Mount::Workspace));
     // Parents first; the workspace overlay (and anything inside it) after every other mount,
     // however deep: a warm host's spare replays everything before the overlay ahead of the
@@ -586,6 +592,7 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
             Mount::Tmp => b.tmpfs(abs, format!("mode=1777,size={}", input.tmp_size))?,
             Mount::Home => b.tmpfs(abs, "mode=0700,size=64m".into())?,
             Mount::ReadOnly => b.bind_ro(abs, abs, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV)?,
+            Mount::ReadWrite => b.bind_ro(abs, abs, ATTR_NOSUID | ATTR_NODEV)?,
             Mount::Workspace => {
                 b.mkdirs(abs)?;
                 let (ws, layers, upper, work) = input.overlay_dirs();
@@ -629,6 +636,7 @@ pub(crate) fn build_base(newroot: &Path) -> Result<Vec<Step>, SandboxError> {
         home: None,
         home_binds: &[],
         ro_binds: &[],
+        rw_binds: &[],
         masked: &[],
         tmp_size: 1 << 20,
         pid_max: 1024,
@@ -719,6 +727,7 @@ mod tests {
             home: Some(Path::new("/tmp/x/home")),
             home_binds: &[PathBuf::from(".cargo")],
             ro_binds: &[],
+            rw_binds: &[],
             masked: &[],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -759,6 +768,7 @@ mod tests {
                 home: Some(Path::new(home)),
                 home_binds: &[PathBuf::from(".cargo")],
                 ro_binds: &[],
+                rw_binds: &[],
                 masked: &[PathBuf::from("/x/ws/.airlock")],
                 tmp_size: 1 << 20,
                 pid_max: 500,
@@ -816,6 +826,7 @@ mod tests {
             home: Some(Path::new("/home/a")),
             home_binds: &[PathBuf::from(".cargo")],
             ro_binds: &[],
+            rw_binds: &[],
             masked: &[PathBuf::from("/x/ws/.airlock")],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -844,6 +855,7 @@ mod tests {
             home: Some(home.path()),
             home_binds: std::slice::from_ref(&bin),
             ro_binds: &[],
+            rw_binds: &[],
             masked: &[bin.join("tool.token")],
             tmp_size: 1 << 20,
             pid_max: 500,

@@ -46,6 +46,10 @@ pub struct SandboxSpec {
     pub home_binds: Vec<PathBuf>,
     /// Extra host paths exposed read-only at the same path.
     pub ro_binds: Vec<PathBuf>,
+    /// Host directories exposed read-write at the same path (absolute, outside the workspace):
+    /// what the command writes there stays on the host, never staged (a granted run's package
+    /// cache). A run with any is always cold.
+    pub rw_binds: Vec<PathBuf>,
     /// Paths hidden from the command behind an empty read-only directory (or `/dev/null` for a
     /// file): inside the workspace (relative, or absolute under it), e.g. airlock's own
     /// `.airlock` state and sensitive files such as `.env`, or absolute paths under `home` inside
@@ -94,6 +98,7 @@ impl SandboxSpec {
             home: None,
             home_binds: Vec::new(),
             ro_binds: Vec::new(),
+            rw_binds: Vec::new(),
             masked: Vec::new(),
             limits: Limits::default(),
             cancel: None,

@@ -89,3 +89,60 @@ pub(crate) fn report_into(out: &mut serde_json::Value, report: &airlock_sandbox:
         }
     }
 }
+
+/// The workspace's persistent cargo package cache, outside the workspace and outside the
+/// changeset: `<home>/.cache/airlock/cargo-home/<workspace name>-<hash>`. Only for a workspace
+/// with a `Cargo.toml` at its root, and only when `$HOME` is known.
+///
+/// A run granted network sees it read-write as `CARGO_HOME`, so `cargo fetch` fills it; every
+/// later run of the workspace (commands and `verify`) sees it read-only as `CARGO_HOME`, once it
+/// exists, so they build offline against what was fetched.
+pub(crate) fn cargo_cache(home: Option<&Path>, root: &Path) -> Option<std::path::PathBuf> {
+    if !root.join("Cargo.toml").is_file() {
+        return None;
+    }
+    let home = home.filter(|h| h.is_absolute())?;
+    // FNV-1a of the workspace path: stable across builds, enough to tell workspaces apart.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in root.as_os_str().as_encoded_bytes() {
+        hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let name: String = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(40)
+        .collect();
+    Some(
+        home.join(".cache/airlock/cargo-home")
+            .join(format!("{name}-{hash:016x}")),
+    )
+}
+
+/// Exposes the workspace's cargo cache to `spec`: read-write when `granted` (made if missing),
+/// else read-only when it exists. Returns whether it was exposed.
+pub(crate) fn expose_cargo_cache(
+    spec: &mut airlock_sandbox::SandboxSpec,
+    home: Option<&Path>,
+    root: &Path,
+    granted: bool,
+) -> bool {
+    let Some(cache) = cargo_cache(home, root) else {
+        return false;
+    };
+    if granted {
+        if let Err(e) = std::fs::create_dir_all(&cache) {
+            tracing::warn!("cannot make the cargo cache {}: {e}", cache.display());
+            return false;
+        }
+        spec.rw_binds.push(cache.clone());
+    } else if cache.is_dir() {
+        spec.ro_binds.push(cache.clone());
+    } else {
+        return false;
+    }
+    spec.env.push(("CARGO_HOME".into(), cache.into_os_string()));
+    true
+}

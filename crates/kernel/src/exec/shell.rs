@@ -174,6 +174,7 @@ pub(crate) fn bash(
             (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
         );
     }
+    super::net::expose_cargo_cache(&mut spec, k.settings.home.as_deref(), k.root, net.is_some());
     spec.net = net;
     spec.cancel = Some(ctx.cancel.flag());
     spec.warm_host = Some(dirs.warm_host_socket());

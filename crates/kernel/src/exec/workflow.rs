@@ -151,7 +151,17 @@ pub(crate) fn verify(
     {
         source = VerdictSource::Agent;
     }
+    // The workspace's package cache, filled by a granted `cargo fetch`: read-only, offline.
+    let (mut cache_binds, mut cache_env) = (Vec::new(), Vec::new());
+    if let Some(cache) = super::net::cargo_cache(k.settings.home.as_deref(), k.root)
+        && cache.is_dir()
+    {
+        cache_env.push(("CARGO_HOME".to_string(), cache.display().to_string()));
+        cache_binds.push(cache);
+    }
     let opts = airlock_verify::VerifyOptions {
+        ro_binds: cache_binds,
+        env: cache_env,
         timeout: Duration::from_secs(timeout),
         runner,
         command,

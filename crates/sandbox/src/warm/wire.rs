@@ -203,6 +203,7 @@ pub(crate) fn decode(buf: &[u8], network: bool, check: Check) -> Result<RunReque
         argv: w.argv.into_iter().map(os).collect(),
         home_binds: paths(w.home_binds),
         ro_binds: paths(w.ro_binds),
+        rw_binds: Vec::new(),
         network,
         allow_loopback: w.allow_loopback,
         limits: w.limits,
@@ -354,6 +355,7 @@ mod tests {
             ],
             home_binds: vec!["/home/me/.cargo".into()],
             ro_binds: vec![],
+            rw_binds: vec![],
             network: false,
             allow_loopback: true,
             limits: crate::Limits {
@@ -413,6 +415,7 @@ mod tests {
             argv: vec!["true".into()],
             home_binds: vec![],
             ro_binds: vec![],
+            rw_binds: vec![],
             network: false,
             allow_loopback: false,
             limits: crate::Limits::default(),
