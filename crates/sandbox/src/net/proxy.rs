@@ -392,17 +392,35 @@ fn socks5(mut client: TcpStream, shared: &Shared) -> io::Result<()> {
     }
 }
 
-/// Copies both ways until both sides are done.
+/// Copies `from` to `to` in large chunks until end of file or an error.
+fn pump(from: &mut TcpStream, to: &mut TcpStream) {
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Copies both ways until both sides are done. Small writes go out at once (no Nagle delay on
+/// either leg: a TLS handshake through the proxy is a series of small writes).
 fn relay(client: TcpStream, upstream: TcpStream) -> io::Result<()> {
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
     let (mut c_r, mut u_w) = (client.try_clone()?, upstream.try_clone()?);
     let up = std::thread::Builder::new()
         .name("airlock-proxy-up".into())
         .spawn(move || {
-            let _ = io::copy(&mut c_r, &mut u_w);
+            pump(&mut c_r, &mut u_w);
             let _ = u_w.shutdown(Shutdown::Write);
         })?;
     let (mut u_r, mut c_w) = (upstream, client);
-    let _ = io::copy(&mut u_r, &mut c_w);
+    pump(&mut u_r, &mut c_w);
     let _ = c_w.shutdown(Shutdown::Write);
     // The client is gone or done: make the other direction end too.
     let _ = u_r.shutdown(Shutdown::Both);
