@@ -9,7 +9,8 @@
 //!   configuration names (its registry or mirror), resolved at run time by [`resolve_preset`]
 //!   from the files the sandboxed toolchain reads.
 //!
-//! Deny rules (the same syntax, no presets) always win. A rule may be scoped to commands
+//! Deny rules (the same syntax, no presets) always win. Ask rules (the same syntax) name hosts
+//! the operator approves when a run first asks for them, once or for the session. A rule may be scoped to commands
 //! ([`HostRule::commands`]): it then applies only to runs whose command text matches one of its
 //! globs (`npm install*`).
 //!
@@ -37,6 +38,8 @@ pub const RULE_DENIED: &str = "net_denied_by_rule";
 pub const RULE_NOT_GRANTED: &str = "net_not_granted";
 /// Rule id: the host is granted.
 pub const RULE_GRANTED: &str = "net_granted";
+/// Rule id: an `ask` rule names the host; the operator decides.
+pub const RULE_ASK: &str = "net_ask";
 
 /// Which hosts a rule names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,6 +276,8 @@ pub struct NetRuleSet {
     pub allow: Vec<GrantItem>,
     /// What is refused whatever is granted.
     pub deny: Vec<HostRule>,
+    /// What the operator is asked about (when neither granted nor refused).
+    pub ask: Vec<HostRule>,
 }
 
 impl NetRuleSet {
@@ -291,15 +296,16 @@ impl NetRuleSet {
         Ok(set)
     }
 
-    /// True when nothing is granted (the run keeps no network at all).
+    /// True when nothing is granted or askable (the run keeps no network at all).
     pub fn is_empty(&self) -> bool {
-        self.allow.is_empty()
+        self.allow.is_empty() && self.ask.is_empty()
     }
 
     /// Adds `other`'s items.
     pub fn extend(&mut self, other: NetRuleSet) {
         self.allow.extend(other.allow);
         self.deny.extend(other.deny);
+        self.ask.extend(other.ask);
     }
 
     /// The policy for one run: presets resolved by `resolve` (their hosts keep the preset's
@@ -318,7 +324,9 @@ impl NetRuleSet {
                 }
             }
         }
-        NetPolicy::new(allow, self.deny.clone())
+        let mut policy = NetPolicy::new(allow, self.deny.clone());
+        policy.ask = self.ask.clone();
+        policy
     }
 }
 
@@ -327,7 +335,8 @@ impl NetRuleSet {
 pub struct NetRuling {
     /// The connection may be made.
     pub allowed: bool,
-    /// Stable rule id: [`RULE_GRANTED`], [`RULE_DENIED`] or [`RULE_NOT_GRANTED`].
+    /// Stable rule id: [`RULE_GRANTED`], [`RULE_DENIED`], [`RULE_ASK`] (not allowed until the
+    /// operator approves) or [`RULE_NOT_GRANTED`].
     pub rule: &'static str,
     /// One human sentence (for a refusal: what was refused and how to grant it).
     pub reason: String,
@@ -338,12 +347,23 @@ pub struct NetRuling {
 pub struct NetPolicy {
     allow: Vec<HostRule>,
     deny: Vec<HostRule>,
+    ask: Vec<HostRule>,
 }
 
 impl NetPolicy {
     /// A policy of these rules.
     pub fn new(allow: Vec<HostRule>, deny: Vec<HostRule>) -> NetPolicy {
-        NetPolicy { allow, deny }
+        NetPolicy {
+            allow,
+            deny,
+            ask: Vec::new(),
+        }
+    }
+
+    /// This policy, also asking the operator about hosts that `ask` names.
+    pub fn with_ask(mut self, ask: Vec<HostRule>) -> NetPolicy {
+        self.ask = ask;
+        self
     }
 
     /// The allow rules.
@@ -355,6 +375,7 @@ impl NetPolicy {
     pub fn grants_any(&self, command: &str) -> bool {
         self.allow
             .iter()
+            .chain(&self.ask)
             .any(|r| r.matchers.is_empty() || r.matchers.iter().any(|m| m.is_match(command)))
     }
 
@@ -382,6 +403,15 @@ impl NetPolicy {
                 allowed: true,
                 rule: RULE_GRANTED,
                 reason: format!("{h}:{port} is granted by `{a}`."),
+            };
+        }
+        if let Some(a) = self.ask.iter().find(|r| r.matches(&h, port, command)) {
+            return NetRuling {
+                allowed: false,
+                rule: RULE_ASK,
+                reason: format!(
+                    "The connection to {h}:{port} needs the operator's approval (the ask rule `{a}`)."
+                ),
             };
         }
         NetRuling {
@@ -614,6 +644,27 @@ mod tests {
         assert!(!r.allowed);
         assert_eq!(r.rule, RULE_DENIED);
         assert!(p.decide("ok.example.com", 443, "c").allowed);
+    }
+
+    #[test]
+    fn ask_rules_come_after_deny_and_allow() {
+        let mut set = NetRuleSet::parse(&["a.example.com"], &["bad.example.com"]).unwrap();
+        set.ask.push(HostRule::parse("*.example.com", &[]).unwrap());
+        let p = set.resolve(|_| Vec::new());
+        assert!(p.decide("a.example.com", 443, "c").allowed);
+        assert_eq!(p.decide("bad.example.com", 443, "c").rule, RULE_DENIED);
+        let r = p.decide("b.example.com", 443, "c");
+        assert!(!r.allowed);
+        assert_eq!(r.rule, RULE_ASK);
+        assert_eq!(p.decide("other.org", 443, "c").rule, RULE_NOT_GRANTED);
+        assert!(
+            NetRuleSet {
+                ask: set.ask.clone(),
+                ..Default::default()
+            }
+            .resolve(|_| vec![])
+            .grants_any("c")
+        );
     }
 
     #[test]

@@ -441,6 +441,8 @@ struct RawNet {
     allow: Vec<toml::Spanned<RawGrant>>,
     #[serde(default)]
     deny: Vec<toml::Spanned<RawGrant>>,
+    #[serde(default)]
+    ask: Vec<toml::Spanned<RawGrant>>,
     /// Absolute workspace path → grants for that workspace only.
     #[serde(default)]
     workspaces: std::collections::BTreeMap<String, RawNetLists>,
@@ -755,6 +757,15 @@ pub fn merge_file_for(
                 path.display()
             ));
         } else {
+            for g in &net.ask {
+                let (h, c) = g.get_ref().parts();
+                let rule = crate::net::HostRule::parse(h, c).map_err(|e| ConfigError::Syntax {
+                    path: path.to_path_buf(),
+                    line: line_of(text, g.span().start),
+                    message: e.to_string(),
+                })?;
+                config.net.ask.push(rule);
+            }
             let mut lists = vec![(net.allow, net.deny)];
             for (ws, l) in net.workspaces {
                 let named = Path::new(&ws);

@@ -150,9 +150,15 @@ pub(crate) fn bash(
             OsString::from(script.script()),
         ],
     };
-    let net = match super::net::access_for(k.root, k.net, &ctx.operator.allow_net, script.script())
-    {
-        Ok(n) => n,
+    let (net, questions) = match super::net::access_for(
+        k.root,
+        k.session(),
+        k.net,
+        &ctx.operator.allow_net,
+        script.script(),
+    ) {
+        Ok(Some((access, questions))) => (Some(access), questions),
+        Ok(None) => (None, None),
         Err(e) => return failure(e, Status::Failed),
     };
     let mut spec = SandboxSpec::new(k.root.clone(), dirs.upper.clone(), dirs.work.clone(), argv);
@@ -190,7 +196,20 @@ pub(crate) fn bash(
     }
 
     airlock_sandbox::timing::mark("spec");
-    let outcome = match run_sandboxed(k, &spec, forced_degraded) {
+    // A run whose grant has `ask` rules: its proxy's questions go to the operator while it runs.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let ran = std::thread::scope(|s| {
+        if let Some(q) = questions {
+            let (done, command) = (&done, script.script());
+            s.spawn(move || {
+                super::net::serve_questions(q, ctx.approver, k.root, k.session(), command, done);
+            });
+        }
+        let ran = run_sandboxed(k, &spec, forced_degraded);
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        ran
+    });
+    let outcome = match ran {
         Ok(o) => o,
         Err(e) => {
             return failure(
