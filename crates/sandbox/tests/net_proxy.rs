@@ -293,3 +293,24 @@ fn proxy_variables_only_in_granted_runs() {
     );
     assert!(out.net.is_none());
 }
+
+#[test]
+fn connections_of_a_run_are_capped() {
+    let fx = Fixture::new();
+    // 300 idle connections: the proxy serves 256 at once and closes the 44 others at once.
+    let script = format!(
+        r#"python3 -c '
+import socket, select
+socks = [socket.create_connection(("127.0.0.1", {PROXY_PORT}), timeout=10) for _ in range(300)]
+def closed(s, wait):
+    r, _, _ = select.select([s], [], [], wait)
+    return bool(r) and s.recv(1) == b""
+late = sum(closed(s, 0.3) for s in socks[256:])
+early = sum(closed(s, 0.01) for s in socks[:256])
+print("closed", late, early)
+'"#
+    );
+    let out = granted(&fx, &script, vec!["example.com"], false);
+    let text = stdout(&out);
+    assert_eq!(text.trim(), "closed 44 0", "{}", out.stderr.text_lossy());
+}

@@ -18,6 +18,9 @@ const MAX_HEAD: usize = 64 << 10;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an outgoing connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Most connections of one run the proxy serves at once (each holds host threads, outside the
+/// run's own process ceiling); beyond it a new connection is closed at once.
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 
 #[derive(Default)]
 struct Log {
@@ -151,6 +154,10 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<Shared>) 
             continue;
         }
         while let Ok((client, _)) = listener.accept() {
+            if shared.active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                drop(client);
+                continue;
+            }
             shared.active.fetch_add(1, Ordering::SeqCst);
             let sh = shared.clone();
             let spawned = std::thread::Builder::new()
