@@ -51,9 +51,13 @@ fn upstream() -> u16 {
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 }
-                let line = String::from_utf8_lossy(&buf);
-                let line = line.lines().next().unwrap_or_default().to_string();
-                let body = format!("hello from upstream: {line}");
+                let head = String::from_utf8_lossy(&buf);
+                let line = head.lines().next().unwrap_or_default().to_string();
+                let hosts: Vec<&str> = head
+                    .lines()
+                    .filter(|l| l.to_ascii_lowercase().starts_with("host:"))
+                    .collect();
+                let body = format!("hello from upstream: {line} {hosts:?}");
                 let _ = write!(
                     s,
                     "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -103,7 +107,7 @@ fn granted_host_is_reached_over_plain_http() {
     let out = granted(
         &fx,
         &raw(&format!(
-            "GET http://127.0.0.1:{port}/hi HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+            "GET http://127.0.0.1:{port}/hi HTTP/1.1\r\nHost: other.example\r\n\r\n"
         )),
         vec!["127.0.0.1"],
         true,
@@ -113,6 +117,11 @@ fn granted_host_is_reached_over_plain_http() {
         text.contains("hello from upstream: GET /hi HTTP/1.1"),
         "{text}\n{}",
         out.stderr.text_lossy()
+    );
+    // The Host header names the granted host the request was sent to, never another.
+    assert!(
+        text.contains(&format!("[\"Host: 127.0.0.1:{port}\"]")),
+        "{text}"
     );
     let net = out.net.expect("a granted run reports its network");
     assert_eq!(net.hosts_contacted, [format!("127.0.0.1:{port}")]);

@@ -330,12 +330,26 @@ fn http(mut client: TcpStream, shared: &Shared) -> io::Result<()> {
                 || name.eq_ignore_ascii_case("proxy-authorization")
                 || name.eq_ignore_ascii_case("connection")
                 || name.eq_ignore_ascii_case("keep-alive")
+                || name.eq_ignore_ascii_case("host")
             {
                 continue;
             }
             out.push_str(h);
             out.push_str("\r\n");
         }
+        // The host that was granted and connected to is the one the request names: a `Host`
+        // header naming another virtual host of the same server is replaced.
+        let default_port = if t.port == 80 {
+            String::new()
+        } else {
+            format!(":{}", t.port)
+        };
+        let host = if t.host.contains(':') {
+            format!("[{}]", t.host)
+        } else {
+            t.host.clone()
+        };
+        out.push_str(&format!("Host: {host}{default_port}\r\n"));
         // One request per upstream connection: a next request on the client's connection
         // can never reach another host through this one.
         out.push_str("Connection: close\r\n\r\n");
