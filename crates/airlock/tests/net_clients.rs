@@ -36,10 +36,15 @@ impl Fx {
     }
 
     fn airlock(&self, args: &[&str]) -> Output {
+        self.airlock_with(args, &[])
+    }
+
+    fn airlock_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(BIN)
             .args(["--workspace", self.ws.to_str().unwrap(), "--mode", "build"])
             .args(args)
             .env("XDG_CONFIG_HOME", &self.config)
+            .envs(env.iter().copied())
             .output()
             .unwrap()
     }
@@ -289,4 +294,49 @@ fn config_grants_and_denies_and_the_flag_is_checked() {
     );
     assert_eq!(v["stdout"].as_str().unwrap().trim(), "[]", "{v}");
     assert!(v.get("hosts_contacted").is_none(), "{v}");
+}
+
+#[test]
+fn granted_runs_go_through_the_warm_host_too() {
+    let fx = Fx::new();
+    let probe = [
+        "--json",
+        "exec",
+        "--allow-net",
+        "pypi.org",
+        "--",
+        "curl",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "https://pypi.org/simple/six/",
+    ];
+    let mut warm = 0;
+    for _ in 0..4 {
+        let out = fx.airlock_with(&probe, &[("AIRLOCK_SANDBOX_HOST", "always")]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["exit_code"], 0, "{v}");
+        assert_eq!(strings(&v["hosts_contacted"]), ["pypi.org:443"], "{v}");
+        warm += usize::from(v["warm_host"] == true);
+    }
+    assert!(
+        warm >= 2,
+        "granted runs should start in the warm host ({warm} of 4 did)"
+    );
+    // And an ungranted run of the same warm host has no proxy.
+    let out = fx.airlock_with(
+        &[
+            "--json",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo \"[$HTTPS_PROXY]\"",
+        ],
+        &[("AIRLOCK_SANDBOX_HOST", "always")],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stdout"].as_str().unwrap().trim(), "[]", "{v}");
 }

@@ -359,6 +359,9 @@ pub(crate) struct RunRequest {
     pub(crate) ro_binds: Vec<PathBuf>,
     /// Never on the wire: a run with read-write binds is always cold.
     pub(crate) rw_binds: Vec<PathBuf>,
+    /// A granted run ([`crate::net`]): the port of the proxy's listener PID 1 makes and passes
+    /// out (the socket travels with the run's descriptors, after the five pipes).
+    pub(crate) net_port: Option<u16>,
     pub(crate) network: bool,
     pub(crate) allow_loopback: bool,
     pub(crate) limits: crate::Limits,
@@ -516,6 +519,7 @@ impl RunRequest {
             home_binds: spec.home_binds.clone(),
             ro_binds: spec.ro_binds.clone(),
             rw_binds: spec.rw_binds.clone(),
+            net_port: spec.net.as_ref().map(|a| a.port),
             network: spec.network,
             allow_loopback: spec.allow_loopback,
             limits: spec.limits.clone(),
@@ -578,7 +582,8 @@ pub(crate) struct ChildIo {
 
 impl ChildIo {
     /// The descriptors in the order they travel to a warm host: stdin, stdout, stderr, the
-    /// failure and status pipes, then the control groups' `cgroup.procs`.
+    /// failure and status pipes, the proxy's socket pair end of a granted run, then the control
+    /// groups' `cgroup.procs`.
     pub(crate) fn fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
         [
@@ -589,6 +594,7 @@ impl ChildIo {
             &self.status_w,
         ]
         .into_iter()
+        .chain(self.net.as_ref().map(|(f, _)| f))
         .chain(&self.cgroups)
         .map(|f| f.as_fd())
         .collect()

@@ -61,11 +61,10 @@ fn run(spec: &SandboxSpec, settings: &SandboxSettings) -> Result<Outcome, Sandbo
             ));
         }
         // A granted run: inet sockets (they reach only the private loopback, where the proxy
-        // listens) and the proxy variables; cold, since the listener is made by its own PID 1.
+        // listens) and the proxy variables.
         Some(access) => {
             let mut s = spec.clone();
             s.allow_loopback = true;
-            s.warm_host = None;
             for (k, v) in access.proxy_env() {
                 s.env.retain(|(n, _)| n.as_os_str() != k.as_str());
                 s.env.push((k.into(), v.into()));
@@ -115,7 +114,7 @@ fn run_with(
     if cg.cpu_time_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_CPU_TIME;
     }
-    let cold_only = spec.net.is_some() || !spec.rw_binds.is_empty();
+    let cold_only = !spec.rw_binds.is_empty();
     if !cold_only && let Some(outcome) = warm::client::try_run(spec, settings, &req, &cg)? {
         return Ok(outcome);
     }

@@ -32,7 +32,7 @@ pub struct SandboxSpec {
     pub allow_loopback: bool,
     /// Network egress through airlock's proxy ([`crate::net`]): the run keeps its private
     /// namespace with only `lo`, gets the proxy on `127.0.0.1:PORT` and the proxy variables, and
-    /// may make `AF_INET`/`AF_INET6` sockets. Needs `network` off; always a cold run.
+    /// may make `AF_INET`/`AF_INET6` sockets. Needs `network` off; cold or warm alike.
     pub net: Option<crate::net::NetAccess>,
     /// Wall-clock limit; on expiry every process of the sandbox is killed.
     pub timeout: Duration,

@@ -7,7 +7,9 @@
 //! caller over a socket pair (`SCM_RIGHTS`) before anything of the command runs. The caller
 //! accepts connections on it ([`proxy`]) and makes its outgoing connections with sockets of its
 //! own (host) namespace. No capability is needed for that, and the namespace keeps no route
-//! out: a direct connection fails with `ENETUNREACH`, and no name resolves inside.
+//! out: a direct connection fails with `ENETUNREACH`, and no name resolves inside. A warm host's
+//! run does the same: the socket pair's end travels with the run's descriptors, and the run's
+//! PID 1 (a prepared spare, already in its fresh namespace) makes the listener when it arrives.
 //!
 //! The proxy speaks HTTP `CONNECT`, plain HTTP with absolute URIs, and SOCKS5. For each
 //! request it asks the run's [`NetGate`] about the host and port, then resolves the name itself

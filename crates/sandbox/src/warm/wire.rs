@@ -131,6 +131,8 @@ struct Request {
     home_binds: Vec<Bytes>,
     ro_binds: Vec<Bytes>,
     allow_loopback: bool,
+    #[serde(default)]
+    net_port: Option<u16>,
     limits: crate::Limits,
     cgroup_mask: u64,
 }
@@ -156,6 +158,7 @@ pub(crate) fn encode(req: &RunRequest) -> Vec<u8> {
         home_binds: all_bytes(&req.home_binds),
         ro_binds: all_bytes(&req.ro_binds),
         allow_loopback: req.allow_loopback,
+        net_port: req.net_port,
         limits: req.limits.clone(),
         cgroup_mask: req.cgroup_mask,
     };
@@ -206,6 +209,7 @@ pub(crate) fn decode(buf: &[u8], network: bool, check: Check) -> Result<RunReque
         rw_binds: Vec::new(),
         network,
         allow_loopback: w.allow_loopback,
+        net_port: w.net_port,
         limits: w.limits,
         cgroup_mask: w.cgroup_mask,
     };
@@ -356,6 +360,7 @@ mod tests {
             home_binds: vec!["/home/me/.cargo".into()],
             ro_binds: vec![],
             rw_binds: vec![],
+            net_port: None,
             network: false,
             allow_loopback: true,
             limits: crate::Limits {
@@ -416,6 +421,7 @@ mod tests {
             home_binds: vec![],
             ro_binds: vec![],
             rw_binds: vec![],
+            net_port: None,
             network: false,
             allow_loopback: false,
             limits: crate::Limits::default(),
