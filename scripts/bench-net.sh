@@ -49,11 +49,13 @@ for name in ["direct", "proxied"]:
     print(f"  {name:8s} {x[4] / 1e6:7.1f} MB in {x[3]:.2f} s = {x[5] / 1e6:.1f} MB/s")
 PY
 if command -v hyperfine >/dev/null; then
-  echo "start-up: offline (warm host) / offline cold / granted (always cold):"
+  echo "start-up: offline and granted, each through the warm host and cold:"
   hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$W/startup.json" \
     "${AL[*]} exec -- true" \
+    "${AL[*]} exec --allow-net example.com -- true" \
     "env AIRLOCK_SANDBOX_HOST=off ${AL[*]} exec -- true" \
-    "${AL[*]} exec --allow-net example.com -- true" 2>&1 | grep -E 'Time|Benchmark'
+    "env AIRLOCK_SANDBOX_HOST=off ${AL[*]} exec --allow-net example.com -- true" 2>&1 \
+    | grep -E 'Time|Benchmark'
 else
   echo "hyperfine not found: start-up comparison skipped"
 fi

@@ -93,6 +93,8 @@ pub(crate) fn receive_listener(sock: &OwnedFd) -> io::Result<TcpListener> {
 /// A running proxy; [`Proxy::finish`] stops it and reports.
 pub(crate) struct Proxy {
     stop: Arc<AtomicBool>,
+    /// Dropped to wake the accept loop at once when the run is over.
+    wake: Option<std::os::unix::net::UnixStream>,
     accept: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
@@ -107,12 +109,14 @@ impl Proxy {
             log: Mutex::new(Log::default()),
             active: AtomicUsize::new(0),
         });
+        let (wake, woken) = std::os::unix::net::UnixStream::pair()?;
         let (s, sh) = (stop.clone(), shared.clone());
         let accept = std::thread::Builder::new()
             .name("airlock-proxy".into())
-            .spawn(move || accept_loop(&listener, &s, &sh))?;
+            .spawn(move || accept_loop(&listener, &woken, &s, &sh))?;
         Ok(Proxy {
             stop,
+            wake: Some(wake),
             accept: Some(accept),
             shared,
         })
@@ -121,6 +125,7 @@ impl Proxy {
     /// Stops accepting, gives connections in flight a moment to end, and reports.
     pub(crate) fn finish(mut self) -> NetReport {
         self.stop.store(true, Ordering::SeqCst);
+        drop(self.wake.take());
         if let Some(t) = self.accept.take() {
             let _ = t.join();
         }
@@ -139,16 +144,25 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        drop(self.wake.take());
     }
 }
 
-fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<Shared>) {
+fn accept_loop(
+    listener: &TcpListener,
+    woken: &std::os::unix::net::UnixStream,
+    stop: &AtomicBool,
+    shared: &Arc<Shared>,
+) {
     use rustix::event::{PollFd, PollFlags, poll};
     while !stop.load(Ordering::SeqCst) {
-        let mut fds = [PollFd::new(listener, PollFlags::IN)];
+        let mut fds = [
+            PollFd::new(listener, PollFlags::IN),
+            PollFd::new(woken, PollFlags::IN),
+        ];
         let timeout = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 50_000_000,
+            tv_sec: 1,
+            tv_nsec: 0,
         };
         if poll(&mut fds, Some(&timeout)).is_err() {
             continue;
