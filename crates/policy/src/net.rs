@@ -440,11 +440,12 @@ pub struct PresetSources {
 }
 
 /// The hosts of a preset, read from `src`, with each toolchain's built-in default when its
-/// configuration names none. Returned as grant strings (`host` or `host:port`).
+/// configuration names none. Returned as grant strings `host:port`: a preset grants each
+/// registry on its URL's port only.
 pub fn resolve_preset(preset: Preset, src: &PresetSources) -> Vec<String> {
     let mut hosts: Vec<String> = Vec::new();
     let mut add = |url: &str| {
-        if let Some(h) = url_host(url)
+        if let Some(h) = url_host_port(url)
             && !hosts.contains(&h)
         {
             hosts.push(h);
@@ -601,6 +602,28 @@ pub fn url_host(url: &str) -> Option<String> {
     })
 }
 
+/// `host:port` of an http(s) URL, the port always written (`[v6]:port` for IPv6).
+fn url_host_port(url: &str) -> Option<String> {
+    let h = url_host(url)?;
+    // `url_host` writes a port only when it is not the scheme's default: `[v6]:p` or `h:p`.
+    let has_port =
+        h.starts_with('[') || (h.contains(':') && h.parse::<std::net::Ipv6Addr>().is_err());
+    if has_port {
+        return Some(h);
+    }
+    let https = url
+        .trim()
+        .trim_matches('"')
+        .to_ascii_lowercase()
+        .starts_with("https://");
+    let port = if https { 443 } else { 80 };
+    Some(if h.contains(':') {
+        format!("[{h}]:{port}")
+    } else {
+        format!("{h}:{port}")
+    })
+}
+
 /// `key = value` pairs of an ini-style file (`.npmrc`, `pip.conf`), any section; comments and
 /// blank lines skipped, keys lower case.
 fn ini_pairs(text: &str) -> Vec<(String, String)> {
@@ -722,10 +745,10 @@ mod tests {
             ..Default::default()
         };
         let h = resolve_preset(Preset::Npm, &src);
-        assert_eq!(h, ["npm.corp.example", "npm.mirror.example:8443"]);
+        assert_eq!(h, ["npm.corp.example:443", "npm.mirror.example:8443"]);
         assert_eq!(
             resolve_preset(Preset::Npm, &PresetSources::default()),
-            ["registry.npmjs.org"]
+            ["registry.npmjs.org:443"]
         );
     }
 
@@ -739,11 +762,11 @@ mod tests {
         };
         assert_eq!(
             resolve_preset(Preset::Pip, &src),
-            ["a.example", "b.example", "pypi.mirror.example"]
+            ["a.example:443", "b.example:443", "pypi.mirror.example:443"]
         );
         assert_eq!(
             resolve_preset(Preset::Pip, &PresetSources::default()),
-            ["pypi.org", "files.pythonhosted.org"]
+            ["pypi.org:443", "files.pythonhosted.org:443"]
         );
     }
 
@@ -757,11 +780,11 @@ mod tests {
         };
         assert_eq!(
             resolve_preset(Preset::Cargo, &src),
-            ["cargo.mirror.example", "cargo.corp.example"]
+            ["cargo.mirror.example:443", "cargo.corp.example:443"]
         );
         assert_eq!(
             resolve_preset(Preset::Cargo, &PresetSources::default()),
-            ["index.crates.io", "static.crates.io"]
+            ["index.crates.io:443", "static.crates.io:443"]
         );
     }
 
@@ -771,10 +794,10 @@ mod tests {
             go_env: vec!["GOPROXY=https://goproxy.example,direct\nGOSUMDB=off\n".into()],
             ..Default::default()
         };
-        assert_eq!(resolve_preset(Preset::Go, &src), ["goproxy.example"]);
+        assert_eq!(resolve_preset(Preset::Go, &src), ["goproxy.example:443"]);
         assert_eq!(
             resolve_preset(Preset::Go, &PresetSources::default()),
-            ["proxy.golang.org", "sum.golang.org"]
+            ["proxy.golang.org:443", "sum.golang.org:443"]
         );
     }
 
@@ -786,6 +809,24 @@ mod tests {
         let p = set.resolve(|pr| resolve_preset(pr, &PresetSources::default()));
         assert!(p.decide("registry.npmjs.org", 443, "npm ci").allowed);
         assert!(!p.decide("registry.npmjs.org", 443, "curl").allowed);
+        // A preset grants the registry's own port only.
+        assert!(!p.decide("registry.npmjs.org", 22, "npm ci").allowed);
+    }
+
+    #[test]
+    fn preset_hosts_carry_their_port() {
+        assert_eq!(
+            url_host_port("https://[::1]/x").as_deref(),
+            Some("[::1]:443")
+        );
+        assert_eq!(
+            url_host_port("http://[::1]:81/").as_deref(),
+            Some("[::1]:81")
+        );
+        assert_eq!(
+            url_host_port("http://x.example/").as_deref(),
+            Some("x.example:80")
+        );
     }
 
     #[test]
