@@ -201,8 +201,34 @@ fn pip_downloads_through_its_preset_and_is_refused_without_it() {
     );
 }
 
+/// Removes the workspace package caches a test made under the real `$HOME` (a granted run of
+/// a cargo workspace makes one), whatever the test's outcome.
+struct NewCaches(PathBuf, Vec<PathBuf>);
+
+impl NewCaches {
+    fn watch() -> NewCaches {
+        let dir =
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/airlock/cargo-home");
+        let before = std::fs::read_dir(&dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        NewCaches(dir, before)
+    }
+}
+
+impl Drop for NewCaches {
+    fn drop(&mut self) {
+        for e in std::fs::read_dir(&self.0).into_iter().flatten().flatten() {
+            if !self.1.contains(&e.path()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
 #[test]
 fn cargo_fetches_through_its_preset_and_is_refused_without_it() {
+    let _caches = NewCaches::watch();
     let fx = Fx::new();
     fx.write(
         "Cargo.toml",
