@@ -189,6 +189,11 @@ enum Command {
         timeout: Option<u64>,
         #[command(flatten)]
         ceilings: Ceilings,
+        /// Let this run reach HOST (`example.com`, `*.example.com`, `HOST:PORT`) or a package
+        /// registry (`preset:npm`, `preset:pip`, `preset:cargo`, `preset:go`) through airlock's
+        /// proxy; repeatable. Without it the run has no network.
+        #[arg(long = "allow-net", value_name = "HOST|preset:NAME", value_parser = net_grant)]
+        allow_net: Vec<String>,
         /// Command and arguments.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
@@ -442,6 +447,7 @@ fn run(mut cli: Cli) -> CliResult {
         Command::Exec {
             timeout,
             ceilings,
+            allow_net,
             argv,
         } => {
             let mut args = json!({ "argv": argv });
@@ -452,6 +458,7 @@ fn run(mut cli: Cli) -> CliResult {
                 memory_bytes: ceilings.memory,
                 cpu_secs: ceilings.cpu_secs,
                 disk_bytes: ceilings.disk,
+                allow_net,
                 ..OperatorInputs::default()
             };
             operator_cmd(&g, "bash", args, operator)
@@ -833,4 +840,11 @@ fn cmd_jail(g: &Global, write: bool, paths: &[String]) -> CliResult {
         }
     }
     Ok(if all_ok { EXIT_OK } else { EXIT_DENIED })
+}
+
+/// `--allow-net`'s value: a host rule or a preset (a malformed one is a usage error, exit 2).
+fn net_grant(s: &str) -> Result<String, String> {
+    airlock_policy::net::GrantItem::parse(s, &[])
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }

@@ -148,6 +148,9 @@ pub struct OperatorInputs {
     pub cpu_secs: Option<u64>,
     /// `--disk BYTES` on `exec`/`verify`: the most this run may write to its overlay.
     pub disk_bytes: Option<u64>,
+    /// `--allow-net HOST|preset:NAME` on `exec`: hosts this run may reach through airlock's
+    /// proxy, added to the user config's `[net]` grants.
+    pub allow_net: Vec<String>,
 }
 
 /// How a kernel is opened: the operator's choices, never the model's.

@@ -471,6 +471,7 @@ mod tests {
                     verify_command: &self.verify_command,
                     verify_budget: None,
                     settings: &TEST_SETTINGS,
+                    net: None,
                 },
                 &self.outcomes,
             )

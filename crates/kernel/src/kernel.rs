@@ -35,6 +35,8 @@ pub struct Kernel {
     /// The operator's `[sandbox] expose_sensitive` globs: sensitive workspace files that
     /// sandboxed commands may read.
     pub(crate) expose_sensitive: Vec<globset::GlobMatcher>,
+    /// The operator's `[net]` grants of sandboxed runs (user config).
+    pub(crate) net: airlock_policy::net::NetRuleSet,
     pub(crate) notices: Vec<Notice>,
     /// Outcomes of the recovery run at start-up, reported again by the `recover` tool.
     pub(crate) startup_outcomes: Vec<serde_json::Value>,
@@ -121,6 +123,7 @@ impl Kernel {
             verify_command: cfg.verify_command.clone(),
             verify_budget: cfg.verify_budget,
             expose_sensitive,
+            net: cfg.net.clone(),
             notices,
             startup_outcomes: startup.outcomes,
             session_approvals: Mutex::new(HashSet::new()),
@@ -267,6 +270,7 @@ impl Kernel {
                 verify_command: &self.verify_command,
                 verify_budget: self.verify_budget,
                 settings: &self.config.settings,
+                net: Some(&self.net),
             },
             &self.startup_outcomes,
         )

@@ -21,6 +21,7 @@ pub mod host_exec;
 pub mod jail;
 pub mod modes;
 pub mod names;
+pub mod net;
 pub mod path;
 pub mod permission;
 pub mod rules;

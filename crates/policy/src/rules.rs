@@ -36,6 +36,10 @@
 //!
 //! [sandbox]
 //! expose_sensitive = [".env.test"]           # sensitive workspace files commands may read
+//!
+//! [net]                                      # network grants of sandboxed runs (user config only)
+//! allow = ["preset:cargo", "*.example.com:443", { host = "preset:npm", commands = ["npm *"] }]
+//! deny  = ["internal.example.com"]
 //! ```
 //!
 //! Unknown keys and malformed rules are errors that name the file and line. The only keys that
@@ -357,6 +361,9 @@ pub struct Config {
     /// The default diagnostics budget of `verify`, in bytes (`[verify] budget`, 256 to
     /// 65536); a call's own `budget` overrides it.
     pub verify_budget: Option<usize>,
+    /// Network grants of sandboxed runs (`[net]` of the user config, plus its
+    /// `[net.workspaces."<path>"]` entry for this workspace; never from a workspace-local file).
+    pub net: crate::net::NetRuleSet,
 }
 
 impl Default for Config {
@@ -369,6 +376,7 @@ impl Default for Config {
             notices: Vec::new(),
             verify_command: None,
             verify_budget: None,
+            net: crate::net::NetRuleSet::default(),
         }
     }
 }
@@ -425,6 +433,53 @@ struct RawConfig {
     verify: Option<RawVerify>,
     #[serde(default)]
     defaults: Option<toml::Spanned<RawDefaults>>,
+    #[serde(default)]
+    net: Option<toml::Spanned<RawNet>>,
+}
+
+/// `[net]`: hosts sandboxed runs may reach (see [`crate::net`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNet {
+    #[serde(default)]
+    allow: Vec<toml::Spanned<RawGrant>>,
+    #[serde(default)]
+    deny: Vec<toml::Spanned<RawGrant>>,
+    #[serde(default)]
+    ask: Vec<toml::Spanned<RawGrant>>,
+    /// Absolute workspace path → grants for that workspace only.
+    #[serde(default)]
+    workspaces: std::collections::BTreeMap<String, RawNetLists>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetLists {
+    #[serde(default)]
+    allow: Vec<toml::Spanned<RawGrant>>,
+    #[serde(default)]
+    deny: Vec<toml::Spanned<RawGrant>>,
+}
+
+/// A grant: `"HOST"` / `"preset:NAME"`, or `{ host = "…", commands = ["npm *"] }`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawGrant {
+    Plain(String),
+    Scoped {
+        host: String,
+        #[serde(default)]
+        commands: Vec<String>,
+    },
+}
+
+impl RawGrant {
+    fn parts(&self) -> (&str, &[String]) {
+        match self {
+            RawGrant::Plain(h) => (h, &[]),
+            RawGrant::Scoped { host, commands } => (host, commands),
+        }
+    }
 }
 
 /// `[defaults]`: the operator's default mode, permission and profile for every session (the
@@ -711,6 +766,63 @@ pub fn merge_file_for(
             }
         }
     }
+    if let Some(net) = raw.net {
+        let line = line_of(text, net.span().start);
+        let net = net.into_inner();
+        if workspace.is_some_and(|ws| path == local_config_path(ws)) {
+            config.notices.push(format!(
+                "Ignored `[net]` in {}:{line}: network grants come from the user config or the command line only.",
+                path.display()
+            ));
+        } else {
+            for g in &net.ask {
+                let (h, c) = g.get_ref().parts();
+                let rule = crate::net::HostRule::parse(h, c).map_err(|e| ConfigError::Syntax {
+                    path: path.to_path_buf(),
+                    line: line_of(text, g.span().start),
+                    message: e.to_string(),
+                })?;
+                config.net.ask.push(rule);
+            }
+            let mut lists = vec![(net.allow, net.deny)];
+            for (ws, l) in net.workspaces {
+                let named = Path::new(&ws);
+                if workspace.is_some_and(|w| {
+                    named == w || std::fs::canonicalize(named).is_ok_and(|n| n == w)
+                }) {
+                    lists.push((l.allow, l.deny));
+                }
+            }
+            for (allow, deny) in lists {
+                let err = |g: &toml::Spanned<RawGrant>, e: crate::net::NetGrantError| {
+                    ConfigError::Syntax {
+                        path: path.to_path_buf(),
+                        line: line_of(text, g.span().start),
+                        message: e.to_string(),
+                    }
+                };
+                for g in &allow {
+                    let (h, c) = g.get_ref().parts();
+                    let item = crate::net::GrantItem::parse(h, c).map_err(|e| err(g, e))?;
+                    config.net.allow.push(item);
+                }
+                for g in &deny {
+                    let (h, c) = g.get_ref().parts();
+                    if h.trim().starts_with("preset:") {
+                        return Err(err(
+                            g,
+                            crate::net::NetGrantError {
+                                input: h.to_string(),
+                                why: "a deny rule names hosts, not a preset".into(),
+                            },
+                        ));
+                    }
+                    let rule = crate::net::HostRule::parse(h, c).map_err(|e| err(g, e))?;
+                    config.net.deny.push(rule);
+                }
+            }
+        }
+    }
     if let (Some(d), Some(ws)) = (&raw.defaults, workspace)
         && path == local_config_path(ws)
     {
@@ -896,5 +1008,56 @@ mod tests {
             "{:?}",
             c.notices
         );
+    }
+
+    #[test]
+    fn net_grants_load_from_the_user_config_only() {
+        let ws = tempfile::tempdir().unwrap();
+        let wsp = ws.path().canonicalize().unwrap();
+        let user = ws.path().join("user.toml");
+        std::fs::write(
+            &user,
+            format!(
+                "[net]\nallow = [\"preset:cargo\", {{ host = \"registry.npmjs.org\", commands = [\"npm *\"] }}]\ndeny = [\"bad.example.com\"]\n[net.workspaces.\"{}\"]\nallow = [\"ws.example.com\"]\n[net.workspaces.\"/elsewhere\"]\nallow = [\"other.example.com\"]\n",
+                wsp.display()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(wsp.join(".airlock")).unwrap();
+        std::fs::write(
+            local_config_path(&wsp),
+            "[net]\nallow = [\"local.example.com\"]\n",
+        )
+        .unwrap();
+        let c = load_config(Some(&user), &wsp, true).unwrap();
+        let p = c.net.resolve(|_| vec!["index.crates.io".into()]);
+        assert!(p.decide("index.crates.io", 443, "cargo fetch").allowed);
+        assert!(p.decide("registry.npmjs.org", 443, "npm ci").allowed);
+        assert!(!p.decide("registry.npmjs.org", 443, "curl x").allowed);
+        assert!(p.decide("ws.example.com", 443, "x").allowed);
+        assert!(!p.decide("other.example.com", 443, "x").allowed);
+        assert!(!p.decide("local.example.com", 443, "x").allowed);
+        assert_eq!(
+            p.decide("bad.example.com", 443, "x").rule,
+            "net_denied_by_rule"
+        );
+        assert!(c.notices.iter().any(|n| n.contains("Ignored `[net]`")));
+    }
+
+    #[test]
+    fn bad_net_grant_names_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[net]\nallow = [\n  \"ok.example.com\",\n  \"https://x.example\",\n]\n",
+        )
+        .unwrap();
+        let e = load_config(Some(&user), dir.path(), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":4:") && e.contains("not a URL"), "{e}");
+        std::fs::write(&user, "[net]\ndeny = [\"preset:npm\"]\n").unwrap();
+        assert!(load_config(Some(&user), dir.path(), false).is_err());
     }
 }

@@ -33,6 +33,7 @@ pub(crate) enum SetupStep {
     Exec,
     Prepare,
     Cgroup,
+    NetListener,
 }
 
 impl SetupStep {
@@ -55,6 +56,7 @@ impl SetupStep {
             Exec,
             Prepare,
             Cgroup,
+            NetListener,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -78,6 +80,7 @@ impl SetupStep {
             SetupStep::Exec => "executing the command",
             SetupStep::Prepare => "preparing the run in the warm sandbox host",
             SetupStep::Cgroup => "joining the run's control group",
+            SetupStep::NetListener => "passing the network proxy's listening socket out",
         }
     }
 }
@@ -127,6 +130,11 @@ pub(crate) struct ChildCtx<'a> {
     pub(crate) err_w: RawFd,
     pub(crate) status_w: RawFd,
     pub(crate) alive_r: RawFd,
+    /// A granted run ([`crate::net`]): the socket over which PID 1 passes the proxy's
+    /// listening socket, made in the run's network namespace, to the caller; -1 otherwise.
+    pub(crate) net_w: RawFd,
+    /// The port of that listening socket on 127.0.0.1.
+    pub(crate) net_port: u16,
     /// Stack for the command's process until it execs (see `init_main`).
     pub(crate) stack: *mut u8,
     pub(crate) stack_len: usize,
@@ -465,6 +473,7 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
             ctx.status_w,
             ctx.alive_r,
             ctx.landlock_fd,
+            ctx.net_w,
         ];
         sort_small(&mut keep);
         close_all_except(&keep);
@@ -498,6 +507,12 @@ pub(crate) fn init_main(ctx: &ChildCtx<'_>) -> ! {
         }
         if !ctx.namespaces_ready {
             finish_namespaces(ctx);
+        }
+        if ctx.net_w >= 0 {
+            if !pass_listener(ctx.net_w, ctx.net_port) {
+                fail_stage(ctx, SetupStep::NetListener);
+            }
+            libc::close(ctx.net_w);
         }
         if !ctx.pivoted && !pivot_into(ctx.newroot) {
             fail_stage(ctx, SetupStep::PivotRoot);
@@ -603,6 +618,55 @@ fn reset_signals() {
             std::ptr::null_mut::<libc::sigset_t>(),
             8usize,
         );
+    }
+}
+
+/// Makes a TCP socket listening on `127.0.0.1:port` in this process's network namespace and
+/// sends it over `net_w` (`SCM_RIGHTS`, one byte of data), then closes this process's copy.
+/// Returns false on failure (errno set). Async-signal-safe.
+fn pass_listener(net_w: RawFd, port: u16) -> bool {
+    // SAFETY: socket/setsockopt/bind/listen/sendmsg/close on values built on this stack; the
+    // control buffer is 8-byte aligned and large enough for one descriptor's cmsg.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return false;
+        }
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            s,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&raw const one).cast(),
+            4,
+        );
+        let mut sin: libc::sockaddr_in = std::mem::zeroed();
+        sin.sin_family = libc::sa_family_t::try_from(libc::AF_INET).unwrap_or(2);
+        sin.sin_port = port.to_be();
+        sin.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = libc::socklen_t::try_from(std::mem::size_of::<libc::sockaddr_in>()).unwrap_or(16);
+        let mut ok = libc::bind(s, (&raw const sin).cast(), len) == 0 && libc::listen(s, 128) == 0;
+        if ok {
+            let mut byte = [1u8];
+            let mut iov = libc::iovec {
+                iov_base: byte.as_mut_ptr().cast(),
+                iov_len: 1,
+            };
+            let mut control = [0u64; 4];
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &raw mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
+            let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), s);
+            ok = libc::sendmsg(net_w, &raw const msg, libc::MSG_NOSIGNAL) == 1;
+        }
+        libc::close(s);
+        ok
     }
 }
 

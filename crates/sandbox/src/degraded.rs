@@ -623,5 +623,6 @@ fn run_copied(
                 .as_ref()
                 .map(|w| w.disk.used().saturating_sub(at_start)),
         ),
+        net: None,
     })
 }

@@ -423,6 +423,11 @@ pub(crate) struct RunRequest {
     pub(crate) argv: Vec<OsString>,
     pub(crate) home_binds: Vec<PathBuf>,
     pub(crate) ro_binds: Vec<PathBuf>,
+    /// Never on the wire: a run with read-write binds is always cold.
+    pub(crate) rw_binds: Vec<PathBuf>,
+    /// A granted run ([`crate::net`]): the port of the proxy's listener PID 1 makes and passes
+    /// out (the socket travels with the run's descriptors, after the five pipes).
+    pub(crate) net_port: Option<u16>,
     pub(crate) network: bool,
     pub(crate) allow_loopback: bool,
     pub(crate) limits: crate::Limits,
@@ -513,6 +518,14 @@ impl RunRequest {
                 ));
             }
         }
+        for b in &self.rw_binds {
+            if !normal(b) || b.starts_with(&v.workspace) {
+                return bad(format!(
+                    "read-write bind {} is not a plain absolute path outside the workspace",
+                    b.display()
+                ));
+            }
+        }
         for b in self.home_binds.iter().chain(&self.ro_binds) {
             let abs = match &v.home {
                 Some(h) if b.is_relative() => h.join(b),
@@ -543,6 +556,7 @@ impl RunRequest {
             .chain(&self.home_binds)
             .chain(&self.ro_binds)
             .chain(v.cache_binds.iter().flat_map(|b| [&b.host, &b.inside]))
+            .chain(&self.rw_binds)
             .map(|p| p.as_os_str());
         if strings
             .chain(paths)
@@ -576,6 +590,8 @@ impl RunRequest {
             argv: spec.argv.clone(),
             home_binds: spec.home_binds.clone(),
             ro_binds: spec.ro_binds.clone(),
+            rw_binds: spec.rw_binds.clone(),
+            net_port: spec.net.as_ref().map(|a| a.port),
             network: spec.network,
             allow_loopback: spec.allow_loopback,
             limits: spec.limits.clone(),
@@ -609,6 +625,7 @@ impl RunRequest {
             home_binds: &self.home_binds,
             ro_binds: &self.ro_binds,
             cache_binds: &self.v.cache_binds,
+            rw_binds: &self.rw_binds,
             masked: &self.v.masked,
             tmp_size: self.limits.tmp_size,
             pid_max,
@@ -631,11 +648,15 @@ pub(crate) struct ChildIo {
     pub(crate) status_w: OwnedFd,
     /// `cgroup.procs` of the run's control groups: PID 1 joins them first thing.
     pub(crate) cgroups: Vec<OwnedFd>,
+    /// A granted run: PID 1's end of the socket pair that carries the proxy's listener out
+    /// (cold runs only), with the listener's port.
+    pub(crate) net: Option<(OwnedFd, u16)>,
 }
 
 impl ChildIo {
     /// The descriptors in the order they travel to a warm host: stdin, stdout, stderr, the
-    /// failure and status pipes, then the control groups' `cgroup.procs`.
+    /// failure and status pipes, the proxy's socket pair end of a granted run, then the control
+    /// groups' `cgroup.procs`.
     pub(crate) fn fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
         [
@@ -646,6 +667,7 @@ impl ChildIo {
             &self.status_w,
         ]
         .into_iter()
+        .chain(self.net.as_ref().map(|(f, _)| f))
         .chain(&self.cgroups)
         .map(|f| f.as_fd())
         .collect()
@@ -675,6 +697,7 @@ pub(crate) fn io_pipes() -> Result<(ChildIo, ParentIo), SandboxError> {
             err_w,
             status_w,
             cgroups: Vec::new(),
+            net: None,
         },
         ParentIo {
             stdin: stdin_w,
@@ -847,6 +870,7 @@ pub(crate) fn with_child_ctx<T>(
         writable.push(h);
     }
     writable.extend(v.cache_binds.iter().map(|b| b.inside.as_path()));
+    writable.extend(req.rw_binds.iter().map(PathBuf::as_path));
     let landlock = confine::landlock_plan(landlock_abi(), &writable, block_inet)?;
     let bpf = confine::seccomp_program(block_inet)?;
     crate::timing::mark("sandbox: landlock + seccomp prepared");
@@ -921,6 +945,8 @@ pub(crate) fn with_child_ctx<T>(
         err_w: io.err_w.as_raw_fd(),
         status_w: io.status_w.as_raw_fd(),
         alive_r,
+        net_w: io.net.as_ref().map_or(-1, |(f, _)| f.as_raw_fd()),
+        net_port: io.net.as_ref().map_or(0, |(_, p)| *p),
         stack: command_stack.as_mut_ptr(),
         stack_len: command_stack.len(),
     };

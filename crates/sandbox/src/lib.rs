@@ -124,12 +124,12 @@
 //!
 //! # `unsafe`
 //!
-//! 21 sites, in two files; each carries a `// SAFETY:` comment. Every other system call of the
+//! 22 sites, in two files; each carries a `// SAFETY:` comment. Every other system call of the
 //! crate goes through `rustix` or `std`.
 //!
-//! - `child.rs` (14): the code clone children run between the clone and `execve`, which may
+//! - `child.rs` (15): the code clone children run between the clone and `execve`, which may
 //!   not allocate and so makes raw `libc` calls: the mount plan, `pivot_root`, `close_range`,
-//!   uid/gid maps, hostname, loopback, signal reset, rlimits, Landlock, seccomp, `_exit`, the
+//!   uid/gid maps, hostname, loopback, the proxy's listener of a granted run ([`net`]), signal reset, rlimits, Landlock, seccomp, `_exit`, the
 //!   command's vfork-style clone and its entry point, and the degraded backend's `pre_exec`.
 //! - `launch.rs` (7): the fork-like `clone` helper (an `unsafe fn` and its body) and its three
 //!   callers (a cold or warm PID 1, a spare through `clone_allocating`, which first checks that
@@ -157,6 +157,7 @@ mod error;
 mod harvest;
 mod launch;
 mod namespace;
+pub mod net;
 mod outcome;
 mod plan;
 mod probe;

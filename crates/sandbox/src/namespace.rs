@@ -53,6 +53,27 @@ static CGROUP_JOIN_FAILED: std::sync::atomic::AtomicBool =
 
 fn run(spec: &SandboxSpec, settings: &SandboxSettings) -> Result<Outcome, SandboxError> {
     use std::sync::atomic::Ordering;
+    let granted;
+    let spec = match &spec.net {
+        Some(_) if spec.network => {
+            return Err(SandboxError::InvalidSpec(
+                "a run with the host's network cannot also have a proxied grant".into(),
+            ));
+        }
+        // A granted run: inet sockets (they reach only the private loopback, where the proxy
+        // listens) and the proxy variables.
+        Some(access) => {
+            let mut s = spec.clone();
+            s.allow_loopback = true;
+            for (k, v) in access.proxy_env() {
+                s.env.retain(|(n, _)| n.as_os_str() != k.as_str());
+                s.env.push((k.into(), v.into()));
+            }
+            granted = s;
+            &granted
+        }
+        None => spec,
+    };
     let with_cgroup =
         spec.limits.cgroup && settings.cgroups && !CGROUP_JOIN_FAILED.load(Ordering::Relaxed);
     let result = run_with(spec, settings, with_cgroup);
@@ -93,11 +114,12 @@ fn run_with(
     if cg.cpu_time_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_CPU_TIME;
     }
-    if let Some(outcome) = warm::client::try_run(spec, settings, &req, &cg)? {
+    let cold_only = !spec.rw_binds.is_empty();
+    if !cold_only && let Some(outcome) = warm::client::try_run(spec, settings, &req, &cg)? {
         return Ok(outcome);
     }
     let outcome = cold::run_cold(spec, &req, &cg);
-    if outcome.is_ok() {
+    if outcome.is_ok() && !cold_only {
         warm::client::start_for(spec, settings);
     }
     outcome

@@ -153,6 +153,7 @@ pub(crate) fn finish(
         warm,
         ceiling: ended.ceiling,
         limits: crate::LimitsReport::default(),
+        net: None,
     };
     if failure.len() == 12 && !interrupted {
         // The plan is rebuilt only to name the failed step (its words do not depend on where

@@ -139,6 +139,8 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) ro_binds: &'a [PathBuf],
     /// Host directories bound writable beneath [`crate::CACHE_ROOT`].
     pub(crate) cache_binds: &'a [crate::CacheBind],
+    /// Host directories bound read-write at the same path (a granted run's package cache).
+    pub(crate) rw_binds: &'a [PathBuf],
     /// Absolute sandbox paths to hide: inside the workspace, or under an exposed home path.
     pub(crate) masked: &'a [PathBuf],
     pub(crate) tmp_size: u64,
@@ -441,6 +443,7 @@ enum Mount {
     ReadOnly,
     /// A writable cache bind from this host directory.
     Cache(PathBuf),
+    ReadWrite,
     Workspace,
 }
 
@@ -621,6 +624,9 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
     for cache in input.cache_binds {
         mounts.push((cache.inside.clone(), Mount::Cache(cache.host.clone())));
     }
+    for bind in input.rw_binds {
+        mounts.push((bind.clone(), Mount::ReadWrite));
+    }
     mounts.push((input.workspace.to_path_buf(), Mount::Workspace));
     // Parents first; the workspace overlay (and anything inside it) after every other mount,
     // however deep: a warm host's spare replays everything before the overlay ahead of the
@@ -632,6 +638,7 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
             Mount::Home => b.tmpfs(abs, "mode=0700,size=64m".into())?,
             Mount::ReadOnly => b.bind_ro(abs, abs, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV)?,
             Mount::Cache(host) => b.bind_cache(host, abs)?,
+            Mount::ReadWrite => b.bind_ro(abs, abs, ATTR_NOSUID | ATTR_NODEV)?,
             Mount::Workspace => {
                 b.mkdirs(abs)?;
                 let (ws, layers, upper, work) = input.overlay_dirs();
@@ -676,6 +683,7 @@ pub(crate) fn build_base(newroot: &Path) -> Result<Vec<Step>, SandboxError> {
         home_binds: &[],
         ro_binds: &[],
         cache_binds: &[],
+        rw_binds: &[],
         masked: &[],
         tmp_size: 1 << 20,
         pid_max: 1024,
@@ -767,6 +775,7 @@ mod tests {
             home_binds: &[PathBuf::from(".cargo")],
             ro_binds: &[],
             cache_binds: &[],
+            rw_binds: &[],
             masked: &[],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -808,6 +817,7 @@ mod tests {
                 home_binds: &[PathBuf::from(".cargo")],
                 ro_binds: &[],
                 cache_binds: &[],
+                rw_binds: &[],
                 masked: &[PathBuf::from("/x/ws/.airlock")],
                 tmp_size: 1 << 20,
                 pid_max: 500,
@@ -866,6 +876,7 @@ mod tests {
             home_binds: &[PathBuf::from(".cargo")],
             ro_binds: &[],
             cache_binds: &[],
+            rw_binds: &[],
             masked: &[PathBuf::from("/x/ws/.airlock")],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -895,6 +906,7 @@ mod tests {
             home_binds: std::slice::from_ref(&bin),
             ro_binds: &[],
             cache_binds: &[],
+            rw_binds: &[],
             masked: &[bin.join("tool.token")],
             tmp_size: 1 << 20,
             pid_max: 500,

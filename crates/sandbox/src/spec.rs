@@ -30,6 +30,10 @@ pub struct SandboxSpec {
     /// With the network off, still allow `AF_INET`/`AF_INET6` sockets, which can then reach only
     /// the private loopback (test suites that bind 127.0.0.1 need this).
     pub allow_loopback: bool,
+    /// Network egress through airlock's proxy ([`crate::net`]): the run keeps its private
+    /// namespace with only `lo`, gets the proxy on `127.0.0.1:PORT` and the proxy variables, and
+    /// may make `AF_INET`/`AF_INET6` sockets. Needs `network` off; cold or warm alike.
+    pub net: Option<crate::net::NetAccess>,
     /// Wall-clock limit; on expiry every process of the sandbox is killed.
     pub timeout: Duration,
     /// Bytes of stdout (and separately stderr) kept in memory: half head, half tail.
@@ -46,6 +50,10 @@ pub struct SandboxSpec {
     /// build and test caches): what the command writes there persists on the host and is never
     /// part of the upper directory. Everywhere else the sandbox stays read-only.
     pub cache_binds: Vec<CacheBind>,
+    /// Host directories exposed read-write at the same path (absolute, outside the workspace):
+    /// what the command writes there stays on the host, never staged (a granted run's package
+    /// cache). A run with any is always cold.
+    pub rw_binds: Vec<PathBuf>,
     /// Paths hidden from the command behind an empty read-only directory (or `/dev/null` for a
     /// file): inside the workspace (relative, or absolute under it), e.g. airlock's own
     /// `.airlock` state and sensitive files such as `.env`, or absolute paths under `home` inside
@@ -87,6 +95,7 @@ impl SandboxSpec {
             env: Vec::new(),
             network: false,
             allow_loopback: false,
+            net: None,
             timeout: Duration::from_secs(300),
             output_limit: 1 << 20,
             spool_dir: None,
@@ -94,6 +103,7 @@ impl SandboxSpec {
             home_binds: Vec::new(),
             ro_binds: Vec::new(),
             cache_binds: Vec::new(),
+            rw_binds: Vec::new(),
             masked: Vec::new(),
             limits: Limits::default(),
             cancel: None,
@@ -212,6 +222,8 @@ pub struct Outcome {
     pub ceiling: Option<Ceiling>,
     /// The ceilings in force, how each was enforced, and what the run used.
     pub limits: LimitsReport,
+    /// A granted run ([`SandboxSpec::net`]): the hosts it reached and was refused.
+    pub net: Option<crate::net::NetReport>,
 }
 
 /// A resource ceiling a run can hit.

@@ -58,6 +58,7 @@ impl Fixture {
                 verify_command: &self.verify_command,
                 verify_budget: None,
                 settings: &TEST_SETTINGS,
+                net: None,
             },
             &self.outcomes,
         )

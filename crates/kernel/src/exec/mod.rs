@@ -8,6 +8,7 @@
 
 pub(crate) mod exposure;
 pub(crate) mod files;
+pub(crate) mod net;
 pub(crate) mod shell;
 pub(crate) mod workflow;
 
@@ -79,6 +80,8 @@ pub(crate) struct ExecCtx<'k> {
     /// What the front end read from its environment (run and runtime directories, HOME, PATH,
     /// the forced sandbox backend, the turn).
     pub(crate) settings: &'k crate::api::Settings,
+    /// The operator's `[net]` grants (none: nothing granted by configuration).
+    pub(crate) net: Option<&'k airlock_policy::net::NetRuleSet>,
 }
 
 /// The parts of an [`ExecCtx`] that come from the operator's configuration.
@@ -95,6 +98,8 @@ pub(crate) struct ExecLimits<'k> {
     pub(crate) verify_budget: Option<usize>,
     /// What the front end read from its environment.
     pub(crate) settings: &'k crate::api::Settings,
+    /// The operator's `[net]` grants.
+    pub(crate) net: Option<&'k airlock_policy::net::NetRuleSet>,
 }
 
 /// The state one session's executors share: its write gate and run lock.
@@ -138,6 +143,7 @@ impl<'k> ExecCtx<'k> {
             verify_budget: limits.verify_budget,
             startup_outcomes,
             settings: limits.settings,
+            net: limits.net,
         }
     }
 

@@ -162,6 +162,17 @@ pub(crate) fn bash(
                 );
             }
         };
+    let (net, questions) = match super::net::access_for(
+        k.root,
+        k.session(),
+        k.net,
+        &ctx.operator.allow_net,
+        script.script(),
+    ) {
+        Ok(Some((access, questions))) => (Some(access), questions),
+        Ok(None) => (None, None),
+        Err(e) => return failure(e, Status::Failed),
+    };
     let mut spec = SandboxSpec::new(k.root.clone(), dirs.upper.clone(), dirs.work.clone(), argv);
     spec.layers = vec![dirs.layer.clone()];
     spec.cwd = k.root.clone();
@@ -171,7 +182,6 @@ pub(crate) fn bash(
     spec.home_binds = exposure.home_binds.clone();
     spec.masked = exposure.masked.clone();
     spec.env = vec![
-        (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
         // Read-only git commands (`status`, `diff`) must not rewrite `.git/index` for a stat
         // refresh: every change under `.git` is a host-exec change that apply refuses.
         (OsString::from("GIT_OPTIONAL_LOCKS"), OsString::from("0")),
@@ -179,6 +189,14 @@ pub(crate) fn bash(
     spec.env.extend(caches.env);
     spec.cache_binds = caches.binds;
     spec.ro_binds = caches.ro_binds;
+    if net.is_none() {
+        spec.env.insert(
+            0,
+            (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
+        );
+    }
+    super::net::expose_cargo_cache(&mut spec, k.settings.home.as_deref(), k.root, net.is_some());
+    spec.net = net;
     spec.cancel = Some(ctx.cancel.flag());
     spec.warm_host = Some(dirs.warm_host_socket());
     // The operator's ceilings for this run (never the model's: they are no tool argument).
@@ -193,7 +211,20 @@ pub(crate) fn bash(
     }
 
     airlock_sandbox::timing::mark("spec");
-    let outcome = match run_sandboxed(k, &spec, forced_degraded) {
+    // A run whose grant has `ask` rules: its proxy's questions go to the operator while it runs.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let ran = std::thread::scope(|s| {
+        if let Some(q) = questions {
+            let (done, command) = (&done, script.script());
+            s.spawn(move || {
+                super::net::serve_questions(q, ctx.approver, k.root, k.session(), command, done);
+            });
+        }
+        let ran = run_sandboxed(k, &spec, forced_degraded);
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        ran
+    });
+    let outcome = match ran {
         Ok(o) => o,
         Err(e) => {
             return failure(
@@ -269,6 +300,9 @@ pub(crate) fn bash(
     out["tier"] = json!(outcome.tier.name());
     if outcome.warm {
         out["warm_host"] = json!(true);
+    }
+    if let Some(report) = &outcome.net {
+        super::net::report_into(&mut out, report);
     }
     crate::CallOutcome {
         ok: exit_code == 0,

@@ -200,6 +200,14 @@ pub(crate) fn verify(
                 );
             }
         };
+    // The workspace's package cache, filled by a granted `cargo fetch`: read-only, offline.
+    let (mut cargo_binds, mut cargo_env) = (Vec::new(), Vec::new());
+    if let Some(cache) = super::net::cargo_cache(k.settings.home.as_deref(), k.root)
+        && cache.is_dir()
+    {
+        cargo_env.push(("CARGO_HOME".to_string(), cache.display().to_string()));
+        cargo_binds.push(cache);
+    }
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
         runner,
@@ -224,9 +232,10 @@ pub(crate) fn verify(
                     v.to_string_lossy().into_owned(),
                 )
             })
+            .chain(cargo_env)
             .collect(),
         cache_binds: caches.binds,
-        ro_binds: caches.ro_binds,
+        ro_binds: caches.ro_binds.into_iter().chain(cargo_binds).collect(),
         ..airlock_verify::VerifyOptions::default()
     };
     let scratch = dirs

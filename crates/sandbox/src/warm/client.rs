@@ -64,6 +64,14 @@ pub(crate) fn try_run(
     };
     let (mut child_io, parent) = launch::io_pipes()?;
     child_io.cgroups = cg.join_fds();
+    let net_r = match &spec.net {
+        Some(access) => {
+            let (ours, theirs) = crate::net::proxy::socket_pair()?;
+            child_io.net = Some((theirs, access.port));
+            Some(ours)
+        }
+        None => None,
+    };
     let start = Instant::now();
     // The run's control groups travel with its pipes: the host's PID 1 joins them, the host
     // itself never does.
@@ -100,7 +108,17 @@ pub(crate) fn try_run(
         let _ = rustix::process::pidfd_send_signal(&signal_fd, rustix::process::Signal::KILL);
     };
     crate::timing::mark("sandbox: launched by the warm host");
-    let outcome = crate::outcome::finish(spec, req, parent, 0, start, &kill, Some(pidfd), cg);
+    // The run's PID 1 passes the proxy's listener before anything of the command runs.
+    let proxy = match (net_r, &spec.net) {
+        (Some(r), Some(access)) => crate::net::proxy::receive_listener(&r)
+            .and_then(|l| crate::net::proxy::Proxy::start(l, access.clone()))
+            .ok(),
+        _ => None,
+    };
+    let mut outcome = crate::outcome::finish(spec, req, parent, 0, start, &kill, Some(pidfd), cg);
+    if let (Some(p), Ok(o)) = (proxy, outcome.as_mut()) {
+        o.net = Some(p.finish());
+    }
     // Closing the connection tells the host this run is over for us (or that we gave up).
     drop(conn);
     outcome.map(Some)

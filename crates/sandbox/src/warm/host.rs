@@ -146,10 +146,10 @@ fn handle(
     newroot: &Path,
     spare: &mut Option<Spare>,
 ) -> Result<Option<RunRequest>, Stop> {
-    let Ok((data, fds)) = recv_with_fds(conn, 5 + launch::MAX_CGROUPS, MAX_REQUEST) else {
+    let Ok((data, fds)) = recv_with_fds(conn, 6 + launch::MAX_CGROUPS, MAX_REQUEST) else {
         return Ok(None);
     };
-    if fds.len() < 5 || fds.len() > 5 + launch::MAX_CGROUPS {
+    if fds.len() < 5 || fds.len() > 6 + launch::MAX_CGROUPS {
         reply_error(conn, "expected 5 descriptors and the run's control groups");
         return Ok(None);
     }
@@ -182,7 +182,7 @@ fn handle(
             let mut raw: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
             let payload = match &cg {
                 Some(cg) => {
-                    raw.truncate(5);
+                    raw.truncate(5 + usize::from(req.net_port.is_some()));
                     let mut r = req.clone();
                     r.cgroup_mask = cg.mask();
                     encode(&r)
@@ -203,7 +203,7 @@ fn handle(
             }
         }
         None => {
-            let Some(io) = child_io(fds) else {
+            let Some(io) = child_io(fds, req.net_port) else {
                 return Ok(None);
             };
             match launch::launch(&req, newroot, true, io) {

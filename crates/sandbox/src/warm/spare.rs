@@ -247,11 +247,14 @@ pub(crate) fn spare_main(
         },
         None => None,
     };
-    let Ok((data, fds)) = recv_with_fds(ctl, 5 + launch::MAX_CGROUPS, MAX_REQUEST) else {
+    let Ok((data, fds)) = recv_with_fds(ctl, 6 + launch::MAX_CGROUPS, MAX_REQUEST) else {
         crate::child::exit(0);
     };
     // Checked again here, as far as a spare can (its host checked the paths in full).
-    let (Ok(req), Some(io)) = (decode(&data, network, Check::Shape), child_io(fds)) else {
+    let Ok(req) = decode(&data, network, Check::Shape) else {
+        crate::child::exit(0);
+    };
+    let Some(io) = child_io(fds, req.net_port) else {
         crate::child::exit(0);
     };
     let err_w = io.err_w.as_raw_fd();
@@ -286,13 +289,18 @@ pub(crate) fn spare_main(
     )
 }
 
-/// The five descriptors of a run, in the order the client sends them, then its control
-/// groups' `cgroup.procs`.
-pub(crate) fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
-    if fds.len() < 5 || fds.len() > 5 + launch::MAX_CGROUPS {
+/// The five descriptors of a run, in the order the client sends them, the proxy's socket of
+/// a granted run (`net_port`), then its control groups' `cgroup.procs`.
+pub(crate) fn child_io(mut fds: Vec<OwnedFd>, net_port: Option<u16>) -> Option<ChildIo> {
+    let base = 5 + usize::from(net_port.is_some());
+    if fds.len() < base || fds.len() > base + launch::MAX_CGROUPS {
         return None;
     }
-    let cgroups = fds.split_off(5);
+    let cgroups = fds.split_off(base);
+    let net = match net_port {
+        Some(port) => Some((fds.pop()?, port)),
+        None => None,
+    };
     let status_w = fds.pop()?;
     let err_w = fds.pop()?;
     let stderr = fds.pop()?;
@@ -305,6 +313,7 @@ pub(crate) fn child_io(mut fds: Vec<OwnedFd>) -> Option<ChildIo> {
         err_w,
         status_w,
         cgroups,
+        net,
     })
 }
 

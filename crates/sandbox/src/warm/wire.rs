@@ -132,6 +132,8 @@ struct Request {
     ro_binds: Vec<Bytes>,
     cache_binds: Vec<(Bytes, Bytes)>,
     allow_loopback: bool,
+    #[serde(default)]
+    net_port: Option<u16>,
     limits: crate::Limits,
     cgroup_mask: u64,
 }
@@ -162,6 +164,7 @@ pub(crate) fn encode(req: &RunRequest) -> Vec<u8> {
             .map(|b| (bytes(&b.host), bytes(&b.inside)))
             .collect(),
         allow_loopback: req.allow_loopback,
+        net_port: req.net_port,
         limits: req.limits.clone(),
         cgroup_mask: req.cgroup_mask,
     };
@@ -217,8 +220,10 @@ pub(crate) fn decode(buf: &[u8], network: bool, check: Check) -> Result<RunReque
         argv: w.argv.into_iter().map(os).collect(),
         home_binds: paths(w.home_binds),
         ro_binds: paths(w.ro_binds),
+        rw_binds: Vec::new(),
         network,
         allow_loopback: w.allow_loopback,
+        net_port: w.net_port,
         limits: w.limits,
         cgroup_mask: w.cgroup_mask,
     };
@@ -370,6 +375,8 @@ mod tests {
             ],
             home_binds: vec!["/home/me/.cargo".into()],
             ro_binds: vec![],
+            rw_binds: vec![],
+            net_port: None,
             network: false,
             allow_loopback: true,
             limits: crate::Limits {
@@ -432,6 +439,8 @@ mod tests {
             argv: vec!["true".into()],
             home_binds: vec![],
             ro_binds: vec![],
+            rw_binds: vec![],
+            net_port: None,
             network: false,
             allow_loopback: false,
             limits: crate::Limits::default(),

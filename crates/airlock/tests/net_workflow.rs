@@ -1,0 +1,140 @@
+//! The dependency workflow through airlock alone, with real cargo and the real registry: a
+//! staged manifest gains a dependency; `verify` fails offline; `exec --allow-net preset:cargo
+//! -- cargo fetch` fills the workspace's persistent package cache (not the changeset); `verify`
+//! then passes offline against that cache; `apply` writes the manifest and the lockfile.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_airlock");
+
+fn airlock(ws: &Path, config: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["--workspace", ws.to_str().unwrap(), "--mode", "build"])
+        .args(args)
+        .env("XDG_CONFIG_HOME", config)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Removes the workspace's cache (under the real `$HOME`, keyed by the temporary workspace)
+/// when the test ends, passed or not.
+struct CacheGuard(Option<PathBuf>);
+
+impl Drop for CacheGuard {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+#[test]
+fn a_crate_gains_a_dependency_through_airlock_alone() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().canonicalize().unwrap();
+    let ws = root.join("demo-ws");
+    let config = root.join("config");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::create_dir_all(&config).unwrap();
+    let manifest =
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n";
+    std::fs::write(ws.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(
+        ws.join("src/lib.rs"),
+        "pub fn seven() -> String { \"7\".into() }\n#[cfg(test)]\nmod tests { #[test] fn t() { assert_eq!(super::seven(), \"7\"); } }\n",
+    )
+    .unwrap();
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
+    let caches = home.join(".cache/airlock/cargo-home");
+    let before: Vec<_> = std::fs::read_dir(&caches)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    let mut guard = CacheGuard(None);
+
+    // Stage the dependency and code that uses it.
+    let new_manifest = format!("{manifest}itoa = \"=1.0.11\"\n");
+    let args = serde_json::json!({"path": "Cargo.toml", "content": new_manifest}).to_string();
+    let o = airlock(&ws, &config, &["call", "write_file", &args]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lib = "pub fn seven() -> String { itoa::Buffer::new().format(7).to_string() }\n#[cfg(test)]\nmod tests { #[test] fn t() { assert_eq!(super::seven(), \"7\"); } }\n";
+    let args = serde_json::json!({"path": "src/lib.rs", "content": lib}).to_string();
+    assert!(
+        airlock(&ws, &config, &["call", "write_file", &args])
+            .status
+            .success()
+    );
+
+    // Offline, the dependency cannot be had: verify fails and apply refuses.
+    let o = airlock(&ws, &config, &["verify", "--timeout", "120"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert_eq!(airlock(&ws, &config, &["apply"]).status.code(), Some(4));
+
+    // The operator grants cargo's registry for one fetch.
+    let o = airlock(
+        &ws,
+        &config,
+        &[
+            "--json",
+            "exec",
+            "--timeout",
+            "120",
+            "--allow-net",
+            "preset:cargo",
+            "--",
+            "cargo",
+            "fetch",
+        ],
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert!(!v["hosts_contacted"].as_array().unwrap().is_empty(), "{v}");
+    // Only the lockfile is staged: the downloads went to the cache, not the changeset.
+    assert_eq!(v["staged"], serde_json::json!(["A Cargo.lock"]), "{v}");
+    let after: Vec<PathBuf> = std::fs::read_dir(&caches)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(after.len(), 1, "one new workspace cache: {after:?}");
+    guard.0 = Some(after[0].clone());
+    let cached = Command::new("find")
+        .arg(&after[0])
+        .args(["-name", "itoa-1.0.11.crate"])
+        .output()
+        .unwrap();
+    assert!(
+        !cached.stdout.is_empty(),
+        "the crate is in the workspace cache"
+    );
+    assert!(
+        !ws.join("Cargo.lock").exists(),
+        "nothing written to the workspace yet"
+    );
+
+    // Offline again, against the cache: verify passes, apply writes manifest and lockfile.
+    let o = airlock(&ws, &config, &["verify", "--timeout", "300"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = airlock(&ws, &config, &["apply"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        std::fs::read_to_string(ws.join("Cargo.toml"))
+            .unwrap()
+            .contains("itoa = \"=1.0.11\"")
+    );
+    let lock = std::fs::read_to_string(ws.join("Cargo.lock")).unwrap();
+    assert!(
+        lock.contains("name = \"itoa\"") && lock.contains("1.0.11"),
+        "{lock}"
+    );
+}
