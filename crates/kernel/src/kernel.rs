@@ -105,7 +105,7 @@ impl Kernel {
         airlock_sandbox::timing::mark("config, policy, jail");
         let store = Store::open(&root, &config.session)?;
         airlock_sandbox::timing::mark("store open");
-        let startup = recover_at_startup(&root);
+        let startup = recover_at_startup(&root, &config.settings);
         airlock_sandbox::timing::mark("journal recovery");
         notices.extend(startup.notices);
         Ok(Kernel {
@@ -172,7 +172,7 @@ struct StartupRecovery {
 }
 
 /// At start-up: resolve interrupted applies before anything else runs.
-fn recover_at_startup(root: &Path) -> StartupRecovery {
+fn recover_at_startup(root: &Path, settings: &crate::api::Settings) -> StartupRecovery {
     let mut out = StartupRecovery {
         notices: Vec::new(),
         outcomes: Vec::new(),
@@ -187,8 +187,17 @@ fn recover_at_startup(root: &Path) -> StartupRecovery {
             return out;
         }
     };
+    // Interrupted git commits first (judged by the branch, never redone); the stage resolves
+    // the rest.
+    let commits = crate::git::recover::recover_commits(
+        root,
+        &journal,
+        &settings.temp_dir.join("airlock-git"),
+        settings.path.as_ref(),
+    );
     match airlock_stage::recover::recover(root, &journal) {
         Ok(outcomes) => {
+            let outcomes = commits.into_iter().chain(outcomes);
             // A record the journal marked `unknown` was just resolved: its advice to run
             // `airlock recover` is moot (the outcome below reports it).
             out.notices.extend(

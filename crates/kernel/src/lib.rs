@@ -26,6 +26,7 @@ pub mod api;
 pub mod args;
 mod chain;
 mod exec;
+mod git;
 mod host_shape;
 mod kernel;
 pub mod output;
