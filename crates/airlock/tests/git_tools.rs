@@ -294,3 +294,296 @@ fn no_git_read_tool_runs_repository_code() {
         assert!(fx.markers().is_empty(), "{kind}: {:?}", fx.markers());
     }
 }
+
+impl Fx {
+    /// The operator's user config, allowing the publishing tools in AUTO.
+    fn allow_publishing(&self) {
+        let dir = self.root.join("home/.config/airlock");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.toml"),
+            "[permissions]\nallow = [\"git_commit\", \"git_push\"]\n",
+        )
+        .unwrap();
+    }
+
+    /// A bare repository on this machine as the remote `origin`, its hooks writing a marker.
+    fn with_local_remote(&self) -> PathBuf {
+        let bare = self.root.join("remote.git");
+        let o = git_in(
+            &self.root.join("home"),
+            &self.root,
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                self.ws.to_str().unwrap(),
+                bare.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        let payload = self.payload("remote_hook");
+        for h in [
+            "pre-receive",
+            "update",
+            "post-receive",
+            "post-update",
+            "reference-transaction",
+        ] {
+            let hook = bare.join("hooks").join(h);
+            std::fs::write(&hook, format!("#!/bin/sh\n{}\n", payload.display())).unwrap();
+            std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        self.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+        bare
+    }
+
+    fn rev(&self, dir: &Path, r: &str) -> String {
+        let o = git_in(&self.root.join("home"), dir, &["rev-parse", r]);
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    /// Stage `path` with `content`, verify with an operator command, apply.
+    fn apply_file(&self, path: &str, content: &str) {
+        let (o, _) = self.call("write_file", json!({"path": path, "content": content}));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = self.airlock(&[
+            "--mode",
+            "build",
+            "verify",
+            "--",
+            "echo",
+            "1 passed, 0 failed",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "verify: {}", text(&o));
+        let o = self.airlock(&["--mode", "build", "apply"]);
+        assert_eq!(o.status.code(), Some(0), "apply: {}", text(&o));
+    }
+}
+
+fn is_filter(kind: &str) -> bool {
+    kind.starts_with("filter_")
+}
+
+/// `git_commit` and `git_push` on every fixture: no payload runs, on either side of the push;
+/// a filter makes the commit refuse before git's index is touched.
+#[test]
+fn no_git_commit_or_push_runs_repository_code() {
+    for kind in KINDS {
+        let fx = Fx::with(kind);
+        fx.allow_publishing();
+        let bare = fx.with_local_remote();
+        let git_dir = if *kind == "gitfile" {
+            fx.root.join("crafted.git")
+        } else {
+            fx.ws.join(".git")
+        };
+        let index_before = std::fs::read(git_dir.join("index")).unwrap();
+        let head_before = fx.rev(&fx.ws, "HEAD");
+        let (o, v) = fx.call("git_commit", json!({"message": "m", "paths": ["a.txt"]}));
+        if is_filter(kind) {
+            assert_eq!(o.status.code(), Some(3), "{kind}: {}", text(&o));
+            assert_eq!(v["rule"], "git_commit.filter_configured", "{kind}: {v}");
+            assert_eq!(
+                std::fs::read(git_dir.join("index")).unwrap(),
+                index_before,
+                "{kind}"
+            );
+            assert_eq!(fx.rev(&fx.ws, "HEAD"), head_before, "{kind}");
+        } else {
+            assert_eq!(o.status.code(), Some(0), "{kind}: {}", text(&o));
+            assert_eq!(v["output"]["paths"], json!(["a.txt"]), "{kind}: {v}");
+            assert_ne!(fx.rev(&fx.ws, "HEAD"), head_before, "{kind}");
+        }
+        let (o, _) = fx.call("git_push", json!({"remote": "origin"}));
+        assert_eq!(o.status.code(), Some(0), "{kind}: push: {}", text(&o));
+        assert_eq!(fx.rev(&bare, "main"), fx.rev(&fx.ws, "HEAD"), "{kind}");
+        assert!(fx.markers().is_empty(), "{kind}: {:?}", fx.markers());
+    }
+}
+
+/// Without arguments `git_commit` commits exactly what airlock applied, not the user's other
+/// edits on disk nor what sits in git's index.
+#[test]
+fn git_commit_commits_only_what_airlock_applied() {
+    let fx = Fx::with("hook");
+    fx.allow_publishing();
+    // The user's own work: an edit on disk (a.txt, from the fixture) and a staged new file.
+    std::fs::write(fx.ws.join("user.txt"), "mine\n").unwrap();
+    // (the test's own git, with the fixture's hooks off)
+    fx.git(&["-c", "core.hooksPath=/dev/null", "add", "user.txt"]);
+    fx.apply_file("c.txt", "from the agent\n");
+    fx.apply_file("b.txt", "bee\nchanged by the agent\n");
+    let (o, v) = fx.call("git_commit", json!({"message": "agent work"}));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(v["output"]["paths"], json!(["b.txt", "c.txt"]), "{v}");
+    let show = fx.git(&["show", "--name-only", "--format=%s", "HEAD"]);
+    assert_eq!(
+        String::from_utf8_lossy(&show.stdout).trim(),
+        "agent work\n\nb.txt\nc.txt"
+    );
+    let st = fx.git(&["status", "--porcelain"]);
+    let st = String::from_utf8_lossy(&st.stdout);
+    assert!(st.contains(" M a.txt"), "{st}");
+    assert!(st.contains("A  user.txt"), "{st}");
+    assert!(fx.markers().is_empty(), "{:?}", fx.markers());
+    // Nothing applied since: nothing to commit, and nothing runs.
+    let (o, _) = fx.call("git_commit", json!({"message": "again"}));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // The journal holds the commit like an apply.
+    let o = fx.airlock(&["--json", "journal"]);
+    let j = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        j.contains("\"tool\":\"git_commit\"") && j.contains("\"committed\""),
+        "{j}"
+    );
+}
+
+/// The publishing tools need the operator: denied in AUTO without a rule, by the readonly,
+/// plan and allowlist profiles, and in DISCUSS; a push to a network host needs a grant the
+/// default gate never gives; the remote is a configured name, never a URL; no force.
+#[test]
+fn git_commit_and_push_are_gated() {
+    let fx = Fx::plain();
+    fx.with_local_remote();
+    for (flags, rule) in [
+        (vec!["--mode", "build"], "publish_needs_rule"),
+        (vec!["--mode", "discuss"], "mode_discuss_readonly"),
+        (
+            vec!["--mode", "build", "--profile", "readonly"],
+            "profile_readonly",
+        ),
+        (
+            vec!["--mode", "build", "--profile", "plan"],
+            "profile_plan_no_exec",
+        ),
+    ] {
+        for (tool, args) in [
+            ("git_commit", json!({"message": "m", "paths": ["a.txt"]})),
+            ("git_push", json!({"remote": "origin"})),
+        ] {
+            let (o, v) = fx.call_with(&flags, tool, args);
+            assert_eq!(o.status.code(), Some(3), "{tool} {flags:?}: {}", text(&o));
+            assert_eq!(v["rule"], rule, "{tool} {flags:?}: {v}");
+        }
+    }
+    fx.allow_publishing();
+    let (o, v) = fx.call_with(
+        &["--mode", "build", "--profile", "allowlist"],
+        "git_push",
+        json!({"remote": "origin"}),
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(v["rule"], "profile_allowlist_no_publish", "{v}");
+    // A URL or an option is not a remote name.
+    for remote in [
+        "/tmp/elsewhere.git",
+        "https://example.com/r.git",
+        "--force",
+        "nope",
+    ] {
+        let (o, v) = fx.call("git_push", json!({"remote": remote}));
+        assert_eq!(o.status.code(), Some(3), "{remote}: {}", text(&o));
+        assert!(v["stage"] == "validation", "{remote}: {v}");
+    }
+    // A network remote needs the network policy's grant.
+    fx.git(&["remote", "add", "net", "git://127.0.0.1:9/r.git"]);
+    let (o, v) = fx.call("git_push", json!({"remote": "net"}));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(v["rule"], "git_push.network_not_granted", "{v}");
+    // A program-running transport is refused outright.
+    fx.git(&["remote", "add", "ext", "ext::sh -c touch% /tmp/x"]);
+    let (_, v) = fx.call("git_push", json!({"remote": "ext"}));
+    assert_eq!(v["rule"], "git_push.remote_transport", "{v}");
+    // No force: a remote that moved on is not overwritten.
+    let bare = fx.root.join("remote.git");
+    let other = fx.root.join("other");
+    let home = fx.root.join("home");
+    let o = git_in(
+        &home,
+        &fx.root,
+        &[
+            "clone",
+            "-q",
+            bare.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(other.join("z.txt"), "z\n").unwrap();
+    git_in(&home, &other, &["add", "z.txt"]);
+    git_in(&home, &other, &["commit", "-qm", "theirs"]);
+    let o = git_in(
+        &home,
+        &other,
+        &[
+            "-c",
+            "core.hooksPath=/dev/null",
+            "push",
+            "-q",
+            "origin",
+            "main",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let theirs = fx.rev(&bare, "main");
+    std::fs::write(fx.ws.join("a.txt"), "mine\n").unwrap();
+    let (o, _) = fx.call("git_commit", json!({"message": "mine", "paths": ["a.txt"]}));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = fx.call("git_push", json!({"remote": "origin"}));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(fx.rev(&bare, "main"), theirs);
+}
+
+/// No tool fetches, pulls, clones, resets, amends, rebases, checks out, deletes a branch or
+/// drops a stash; the git tools are the read tools, one commit and one push.
+#[test]
+fn no_tool_rewrites_or_fetches_history() {
+    let fx = Fx::plain();
+    for perm in ["auto", "ask"] {
+        let o = fx.airlock(&["--mode", "build", "--permission", perm, "--json", "tools"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let tools = v
+            .as_array()
+            .or_else(|| v["tools"].as_array())
+            .expect("a tool list");
+        let names: Vec<String> = tools
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        for forbidden in [
+            "fetch", "pull", "clone", "reset", "amend", "rebase", "checkout", "switch", "restore",
+            "branch", "stash", "merge", "cherry", "revert", "tag", "remote", "gc", "prune",
+        ] {
+            assert!(
+                !names.iter().any(|n| n.contains(forbidden)),
+                "{forbidden} in {names:?}"
+            );
+        }
+        let git: Vec<&String> = names.iter().filter(|n| n.starts_with("git")).collect();
+        assert_eq!(
+            git,
+            [
+                "git_blame",
+                "git_commit",
+                "git_diff",
+                "git_log",
+                "git_push",
+                "git_show",
+                "git_status"
+            ]
+        );
+        // Neither publishing tool takes an option that rewrites or forces.
+        for t in tools {
+            let props = t["input_schema"]["properties"].as_object();
+            for key in props.into_iter().flatten().map(|(k, _)| k) {
+                for bad in ["amend", "force", "delete", "url", "mirror", "all", "tags"] {
+                    assert!(!key.contains(bad), "{}: {key}", t["name"]);
+                }
+            }
+        }
+    }
+    let (o, _) = fx.call("git_commit", json!({"message": "m", "amend": true}));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+}
