@@ -587,3 +587,110 @@ fn no_tool_rewrites_or_fetches_history() {
     let (o, _) = fx.call("git_commit", json!({"message": "m", "amend": true}));
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
 }
+
+/// A `git` on PATH that signals when `git commit` starts, then waits before running the real
+/// git: the window in which the test kills airlock.
+fn slow_commit_git(fx: &Fx) -> (PathBuf, PathBuf) {
+    let bin = fx.root.join("slowbin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let signal = fx.root.join("commit-started");
+    let real = Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8_lossy(&real.stdout).trim().to_string();
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do if [ \"$a\" = commit ]; then : > '{}'; sleep 2; break; fi; done\nexec '{real}' \"$@\"\n",
+        signal.display()
+    );
+    std::fs::write(bin.join("git"), script).unwrap();
+    std::fs::set_permissions(bin.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    (bin, signal)
+}
+
+/// Kill `airlock git_commit` once git's commit has started: with `whole_group`, git dies too
+/// (nothing is committed); otherwise git finishes the commit after airlock is gone. Then
+/// `airlock recover` resolves the record by looking at the branch, and never commits again.
+fn crash_mid_commit(whole_group: bool) -> (Fx, String, Value) {
+    use std::os::unix::process::CommandExt;
+    let fx = Fx::plain();
+    fx.allow_publishing();
+    std::fs::write(fx.ws.join("a.txt"), "changed\n").unwrap();
+    let (bin, signal) = slow_commit_git(&fx);
+    let before = fx.rev(&fx.ws, "HEAD");
+    let home = fx.root.join("home");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .arg("--workspace")
+        .arg(&fx.ws)
+        .args(["--mode", "build", "--json", "call", "git_commit"])
+        .arg(json!({"message": "interrupted", "paths": ["a.txt"]}).to_string())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !signal.exists() {
+        assert!(t0.elapsed().as_secs() < 30, "git commit never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let target = if whole_group {
+        format!("-{}", child.id())
+    } else {
+        child.id().to_string()
+    };
+    let killed = Command::new("kill")
+        .args(["-s", "KILL", "--", &target])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill {target}");
+    let _ = child.wait();
+    // Let an orphaned git finish (or not) before recovery looks.
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    let o = fx.airlock(&["--mode", "build", "--json", "recover"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (fx, before, v)
+}
+
+fn commit_outcome(v: &Value) -> Value {
+    let list = v
+        .as_array()
+        .or_else(|| v["output"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    list.into_iter()
+        .find(|o| o["tool"] == "git_commit")
+        .unwrap_or_else(|| panic!("no git_commit outcome in {v}"))
+}
+
+#[test]
+fn a_commit_killed_before_git_commits_recovers_as_rolled_back() {
+    let (fx, before, v) = crash_mid_commit(true);
+    let o = commit_outcome(&v);
+    assert_eq!(o["outcome"], "rolled_back", "{v}");
+    assert_eq!(fx.rev(&fx.ws, "HEAD"), before, "recovery never commits");
+    // Recovering again changes nothing.
+    let o = fx.airlock(&["--mode", "build", "--json", "recover"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fx.rev(&fx.ws, "HEAD"), before);
+}
+
+#[test]
+fn a_commit_that_finished_after_airlock_died_recovers_as_completed() {
+    let (fx, before, v) = crash_mid_commit(false);
+    let o = commit_outcome(&v);
+    assert_eq!(o["outcome"], "completed", "{v}");
+    let head = fx.rev(&fx.ws, "HEAD");
+    assert_ne!(head, before);
+    assert_eq!(
+        fx.rev(&fx.ws, "HEAD~1"),
+        before,
+        "exactly one commit, not redone"
+    );
+    let j = fx.airlock(&["--json", "journal"]);
+    let j = String::from_utf8_lossy(&j.stdout);
+    assert!(j.contains("\"completed\""), "{j}");
+}
