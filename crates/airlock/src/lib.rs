@@ -9,3 +9,4 @@ pub mod cli;
 pub mod demo;
 pub mod mcp;
 pub mod setup;
+pub mod unrestricted;

@@ -183,8 +183,14 @@ impl Fx {
         script
     }
 
+    /// The test's own git in the workspace, with the fixture's hooks off (a plain `git status`
+    /// that refreshes the index would run `post-index-change`).
     fn git(&self, args: &[&str]) -> Output {
-        let o = git_in(&self.root.join("home"), &self.ws, args);
+        let all: Vec<&str> = ["-c", "core.hooksPath=/dev/null"]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect();
+        let o = git_in(&self.root.join("home"), &self.ws, &all);
         assert!(o.status.success(), "git {args:?}: {}", text(&o));
         o
     }
@@ -410,8 +416,7 @@ fn git_commit_commits_only_what_airlock_applied() {
     fx.allow_publishing();
     // The user's own work: an edit on disk (a.txt, from the fixture) and a staged new file.
     std::fs::write(fx.ws.join("user.txt"), "mine\n").unwrap();
-    // (the test's own git, with the fixture's hooks off)
-    fx.git(&["-c", "core.hooksPath=/dev/null", "add", "user.txt"]);
+    fx.git(&["add", "user.txt"]);
     fx.apply_file("c.txt", "from the agent\n");
     fx.apply_file("b.txt", "bee\nchanged by the agent\n");
     let (o, v) = fx.call("git_commit", json!({"message": "agent work"}));

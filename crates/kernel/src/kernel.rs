@@ -125,6 +125,36 @@ impl Kernel {
         })
     }
 
+    /// Switch this session to unrestricted with the operator's grant, which only the CLI makes,
+    /// after a person confirmed it on the terminal: the permission profile and the jail both
+    /// (sensitive files and `.airlock/` stay denied). The journal records it (tool
+    /// `unrestricted`); nothing persists it: it ends with this kernel.
+    pub fn grant_unrestricted(
+        &mut self,
+        grant: airlock_policy::modes::OperatorGrant,
+    ) -> Result<(), airlock_stage::journal::JournalError> {
+        let (journal, _) = Journal::open(&self.root)?;
+        let id = journal.begin(airlock_stage::journal::NewRecord {
+            session: self.config.session.clone(),
+            turn: self
+                .config
+                .settings
+                .turn
+                .unwrap_or_else(|| airlock_stage::journal::now_ms().max(0).unsigned_abs()),
+            tool: "unrestricted".into(),
+            args_hash: airlock_stage::journal::args_hash(&serde_json::json!({})),
+            ..Default::default()
+        })?;
+        self.jail.set_unrestricted(&grant);
+        self.policy.grant_unrestricted(grant);
+        journal.commit(id)
+    }
+
+    /// True once the operator granted this session unrestricted.
+    pub fn is_unrestricted(&self) -> bool {
+        self.policy.is_unrestricted()
+    }
+
     /// The workspace root (canonical).
     pub fn workspace(&self) -> &Path {
         &self.root

@@ -27,13 +27,24 @@ fn scratch(k: &ExecCtx<'_>) -> PathBuf {
     k.settings.temp_dir.join("airlock-git")
 }
 
+/// Git for a read: the repository's main configuration file read by airlock (no process).
 fn open(k: &ExecCtx<'_>, extra: &[Setting]) -> Result<Git, GitError> {
+    open_with(k, extra, false)
+}
+
+/// Git for a commit or push: the configuration read by git's parser, includes followed.
+fn open_thorough(k: &ExecCtx<'_>, extra: &[Setting]) -> Result<Git, GitError> {
+    open_with(k, extra, true)
+}
+
+fn open_with(k: &ExecCtx<'_>, extra: &[Setting], thorough: bool) -> Result<Git, GitError> {
     Git::open(
         k.root,
         &scratch(k),
         k.settings.path.as_ref(),
         k.settings.home.as_deref(),
         extra,
+        thorough,
     )
 }
 
@@ -54,7 +65,7 @@ fn denial(d: Decision) -> crate::CallOutcome {
 /// A line shown first in every git tool's result while the session is unrestricted.
 fn banner(k: &ExecCtx<'_>) -> &'static str {
     if k.jail.is_unrestricted() {
-        "!!! UNRESTRICTED SESSION: the operator lifted the workspace jail, the guard and the sandbox for this session !!!\n"
+        "!!! UNRESTRICTED SESSION: the operator lifted the workspace jail for this session; git_push carries credentials !!!\n"
     } else {
         ""
     }
@@ -574,7 +585,7 @@ pub(crate) fn git_commit(k: &ExecCtx<'_>, call: &Call<'_, GitCommitArgs>) -> cra
     } else {
         explicit
     };
-    let probe = match open(k, &[]) {
+    let probe = match open_thorough(k, &[]) {
         Ok(g) => g,
         Err(e) => return git_failure(e),
     };
@@ -615,7 +626,7 @@ pub(crate) fn git_commit(k: &ExecCtx<'_>, call: &Call<'_, GitCommitArgs>) -> cra
         );
     };
     drop(probe);
-    let git = match open(
+    let git = match open_thorough(
         k,
         &[
             Setting::new("user", "name", &name),
@@ -876,7 +887,7 @@ const PUSH_CREDENTIALS: &[&str] = &["GH_TOKEN", "GITHUB_TOKEN", "SSH_AUTH_SOCK"]
 /// `git_push`: push one branch to the same branch of a configured remote; no force, no
 /// deletion, no hook, on either side when the remote is local.
 pub(crate) fn git_push(k: &ExecCtx<'_>, call: &Call<'_, GitPushArgs>) -> crate::CallOutcome {
-    let probe = match open(k, &[]) {
+    let probe = match open_thorough(k, &[]) {
         Ok(g) => g,
         Err(e) => return git_failure(e),
     };
@@ -941,7 +952,7 @@ pub(crate) fn git_push(k: &ExecCtx<'_>, call: &Call<'_, GitPushArgs>) -> crate::
         );
     }
     drop(probe);
-    let mut git = match open(
+    let mut git = match open_thorough(
         k,
         &[Setting {
             section: "remote".into(),

@@ -230,17 +230,19 @@ pub(crate) struct Git {
 impl Git {
     /// Prepare git for the repository at `root`, with a fresh shadow git directory under
     /// `scratch` whose configuration holds `extra` as well; `home` resolves `~/` in the
-    /// repository's includes.
+    /// repository's includes; `thorough` reads its configuration with git's parser and every
+    /// include (commit, push), otherwise only the main file with airlock's reader (reads).
     pub(crate) fn open(
         root: &Path,
         scratch: &Path,
         path_var: Option<&OsString>,
         home: Option<&Path>,
         extra: &[shadow::Setting],
+        thorough: bool,
     ) -> Result<Git, GitError> {
         let repo = Repo::at(root)?;
         let program = find_git(path_var, root)?;
-        let shadow = shadow::Shadow::create(&repo, scratch, &program, home, extra)?;
+        let shadow = shadow::Shadow::create(&repo, scratch, &program, home, extra, thorough)?;
         Ok(Git {
             repo,
             shadow,

@@ -122,7 +122,7 @@ fn judge(
     path_var: Option<&OsString>,
     intent: &CommitIntent,
 ) -> (Resolution, String) {
-    let git = match Git::open(root, scratch, path_var, None, &[]) {
+    let git = match Git::open(root, scratch, path_var, None, &[], false) {
         Ok(g) => g,
         Err(e) => {
             return (

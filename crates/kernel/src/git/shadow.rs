@@ -66,13 +66,15 @@ pub(crate) struct Shadow {
 }
 
 impl Shadow {
-    /// Write a shadow git directory for `repo` under `scratch`.
+    /// Write a shadow git directory for `repo` under `scratch`; `thorough` reads the
+    /// repository's configuration with git's parser and its includes (see [`Shadow::entries`]).
     pub(crate) fn create(
         repo: &Repo,
         scratch: &Path,
         git: &Path,
         home_dir: Option<&Path>,
         extra: &[Setting],
+        thorough: bool,
     ) -> Result<Shadow, GitError> {
         std::fs::create_dir_all(scratch)
             .map_err(|e| GitError::io(format!("cannot create {}", scratch.display()), e))?;
@@ -90,7 +92,13 @@ impl Shadow {
         if repo.git_dir != repo.common_dir {
             files.push(repo.git_dir.join("config.worktree"));
         }
-        let entries = config::with_includes(git, &files, home_dir, &home)?;
+        // A commit or push reads the configuration with git's own parser and every include (it
+        // looks for filters and remotes); a read needs only the format, from the main file.
+        let entries = if thorough {
+            config::with_includes(git, &files, home_dir, &home)?
+        } else {
+            config::read_plain(&files[0])
+        };
         let mut text = String::from("[core]\n\tbare = false\n\tlogallrefupdates = true\n");
         let version = config::last(&entries, "core.repositoryformatversion").unwrap_or("0");
         if !matches!(version.trim(), "0" | "1") {
