@@ -835,17 +835,17 @@ pub(crate) fn remote_target(url: &str) -> Result<RemoteTarget, String> {
         return Ok(RemoteTarget::Network { scheme, host });
     }
     // scp-like `[user@]host:path`: a colon before any slash.
-    if let Some(colon) = url.find(':') {
-        if !url[..colon].contains('/') {
-            let host = url[..colon].rsplit('@').next().unwrap_or("").to_string();
-            if host.is_empty() || host.starts_with('-') {
-                return Err(format!("`{url}` names no usable host"));
-            }
-            return Ok(RemoteTarget::Network {
-                scheme: "ssh".into(),
-                host,
-            });
+    if let Some(colon) = url.find(':')
+        && !url[..colon].contains('/')
+    {
+        let host = url[..colon].rsplit('@').next().unwrap_or("").to_string();
+        if host.is_empty() || host.starts_with('-') {
+            return Err(format!("`{url}` names no usable host"));
         }
+        return Ok(RemoteTarget::Network {
+            scheme: "ssh".into(),
+            host,
+        });
     }
     Ok(RemoteTarget::Local(PathBuf::from(url)))
 }

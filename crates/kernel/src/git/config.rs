@@ -174,10 +174,10 @@ fn follow(
         let include = is_include(&e.key);
         let value = e.value.clone();
         out.push(e);
-        if let (true, Some(v)) = (include, value) {
-            if let Some(p) = resolve(&v, file, home) {
-                follow(git, &p, home, empty, depth + 1, out)?;
-            }
+        if let (true, Some(v)) = (include, value)
+            && let Some(p) = resolve(&v, file, home)
+        {
+            follow(git, &p, home, empty, depth + 1, out)?;
         }
     }
     Ok(())
@@ -229,12 +229,13 @@ pub(crate) fn last<'a>(entries: &'a [Entry], key: &str) -> Option<&'a str> {
 pub(crate) fn remotes(entries: &[Entry]) -> Vec<(String, String, Option<String>)> {
     let mut names: Vec<String> = Vec::new();
     for e in entries {
-        if let Some(rest) = e.key.strip_prefix("remote.") {
-            if let Some(name) = rest.strip_suffix(".url") {
-                if !names.iter().any(|n| n == name) {
-                    names.push(name.to_string());
-                }
-            }
+        if let Some(name) = e
+            .key
+            .strip_prefix("remote.")
+            .and_then(|r| r.strip_suffix(".url"))
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_string());
         }
     }
     names
