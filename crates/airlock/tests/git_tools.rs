@@ -472,6 +472,26 @@ fn git_commit_and_push_are_gated() {
             assert_eq!(v["rule"], rule, "{tool} {flags:?}: {v}");
         }
     }
+    // In ASK the operator is asked.
+    for tool in ["git_commit", "git_push"] {
+        let o = fx.airlock(&[
+            "--mode",
+            "build",
+            "--permission",
+            "ask",
+            "--json",
+            "explain",
+            tool,
+            r#"{"message":"m","remote":"origin"}"#,
+        ]);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        let perm = &v["trail"][0];
+        assert_eq!(
+            (perm["decision"].as_str(), perm["rule"].as_str()),
+            (Some("ask"), Some("permission_ask_gated")),
+            "{tool}: {v}"
+        );
+    }
     fx.allow_publishing();
     let (o, v) = fx.call_with(
         &["--mode", "build", "--profile", "allowlist"],
