@@ -100,6 +100,10 @@ struct Global {
     /// AIRLOCK_SANDBOX_WEAKEST].
     #[arg(long, global = true, value_name = "TIER", value_parser = one_of::<airlock_sandbox::Tier>(&["full", "landlock", "degraded"]))]
     sandbox: Option<airlock_sandbox::Tier>,
+    /// Ask the person at the terminal to switch this one process to an unrestricted session
+    /// (confirmed on /dev/tty; never over MCP, never from a config file).
+    #[arg(long, global = true)]
+    unrestricted: bool,
     /// What `main` read from the environment (no flag).
     #[arg(skip)]
     settings: Settings,
@@ -364,6 +368,17 @@ fn run(mut cli: Cli) -> CliResult {
     if let Some(tier) = g.sandbox {
         airlock_sandbox::settings::force_tier(tier);
     }
+    if g.unrestricted
+        && !matches!(
+            cli.command,
+            Command::Call { .. } | Command::Exec { .. } | Command::Explain { .. }
+        )
+    {
+        eprintln!(
+            "airlock: --unrestricted applies to `call`, `exec` and `explain` only (never to `mcp`)"
+        );
+        return Ok(EXIT_USAGE);
+    }
     match cli.command {
         Command::Doctor(args) => cmd_doctor(&g, &args),
         Command::Guard { command, batch } => cmd_guard(&g, command, batch),
@@ -616,7 +631,16 @@ fn kernel_config(g: &Global) -> Result<KernelConfig, Box<dyn std::error::Error>>
 }
 
 fn open_kernel(g: &Global) -> Result<Kernel, Box<dyn std::error::Error>> {
-    let kernel = Kernel::open(kernel_config(g)?)?;
+    let mut kernel = Kernel::open(kernel_config(g)?)?;
+    if g.unrestricted {
+        let session = kernel.session().to_string();
+        let grant = crate::unrestricted::confirm(
+            std::path::Path::new("/dev/tty"),
+            kernel.workspace(),
+            &session,
+        )?;
+        kernel.grant_unrestricted(grant)?;
+    }
     for notice in kernel.notices() {
         eprintln!("airlock: {notice}");
     }
@@ -682,6 +706,12 @@ fn call_and_print(
 
 fn print_outcome(g: &Global, tool: &str, outcome: &CallOutcome, style: Style) {
     let mut out = std::io::stdout().lock();
+    if g.unrestricted {
+        // Only a confirmed grant gets this far with the flag set.
+        eprintln!(
+            "airlock: !!! UNRESTRICTED session: the workspace jail is lifted for this process !!!"
+        );
+    }
     if let Some(denial) = &outcome.denial {
         // A denial prints its decision JSON (stdout in --json, stderr otherwise).
         if g.json {
@@ -693,6 +723,9 @@ fn print_outcome(g: &Global, tool: &str, outcome: &CallOutcome, style: Style) {
     }
     if g.json {
         let v = match style {
+            Style::Call if g.unrestricted => {
+                json!({ "ok": outcome.ok, "output": outcome.output, "truncated": outcome.truncated, "unrestricted": true })
+            }
             Style::Call => {
                 json!({ "ok": outcome.ok, "output": outcome.output, "truncated": outcome.truncated })
             }

@@ -10,3 +10,4 @@ pub mod demo;
 pub mod doctor;
 pub mod mcp;
 pub mod setup;
+pub mod unrestricted;

@@ -439,3 +439,217 @@ pub fn exactly_one_of(
         format!("Argument `{pointer}` of `{tool}` is invalid: {what}."),
     ))
 }
+
+/// `git_status`: git's status beside airlock's staged changes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitStatusArgs {
+    /// First line of the report to return, 1-based (default 1).
+    #[schemars(range(min = 1))]
+    pub offset: Option<Int>,
+    /// Maximum number of lines to return (default 2000).
+    #[schemars(range(min = 1, max = 100000))]
+    pub limit: Option<Int>,
+}
+
+/// `git_diff`: git's diff of the work tree (or the index with `cached`) against the index or a
+/// revision.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitDiffArgs {
+    /// Compare against this revision (a commit, branch, tag or range such as `main..HEAD`)
+    /// instead of the index.
+    #[schemars(length(min = 1, max = 256))]
+    pub rev: Option<String>,
+    /// Show what git's index holds against HEAD (or `rev`) instead of the work tree.
+    #[serde(default)]
+    pub cached: bool,
+    /// Limit to these workspace-relative paths.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// First line to return, 1-based (default 1).
+    #[schemars(range(min = 1))]
+    pub offset: Option<Int>,
+    /// Maximum number of lines to return (default 2000).
+    #[schemars(range(min = 1, max = 100000))]
+    pub limit: Option<Int>,
+}
+
+/// `git_log`: commit history.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitLogArgs {
+    /// Start from this revision or range (default HEAD).
+    #[schemars(length(min = 1, max = 256))]
+    pub rev: Option<String>,
+    /// Only commits touching this workspace-relative path.
+    pub path: Option<String>,
+    /// Number of commits (default 50).
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_count: Option<Int>,
+    /// Skip this many commits first (for paging; default 0).
+    #[schemars(range(min = 0, max = 10000000))]
+    pub skip: Option<Int>,
+    /// Include each commit's patch.
+    #[serde(default)]
+    pub patch: bool,
+}
+
+/// `git_show`: one commit (message and patch), or one file as of a commit.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitShowArgs {
+    /// The commit, branch or tag.
+    #[schemars(length(min = 1, max = 256))]
+    pub rev: String,
+    /// Show this workspace-relative file as of `rev` instead of the commit.
+    pub path: Option<String>,
+    /// First line to return, 1-based (default 1).
+    #[schemars(range(min = 1))]
+    pub offset: Option<Int>,
+    /// Maximum number of lines to return (default 2000).
+    #[schemars(range(min = 1, max = 100000))]
+    pub limit: Option<Int>,
+}
+
+/// `git_blame`: who last changed each line of a file.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitBlameArgs {
+    /// Workspace-relative file.
+    pub path: String,
+    /// Blame the file as of this revision (default: the work tree).
+    #[schemars(length(min = 1, max = 256))]
+    pub rev: Option<String>,
+    /// First line of the file, 1-based (default 1).
+    #[schemars(range(min = 1))]
+    pub offset: Option<Int>,
+    /// Number of lines (default 2000).
+    #[schemars(range(min = 1, max = 100000))]
+    pub limit: Option<Int>,
+}
+
+/// `git_commit`: commit what airlock applied, or the named paths.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitCommitArgs {
+    /// The commit message.
+    #[schemars(length(min = 1, max = 20000))]
+    pub message: String,
+    /// Commit exactly these workspace-relative paths as they are on disk (default: the paths
+    /// airlock applied since the last `git_commit`).
+    #[serde(default)]
+    pub paths: Vec<String>,
+}
+
+/// `git_push`: push a branch to a configured remote.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitPushArgs {
+    /// The name of one of the repository's configured remotes (`origin`), never a URL.
+    #[schemars(length(min = 1, max = 100))]
+    pub remote: String,
+    /// The local branch to push to the branch of the same name (default: the current branch).
+    #[schemars(length(min = 1, max = 200))]
+    pub branch: Option<String>,
+}
+
+/// A revision argument: no option (`-…`), no `rev:path` (paths go through the jail as their
+/// own argument), only the characters of names, ranges and suffixes.
+fn rev(field: &str, r: &Option<String>) -> Result<(), Invalid> {
+    let Some(r) = r else { return Ok(()) };
+    len(field, r, 1, Some(256))?;
+    if r.starts_with('-') {
+        return Err(Invalid::at(field, "must not start with `-`"));
+    }
+    if let Some(c) = r
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._/~^@{}-+!=".contains(*c)))
+    {
+        return Err(Invalid::at(
+            field,
+            format!("holds `{c}`, which no revision name needs (give a path as `path`)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A branch or remote name: letters, digits, `.`, `_`, `-`, `/`; not an option, no `..`.
+fn ref_name(field: &str, n: &str, max: usize) -> Result<(), Invalid> {
+    len(field, n, 1, Some(max))?;
+    let ok = !n.starts_with(['-', '/', '.'])
+        && !n.ends_with(['/', '.'])
+        && !n.contains("..")
+        && !n.contains("//")
+        && !n.ends_with(".lock")
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid::at(field, "is not a plain branch or remote name"))
+    }
+}
+
+fn paging(offset: Option<Int>, limit: Option<Int>) -> Result<(), Invalid> {
+    range("offset", offset, 1, None)?;
+    range("limit", limit, 1, Some(100000))
+}
+
+impl Check for GitStatusArgs {
+    fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
+        paging(self.offset, self.limit)
+    }
+}
+
+impl Check for GitDiffArgs {
+    fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
+        rev("rev", &self.rev)?;
+        paging(self.offset, self.limit)
+    }
+}
+
+impl Check for GitLogArgs {
+    fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
+        rev("rev", &self.rev)?;
+        range("max_count", self.max_count, 1, Some(1000))?;
+        range("skip", self.skip, 0, Some(10_000_000))
+    }
+}
+
+impl Check for GitShowArgs {
+    fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
+        rev("rev", &Some(self.rev.clone()))?;
+        paging(self.offset, self.limit)
+    }
+}
+
+impl Check for GitBlameArgs {
+    fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
+        rev("rev", &self.rev)?;
+        paging(self.offset, self.limit)
+    }
+}
+
+impl Check for GitCommitArgs {
+    fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
+        len("message", &self.message, 1, Some(20000))?;
+        if self.message.trim().is_empty() {
+            return Err(Invalid::at("message", "must not be blank"));
+        }
+        if self.paths.len() > 10000 {
+            return Err(Invalid::at("paths", "must hold at most 10000 paths"));
+        }
+        Ok(())
+    }
+}
+
+impl Check for GitPushArgs {
+    fn check(&self, _: &Map<String, Value>, _: u64) -> Result<(), Invalid> {
+        ref_name("remote", &self.remote, 100)?;
+        if let Some(b) = &self.branch {
+            ref_name("branch", b, 200)?;
+        }
+        Ok(())
+    }
+}

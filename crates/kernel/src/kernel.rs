@@ -109,7 +109,7 @@ impl Kernel {
         airlock_sandbox::timing::mark("config, policy, jail");
         let store = Store::open(&root, &config.session)?;
         airlock_sandbox::timing::mark("store open");
-        let startup = recover_at_startup(&root);
+        let startup = recover_at_startup(&root, &config.settings);
         airlock_sandbox::timing::mark("journal recovery");
         notices.extend(startup.notices);
         Ok(Kernel {
@@ -129,6 +129,36 @@ impl Kernel {
             session_approvals: Mutex::new(HashSet::new()),
             locks: SessionLocks::new(),
         })
+    }
+
+    /// Switch this session to unrestricted with the operator's grant, which only the CLI makes,
+    /// after a person confirmed it on the terminal: the permission profile and the jail both
+    /// (sensitive files and `.airlock/` stay denied). The journal records it (tool
+    /// `unrestricted`); nothing persists it: it ends with this kernel.
+    pub fn grant_unrestricted(
+        &mut self,
+        grant: airlock_policy::modes::OperatorGrant,
+    ) -> Result<(), airlock_stage::journal::JournalError> {
+        let (journal, _) = Journal::open(&self.root)?;
+        let id = journal.begin(airlock_stage::journal::NewRecord {
+            session: self.config.session.clone(),
+            turn: self
+                .config
+                .settings
+                .turn
+                .unwrap_or_else(|| airlock_stage::journal::now_ms().max(0).unsigned_abs()),
+            tool: "unrestricted".into(),
+            args_hash: airlock_stage::journal::args_hash(&serde_json::json!({})),
+            ..Default::default()
+        })?;
+        self.jail.set_unrestricted(&grant);
+        self.policy.grant_unrestricted(grant);
+        journal.commit(id)
+    }
+
+    /// True once the operator granted this session unrestricted.
+    pub fn is_unrestricted(&self) -> bool {
+        self.policy.is_unrestricted()
     }
 
     /// The workspace root (canonical).
@@ -178,7 +208,7 @@ struct StartupRecovery {
 }
 
 /// At start-up: resolve interrupted applies before anything else runs.
-fn recover_at_startup(root: &Path) -> StartupRecovery {
+fn recover_at_startup(root: &Path, settings: &crate::api::Settings) -> StartupRecovery {
     let mut out = StartupRecovery {
         notices: Vec::new(),
         outcomes: Vec::new(),
@@ -193,8 +223,17 @@ fn recover_at_startup(root: &Path) -> StartupRecovery {
             return out;
         }
     };
+    // Interrupted git commits first (judged by the branch, never redone); the stage resolves
+    // the rest.
+    let commits = crate::git::recover::recover_commits(
+        root,
+        &journal,
+        &settings.temp_dir.join("airlock-git"),
+        settings.path.as_ref(),
+    );
     match airlock_stage::recover::recover(root, &journal) {
         Ok(outcomes) => {
+            let outcomes = commits.into_iter().chain(outcomes);
             // A record the journal marked `unknown` was just resolved: its advice to run
             // `airlock recover` is moot (the outcome below reports it).
             out.notices.extend(

@@ -27,6 +27,7 @@ pub mod args;
 pub mod cache;
 mod chain;
 mod exec;
+mod git;
 mod host_shape;
 mod kernel;
 pub mod output;

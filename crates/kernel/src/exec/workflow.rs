@@ -584,8 +584,15 @@ pub(crate) fn recover(k: &ExecCtx<'_>) -> crate::CallOutcome {
         Ok(j) => j,
         Err(o) => return o,
     };
+    let commits = crate::git::recover::recover_commits(
+        k.root,
+        &journal,
+        &k.settings.temp_dir.join("airlock-git"),
+        k.settings.path.as_ref(),
+    );
     match airlock_stage::recover::recover(k.root, &journal) {
         Ok(outcomes) => {
+            let outcomes: Vec<_> = commits.into_iter().chain(outcomes).collect();
             // Records this process already resolved at start-up come first, then any new ones.
             let mut all: Vec<Value> = k.startup_outcomes.clone();
             all.extend(

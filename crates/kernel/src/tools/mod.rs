@@ -243,6 +243,13 @@ pub(crate) static TOOLS: &[&dyn Tool] = &[
     &defs::Journal,
     &defs::Recover,
     &defs::AskUser,
+    &defs::GitStatus,
+    &defs::GitDiff,
+    &defs::GitLog,
+    &defs::GitShow,
+    &defs::GitBlame,
+    &defs::GitCommit,
+    &defs::GitPush,
 ];
 
 const LOOP: &str = "The airlock loop: stage changes (write_file, edit_file, apply_patch, bash) → verify → \

@@ -8,11 +8,12 @@
 //!    `plan_artifacts_only`), `ask_user` in AUTO (`ask_user_in_auto`).
 //! 2. A user deny rule (`user_rule_deny`).
 //! 3. Allowlist profile in AUTO with no allow rule for a non-read tool (`allowlist_no_match`,
-//!    deny: nobody is there to ask).
+//!    deny: nobody is there to ask). A publishing tool (`git_commit`, `git_push`) in AUTO with
+//!    no allow rule (`publish_needs_rule`, deny).
 //! 4. A user ask rule (`user_rule_ask`).
 //! 5. Allowlist profile in ASK with no allow rule (`allowlist_no_match`, ask).
-//! 6. ASK mode gates shell commands (`bash`) and `apply`/`undo` unless an allow rule
-//!    pre-approves them (`permission_ask_gated`). Writes are *not* gated: they only stage
+//! 6. ASK mode gates shell commands (`bash`), `apply`/`undo` and the publishing tools unless an
+//!    allow rule pre-approves them (`permission_ask_gated`). Writes are *not* gated: they only stage
 //!    changes, and nothing reaches the workspace without `apply`, which is gated. `verify` is
 //!    not gated: it runs in a throwaway sandbox and is read-only on the workspace.
 //! 7. Allow (`user_rule_allow` when an allow rule matched, else `permission_allow`).
@@ -22,7 +23,8 @@
 //! nothing on disk); `verify` counts as a write-class effect there because it executes project
 //! code. PLAN additionally allows writes (and `apply`/`undo`) whose every path matches a
 //! plan-artifact glob; shell commands and `verify` are denied. BUILD and EXECUTE add no
-//! ceiling. The `readonly` and `plan` profiles impose the same ceilings as DISCUSS and PLAN.
+//! ceiling. The `readonly` and `plan` profiles impose the same ceilings as DISCUSS and PLAN; the
+//! `allowlist` profile denies the publishing tools outright (`profile_allowlist_no_publish`).
 
 use crate::decision::{Decision, Stage};
 use crate::modes::{OperatorGrant, PermissionMode, Profile, WorkMode};
@@ -192,6 +194,19 @@ impl Policy {
                 ),
             );
         }
+        if req.class == ToolClass::Publish
+            && self.perm == PermissionMode::Auto
+            && allow_rule.is_none()
+        {
+            return Decision::deny(
+                Stage::Permission,
+                "publish_needs_rule",
+                format!(
+                    "`{}` records or publishes history outside airlock, which AUTO mode allows only under an operator rule (`allow = [\"{}\"]`); or run with --permission ask.",
+                    req.tool, req.tool
+                ),
+            );
+        }
         if let Some(rule) = self.rules.asking(req) {
             return Decision::ask(
                 Stage::Permission,
@@ -213,7 +228,10 @@ impl Policy {
             );
         }
         if self.perm == PermissionMode::Ask
-            && matches!(req.class, ToolClass::Exec | ToolClass::Apply)
+            && matches!(
+                req.class,
+                ToolClass::Exec | ToolClass::Apply | ToolClass::Publish
+            )
             && allow_rule.is_none()
         {
             return Decision::ask(
@@ -267,6 +285,14 @@ impl Policy {
             return None;
         }
         match self.profile {
+            Profile::Allowlist if req.class == ToolClass::Publish => Some(Decision::deny(
+                Stage::Permission,
+                "profile_allowlist_no_publish",
+                format!(
+                    "The allowlist profile does not record or publish history, and `{}` would.",
+                    req.tool
+                ),
+            )),
             Profile::Allowlist | Profile::AllowAll | Profile::Unrestricted => None,
             Profile::Readonly => Some(Decision::deny(
                 Stage::Permission,
@@ -397,5 +423,44 @@ mod tests {
         assert_eq!(p.decide_named("rm_rf", &[]).rule, "unknown_tool");
         assert_eq!(p.decide_named("rm_rf", &[]).decision, Ruling::Deny);
         assert!(p.decide_named("grep", &["x".to_string()]).is_allow());
+    }
+
+    #[test]
+    fn publishing_tools_need_the_operator() {
+        let p = |mode, perm, profile, allow: &[&str]| {
+            Policy::new(
+                mode,
+                perm,
+                profile,
+                Rules::parse(allow, &[], &[]).unwrap(),
+                vec![],
+            )
+            .unwrap()
+        };
+        let d = |p: &Policy, tool: &str| {
+            let d = p.decide_named(tool, &[]);
+            (d.decision, d.rule.to_string())
+        };
+        let build = WorkMode::Build;
+        for tool in ["git_commit", "git_push"] {
+            let auto = p(build, PermissionMode::Auto, None, &[]);
+            assert_eq!(d(&auto, tool), (Ruling::Deny, "publish_needs_rule".into()));
+            let ruled = p(build, PermissionMode::Auto, None, &[tool]);
+            assert_eq!(d(&ruled, tool), (Ruling::Allow, "user_rule_allow".into()));
+            let ask = p(build, PermissionMode::Ask, None, &[]);
+            assert_eq!(d(&ask, tool), (Ruling::Ask, "permission_ask_gated".into()));
+            for (profile, rule) in [
+                (Profile::Readonly, "profile_readonly"),
+                (Profile::Plan, "profile_plan_no_exec"),
+                (Profile::Allowlist, "profile_allowlist_no_publish"),
+            ] {
+                let denied = p(build, PermissionMode::Ask, Some(profile), &[tool]);
+                assert_eq!(d(&denied, tool), (Ruling::Deny, rule.into()), "{profile}");
+            }
+            let discuss = p(WorkMode::Discuss, PermissionMode::Ask, None, &[tool]);
+            assert_eq!(d(&discuss, tool).0, Ruling::Deny);
+            // The read tools stay reads.
+            assert!(auto.decide_named("git_log", &[]).is_allow());
+        }
     }
 }

@@ -22,6 +22,10 @@ pub enum ToolClass {
     Meta,
     /// Asks the operator a question: `ask_user`.
     AskUser,
+    /// Records or publishes the repository's history outside airlock's staging: `git_commit`,
+    /// `git_push`. Denied by the readonly, plan and allowlist profiles and in DISCUSS and PLAN;
+    /// in AUTO only an operator allow rule lets it run; in ASK the operator is asked.
+    Publish,
 }
 
 impl ToolClass {
@@ -29,7 +33,9 @@ impl ToolClass {
     /// caller must deny).
     pub fn of(tool: &str) -> Option<ToolClass> {
         Some(match tool {
-            "read_file" | "list_dir" | "glob" | "grep" | "status" | "diff" => ToolClass::Read,
+            "read_file" | "list_dir" | "glob" | "grep" | "status" | "diff" | "git_status"
+            | "git_diff" | "git_log" | "git_show" | "git_blame" => ToolClass::Read,
+            "git_commit" | "git_push" => ToolClass::Publish,
             "write_file" | "edit_file" | "apply_patch" | "delete_file" | "move_file"
             | "discard" => ToolClass::Write,
             "bash" => ToolClass::Exec,
@@ -51,6 +57,7 @@ impl ToolClass {
             ToolClass::Apply => "apply",
             ToolClass::Meta => "meta",
             ToolClass::AskUser => "ask_user",
+            ToolClass::Publish => "publish",
         }
     }
 
@@ -96,6 +103,9 @@ mod tests {
         assert_eq!(ToolClass::of("undo"), Some(ToolClass::Apply));
         assert_eq!(ToolClass::of("ask_user"), Some(ToolClass::AskUser));
         assert_eq!(ToolClass::of("rm"), None);
+        assert_eq!(ToolClass::of("git_log"), Some(ToolClass::Read));
+        assert_eq!(ToolClass::of("git_push"), Some(ToolClass::Publish));
+        assert!(!ToolClass::Publish.is_read_only());
         assert!(!ToolClass::Verify.is_read_only());
     }
 }
