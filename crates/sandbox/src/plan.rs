@@ -941,6 +941,7 @@ mod tests {
             home_binds: &[],
             ro_binds: &[],
             cache_binds: &caches,
+            rw_binds: &[],
             masked: &[],
             tmp_size: 1 << 20,
             pid_max: 500,

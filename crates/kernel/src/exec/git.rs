@@ -797,7 +797,24 @@ pub(crate) enum RemoteTarget {
         scheme: String,
         /// The host name or address.
         host: String,
+        /// The port the push connects to (the URL's, else the scheme's default).
+        port: u16,
     },
+}
+
+/// The port a URL's authority names, else the scheme's default (`ssh` 22, `git` 9418, `https`
+/// 443). A port that is not a number is refused.
+fn remote_port(scheme: &str, explicit: Option<&str>) -> Result<u16, String> {
+    match explicit.filter(|p| !p.is_empty()) {
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| format!("the port `{p}` is not a port number")),
+        None => Ok(match scheme {
+            "git" => 9418,
+            "https" => 443,
+            _ => 22,
+        }),
+    }
 }
 
 /// What a remote URL names, or why it is refused (a transport that runs a program, `ext::`,
@@ -819,10 +836,12 @@ pub(crate) fn remote_target(url: &str) -> Result<RemoteTarget, String> {
         }
         let authority = rest.split('/').next().unwrap_or("");
         let host_port = authority.rsplit('@').next().unwrap_or("");
-        let host = if let Some(v6) = host_port.strip_prefix('[') {
-            v6.split(']').next().unwrap_or("").to_string()
+        let (host, explicit_port) = if let Some(v6) = host_port.strip_prefix('[') {
+            let (h, after) = v6.split_once(']').unwrap_or((v6, ""));
+            (h.to_string(), after.strip_prefix(':'))
         } else {
-            host_port.split(':').next().unwrap_or("").to_string()
+            let (h, p) = host_port.split_once(':').unwrap_or((host_port, ""));
+            (h.to_string(), Some(p))
         };
         if host.is_empty() {
             return Err(format!("`{url}` names no host"));
@@ -832,7 +851,8 @@ pub(crate) fn remote_target(url: &str) -> Result<RemoteTarget, String> {
         } else {
             scheme
         };
-        return Ok(RemoteTarget::Network { scheme, host });
+        let port = remote_port(&scheme, explicit_port)?;
+        return Ok(RemoteTarget::Network { scheme, host, port });
     }
     // scp-like `[user@]host:path`: a colon before any slash.
     if let Some(colon) = url.find(':')
@@ -845,13 +865,14 @@ pub(crate) fn remote_target(url: &str) -> Result<RemoteTarget, String> {
         return Ok(RemoteTarget::Network {
             scheme: "ssh".into(),
             host,
+            port: 22,
         });
     }
     Ok(RemoteTarget::Local(PathBuf::from(url)))
 }
 
-/// Decides whether a push may reach a remote. The network policy plugs in here; until it is
-/// wired, [`LocalOnly`] is the gate.
+/// Decides whether a push may reach a remote: [`PolicyGate`] (the operator's `[net]` grants)
+/// in a kernel, [`LocalOnly`] where no grant can exist.
 pub(crate) trait RemoteGate: Sync {
     /// `Ok` when the push may reach `target`, else the denial.
     fn reach(&self, remote: &str, target: &RemoteTarget) -> Result<(), Decision>;
@@ -865,7 +886,7 @@ impl RemoteGate for LocalOnly {
     fn reach(&self, remote: &str, target: &RemoteTarget) -> Result<(), Decision> {
         match target {
             RemoteTarget::Local(_) => Ok(()),
-            RemoteTarget::Network { scheme, host } => Err(Decision::deny(
+            RemoteTarget::Network { scheme, host, .. } => Err(Decision::deny(
                 Stage::Permission,
                 "git_push.network_not_granted",
                 format!(
@@ -876,9 +897,52 @@ impl RemoteGate for LocalOnly {
     }
 }
 
-/// The remote gate of this build.
-fn remote_gate(_k: &ExecCtx<'_>) -> &'static dyn RemoteGate {
-    &LocalOnly
+/// The network policy as a push's gate: the operator's `[net]` grants (user config, never a
+/// workspace file), resolved like a command's, decide the remote's `host:port` for the command
+/// `git push REMOTE`. Deny rules win; an `ask` rule is a refusal here (nobody is asked mid-push);
+/// a local remote opens no socket and needs no grant.
+pub(crate) struct PolicyGate {
+    policy: Option<airlock_policy::net::NetPolicy>,
+}
+
+impl PolicyGate {
+    /// The gate of the workspace `root` under the grants `rules` (none: nothing granted).
+    pub(crate) fn new(root: &std::path::Path, rules: Option<&airlock_policy::net::NetRuleSet>) -> PolicyGate {
+        let policy = rules.filter(|r| !r.is_empty()).map(|r| {
+            let sources = super::net::preset_sources(root);
+            r.resolve(|p| airlock_policy::net::resolve_preset(p, &sources))
+        });
+        PolicyGate { policy }
+    }
+}
+
+impl RemoteGate for PolicyGate {
+    fn reach(&self, remote: &str, target: &RemoteTarget) -> Result<(), Decision> {
+        let RemoteTarget::Network { scheme, host, port } = target else {
+            return Ok(());
+        };
+        let ruling = self
+            .policy
+            .as_ref()
+            .map(|p| p.decide(host, *port, &format!("git push {remote}")));
+        match ruling {
+            Some(r) if r.allowed => Ok(()),
+            Some(r) => Err(Decision::deny(
+                Stage::Permission,
+                "git_push.network_not_granted",
+                format!(
+                    "The remote `{remote}` is reached over {scheme} at `{host}:{port}`: {} ({})",
+                    r.reason, r.rule
+                ),
+            )),
+            None => LocalOnly.reach(remote, target),
+        }
+    }
+}
+
+/// The remote gate of a kernel: its operator's network grants.
+fn remote_gate(k: &ExecCtx<'_>) -> PolicyGate {
+    PolicyGate::new(k.root, k.net)
 }
 
 /// The credentials an unrestricted session passes to the push, and nothing else.
@@ -1062,14 +1126,16 @@ mod tests {
             remote_target("git@github.com:o/r.git"),
             Ok(RemoteTarget::Network {
                 scheme: "ssh".into(),
-                host: "github.com".into()
+                host: "github.com".into(),
+                port: 22
             })
         );
         assert_eq!(
             remote_target("https://u@example.com:8443/r"),
             Ok(RemoteTarget::Network {
                 scheme: "https".into(),
-                host: "example.com".into()
+                host: "example.com".into(),
+                port: 8443
             })
         );
         assert!(remote_target("ext::sh -c touch% /tmp/x").is_err());
@@ -1079,6 +1145,46 @@ mod tests {
             .reach("origin", &remote_target("git://127.0.0.1/r").unwrap())
             .unwrap_err();
         assert_eq!(d.rule, "git_push.network_not_granted");
+        assert!(remote_target("https://example.com:x/r").is_err());
+        assert_eq!(
+            remote_target("ssh://git@host.example:2222/r"),
+            Ok(RemoteTarget::Network {
+                scheme: "ssh".into(),
+                host: "host.example".into(),
+                port: 2222
+            })
+        );
+    }
+
+    /// A push to the network is decided by the operator's `[net]` grants, by host and port.
+    #[test]
+    fn a_push_over_the_network_needs_a_grant_for_its_host_and_port() {
+        let root = tempfile::tempdir().unwrap();
+        let gh = remote_target("https://github.com/o/r.git").unwrap();
+        let other_port = remote_target("https://github.com:8443/o/r.git").unwrap();
+        let elsewhere = remote_target("git@gitlab.com:o/r.git").unwrap();
+        let none = PolicyGate::new(root.path(), None);
+        assert!(none.reach("origin", &gh).is_err());
+        let rules = airlock_policy::net::NetRuleSet::parse(&["github.com:443"], &[]).unwrap();
+        let gate = PolicyGate::new(root.path(), Some(&rules));
+        assert_eq!(gate.reach("origin", &gh), Ok(()));
+        for t in [&other_port, &elsewhere] {
+            let d = gate.reach("origin", t).unwrap_err();
+            assert_eq!(d.rule, "git_push.network_not_granted", "{t:?}");
+            assert_eq!(d.stage, Stage::Permission);
+        }
+        let denied =
+            airlock_policy::net::NetRuleSet::parse(&["*.example.org"], &["git.example.org"])
+                .unwrap();
+        let gate = PolicyGate::new(root.path(), Some(&denied));
+        let refused = remote_target("https://git.example.org/r").unwrap();
+        let granted = remote_target("git@code.example.org:o/r").unwrap();
+        assert!(gate.reach("origin", &refused).is_err());
+        assert_eq!(gate.reach("origin", &granted), Ok(()));
+        assert_eq!(
+            gate.reach("origin", &RemoteTarget::Local(root.path().into())),
+            Ok(())
+        );
     }
 
     #[test]

@@ -156,7 +156,7 @@ pub(crate) fn serve_questions(
 }
 
 /// The configuration files the presets read, from the workspace at `root`.
-fn preset_sources(root: &Path) -> PresetSources {
+pub(crate) fn preset_sources(root: &Path) -> PresetSources {
     let read = |rel: &str| std::fs::read_to_string(root.join(rel)).ok();
     PresetSources {
         npmrc: read(".npmrc").into_iter().collect(),

@@ -51,6 +51,7 @@ impl Backend for LandlockBackend {
 
     fn run(&self, spec: &SandboxSpec) -> Result<Outcome, SandboxError> {
         crate::landlock_probe()?;
+        refuse_net_grant(spec, "landlock")?;
         let confine = |cmd: &mut std::process::Command,
                        dirs: &CopyDirs<'_>,
                        cgroups: Vec<std::os::fd::RawFd>| {
@@ -70,6 +71,18 @@ impl Backend for LandlockBackend {
     fn visible_root(&self, _workspace: &Path, work: &Path) -> PathBuf {
         copy_dir(work)
     }
+}
+
+/// A network grant needs the run's own network namespace (its proxy listens there): a copy
+/// tier has none, so a granted run is refused rather than run without the network it was
+/// granted, or with the host's.
+pub(crate) fn refuse_net_grant(spec: &SandboxSpec, tier: &str) -> Result<(), SandboxError> {
+    if spec.net.is_some() {
+        return Err(SandboxError::InvalidSpec(format!(
+            "a network grant needs the full sandbox tier (its own network namespace); the {tier} tier has none: run on a host where `airlock doctor` reports the full tier, or drop --allow-net"
+        )));
+    }
+    Ok(())
 }
 
 fn policy_error(e: impl std::fmt::Display) -> SandboxError {
@@ -131,6 +144,17 @@ fn readable(spec: &SandboxSpec, dirs: &CopyDirs<'_>) -> Vec<PathBuf> {
     v
 }
 
+/// The paths a run of `spec` may write beneath: the copy, its `/tmp`, the workspace's caches
+/// (used at their host directories: no mount puts them beneath the cache root here) and the
+/// read-write binds.
+fn writable(spec: &SandboxSpec, dirs: &CopyDirs<'_>) -> Vec<PathBuf> {
+    let mut v = vec![dirs.copy.to_path_buf(), dirs.tmp.to_path_buf()];
+    v.extend(spec.cache_binds.iter().map(|b| b.host.clone()));
+    v.extend(spec.rw_binds.iter().cloned());
+    v.retain(|p| std::fs::metadata(p).is_ok());
+    v
+}
+
 /// Builds the run's Landlock ruleset with its rules (in the caller, before the fork: only
 /// `landlock_restrict_self` is left for the child).
 fn ruleset(spec: &SandboxSpec, dirs: &CopyDirs<'_>) -> Result<std::os::fd::OwnedFd, SandboxError> {
@@ -162,7 +186,7 @@ fn ruleset(spec: &SandboxSpec, dirs: &CopyDirs<'_>) -> Result<std::os::fd::Owned
         .add_rules(path_beneath_rules(&read, AccessFs::from_read(abi)))
         .map_err(policy_error)?
         .add_rules(path_beneath_rules(
-            [dirs.copy, dirs.tmp],
+            writable(spec, dirs),
             AccessFs::from_all(abi),
         ))
         .map_err(policy_error)?
