@@ -907,7 +907,10 @@ pub(crate) struct PolicyGate {
 
 impl PolicyGate {
     /// The gate of the workspace `root` under the grants `rules` (none: nothing granted).
-    pub(crate) fn new(root: &std::path::Path, rules: Option<&airlock_policy::net::NetRuleSet>) -> PolicyGate {
+    pub(crate) fn new(
+        root: &std::path::Path,
+        rules: Option<&airlock_policy::net::NetRuleSet>,
+    ) -> PolicyGate {
         let policy = rules.filter(|r| !r.is_empty()).map(|r| {
             let sources = super::net::preset_sources(root);
             r.resolve(|p| airlock_policy::net::resolve_preset(p, &sources))

@@ -236,7 +236,6 @@ pub(crate) fn verify(
             .collect(),
         cache_binds: caches.binds,
         ro_binds: caches.ro_binds.into_iter().chain(cargo_binds).collect(),
-        ..airlock_verify::VerifyOptions::default()
     };
     let scratch = dirs
         .upper
