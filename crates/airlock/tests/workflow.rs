@@ -189,6 +189,7 @@ fn assert_verdict_shape(v: &Value) {
         "ceiling",
         "limits",
         "environment",
+        "tier",
     ]
     .into();
     let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
@@ -742,7 +743,16 @@ fn the_operators_configured_command_is_authoritative() {
     );
     let (_, v) = fx.agent_verify(serde_json::json!({}));
     assert_eq!(v["command"]["source"], "operator_config", "{v}");
-    assert_eq!(v["command"]["argv"][2], "test/", "{v}");
+    // The operator's words, with the reporter flags airlock adds to read the result.
+    let argv: Vec<&str> = v["command"]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(argv.first(), Some(&"node"), "{v}");
+    assert_eq!(argv.last(), Some(&"test/"), "{v}");
+    assert!(argv.contains(&"--test"), "{v}");
     assert_eq!(v["verdict"], "passed", "{v}");
     fx.build(&["apply"], 0);
 }

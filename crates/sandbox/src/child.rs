@@ -216,7 +216,7 @@ pub(crate) fn confine_before_exec(
     cgroups: Vec<RawFd>,
 ) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs between fork and exec and only makes the prctl,
+    // SAFETY: the closure runs between fork and exec and only makes the setsid, prctl,
     // landlock_restrict_self and seccomp system calls over data prepared before the fork
     // (`ruleset` and the `cgroups` descriptors stay open in the parent until the spawn
     // returns; `bpf` is owned by the closure); it allocates nothing and takes no lock.
@@ -225,6 +225,13 @@ pub(crate) fn confine_before_exec(
             let Ok(len) = libc::c_ushort::try_from(bpf.len()) else {
                 return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
             };
+            // A session of its own, so the command has no controlling terminal: it can neither
+            // make itself the terminal's foreground group and read the operator's keystrokes
+            // nor write to it. Its process group (the session's, id = its pid) is still what
+            // the run is killed by.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             // Join the run's control groups first ("0": this process), before anything runs.
             for &fd in &cgroups {
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {

@@ -449,10 +449,12 @@ fn run_copied(
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     if confine.is_some() {
+        // The confinement starts a session (and so a process group) of its own.
         cmd.env("TMPDIR", tmp);
+    } else {
+        cmd.process_group(0);
     }
     let l = &spec.limits;
     // A confined tier's run gets control groups where the caller can make them, as the full
@@ -578,6 +580,14 @@ fn run_copied(
     // Whatever is left of the group goes too (a setsid'd child escapes: no kernel isolation).
     kill(pid);
     drop(child);
+    // The outcome is returned once the killed group has left the process table (bounded: an
+    // unreaped zombie of another parent must not hold the run).
+    if let Some(group) = rustix::process::Pid::from_raw(pid) {
+        let until = Instant::now() + std::time::Duration::from_secs(2);
+        while rustix::process::test_kill_process_group(group).is_ok() && Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
 
     let interrupted = ended.timed_out || ended.cancelled;
     let (exit_code, signal) = if interrupted {

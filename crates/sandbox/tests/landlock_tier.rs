@@ -175,3 +175,64 @@ fn the_timeout_kills_every_process_of_the_run() {
         .collect();
     assert!(survivors.is_empty(), "survivors: {survivors:?}");
 }
+
+/// The command leads a session of its own: no controlling terminal, so it can neither make
+/// itself the terminal's foreground group and read the operator's keystrokes nor write to it.
+/// Its process group is still its own (the run is killed by it).
+#[test]
+fn a_landlock_run_has_a_session_of_its_own() {
+    let fx = Fixture::new();
+    let spec = fx.spec("read -r pid _ _ _ pgrp sid _ < /proc/self/stat; echo \"$pid $pgrp $sid\"");
+    let out = run(&spec);
+    assert_eq!(out.exit_code, Some(0), "{}", out.stderr.text_lossy());
+    let ids: Vec<u32> = stdout(&out)
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{}", stdout(&out));
+    assert_eq!(
+        ids[1], ids[0],
+        "the command leads its process group: {ids:?}"
+    );
+    assert_eq!(ids[2], ids[0], "the command leads its own session: {ids:?}");
+    let ours = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let our_sid: u32 = ours
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(ids[2], our_sid);
+}
+
+#[derive(Debug)]
+struct GrantAll;
+
+impl airlock_sandbox::net::NetGate for GrantAll {
+    fn decide(&self, _host: &str, _port: u16) -> airlock_sandbox::net::NetDecision {
+        airlock_sandbox::net::NetDecision {
+            allowed: true,
+            rule: "test".into(),
+            reason: "granted".into(),
+        }
+    }
+}
+
+/// A network grant needs the run's own network namespace (the proxy listens there): the tier
+/// refuses the run instead of running it with no network, or with the host's.
+#[test]
+fn a_network_grant_is_refused_in_the_landlock_tier() {
+    let fx = Fixture::new();
+    let mut spec = fx.spec("echo ran > ran.txt");
+    spec.net = Some(airlock_sandbox::net::NetAccess::new(std::sync::Arc::new(
+        GrantAll,
+    )));
+    let err = LandlockBackend::new()
+        .run(&spec)
+        .expect_err("a granted run must not run in the Landlock tier");
+    assert!(err.to_string().contains("network grant"), "{err}");
+    assert!(harvest(&fx.upper).unwrap().is_empty());
+}

@@ -451,11 +451,10 @@ fn run_once(
     src: &dyn FileSource,
 ) -> Result<Attempt, VerifyError> {
     let visible_root = runner.visible_root(workspace, scratch);
-    let project = crate::project::plan(kind, opts.command.as_deref(), &visible_root, src);
+    let project = selected_plan(kind, opts, &visible_root, src).map_err(VerifyError::Selection)?;
     let env = run_env(&project, opts);
     let steps_before_runner = project.steps_before_runner;
-    let mut plan = project.plan;
-    adapter::select::restrict(&mut plan, &opts.only).map_err(VerifyError::Selection)?;
+    let plan = project.plan;
     if plan.argv.is_empty() {
         return Err(VerifyError::EmptyCommand);
     }
@@ -502,6 +501,42 @@ fn run_once(
 
 /// The environment a plan runs with: the plan's own, `PATH` (the project's directories first,
 /// then the caller's), then the caller's extra variables (which win).
+/// The project's plan for `kind`, restricted to the tests `opts.only` selects. A selection is
+/// given to the runner's own argv: where the project's command reaches the runner through a
+/// script (`sh -c` over a package.json script, `make test`), the runner is run directly with
+/// the selection instead, with the project's `PATH` and environment (a selected run is
+/// advisory either way, and the verdict's argv says what ran).
+fn selected_plan(
+    kind: RunnerKind,
+    opts: &VerifyOptions,
+    visible_root: &Path,
+    src: &dyn FileSource,
+) -> Result<crate::project::ProjectPlan, String> {
+    let mut project = crate::project::plan(kind, opts.command.as_deref(), visible_root, src);
+    if opts.only.is_empty() {
+        return Ok(project);
+    }
+    let through_script = matches!(
+        project.plan.argv.first().and_then(|a| a.to_str()),
+        Some("sh" | "make")
+    );
+    if through_script && project.plan.kind != RunnerKind::Command {
+        let mut direct = adapter::plan(project.plan.kind, None, visible_root, src);
+        direct.env.extend(
+            project
+                .plan
+                .env
+                .iter()
+                .filter(|(k, _)| k == "VIRTUAL_ENV")
+                .cloned(),
+        );
+        project.plan = direct;
+        project.steps_before_runner = false;
+    }
+    adapter::select::restrict(&mut project.plan, &opts.only)?;
+    Ok(project)
+}
+
 fn run_env(project: &crate::project::ProjectPlan, opts: &VerifyOptions) -> Vec<(String, String)> {
     let mut env = project.plan.env.clone();
     if !opts.env.iter().any(|(k, _)| k == "PATH") {
@@ -834,11 +869,10 @@ fn base_key(
     kind: RunnerKind,
     src: &dyn FileSource,
 ) -> Option<String> {
-    let project = crate::project::plan(kind, opts.command.as_deref(), input.workspace, src);
-    let env = run_env(&project, opts);
-    let mut plan = project.plan;
     // A run of selected tests is another base than the whole suite.
-    adapter::select::restrict(&mut plan, &opts.only).ok()?;
+    let project = selected_plan(kind, opts, input.workspace, src).ok()?;
+    let env = run_env(&project, opts);
+    let plan = project.plan;
     let extra: Vec<(std::ffi::OsString, std::ffi::OsString)> =
         env.iter().map(|(k, v)| (k.into(), v.into())).collect();
     let sandbox_env =
