@@ -412,7 +412,6 @@ fn a_failing_step_before_the_runner_is_a_failure_with_its_diagnostics() {
 /// test in `tests/test_markers.py`, which pytest runs (and reports) first; the diagnostics must
 /// still open with `tests/test_utils.py`. The ordering is the diagnostics selection's job.
 #[test]
-#[ignore = "needs the diagnostics selection that puts the changed files' tests first; run with --ignored once it is in"]
 fn the_changed_modules_failures_come_first() {
     let ws = in_place("packaging");
     let layer = staged(
