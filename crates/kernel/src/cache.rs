@@ -10,6 +10,11 @@
 //! The agent's files cannot reach either: `.airlock/` is denied to the file tools and masked in
 //! every sandbox. The test code of a verification still runs in the verify domain, so a cache is
 //! state the project's (possibly staged) code can write; [`drop_all`] empties every domain.
+//!
+//! A Rust workspace's package cache lives apart: the exec domain's cargo home, outside the
+//! workspace, is what a run granted network fills (`cargo fetch`). The verify domain's
+//! `cargo-home` cache holds what the host checked of it before each verification (archives whose
+//! checksum the lockfile pins, and the registry index: see [`crate::cargo_home`]).
 
 use airlock_sandbox::CacheBind;
 use std::ffi::OsString;
@@ -193,6 +198,17 @@ fn remove_tree(p: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         r => r,
     }
+}
+
+/// The verify domain's cargo home of the workspace `root` (made if missing, 0700), bound
+/// writable at [`airlock_sandbox::CACHE_ROOT`]`/cargo-home`. Only a verification of a workspace
+/// whose exec cargo home exists uses it (its `CARGO_HOME`).
+pub fn verify_cargo_home(root: &Path) -> io::Result<CacheBind> {
+    let host = domain_dir(root, CacheDomain::Verify).join(crate::cargo_home::NAME);
+    std::fs::create_dir_all(&host)?;
+    set_private(&root.join(CACHE_DIR))?;
+    set_private(&host)?;
+    Ok(CacheBind::named(&host, crate::cargo_home::NAME))
 }
 
 /// The size of one cache.
