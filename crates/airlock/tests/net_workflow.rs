@@ -264,4 +264,64 @@ fn verify_reads_nothing_a_granted_command_wrote_to_the_cargo_cache() {
     // The genuine change still passes with the planted files in place.
     let (code, out) = verify_with_test(&ws, &config, "assert_eq!(super::seven(), \"7\");");
     assert_eq!(code, Some(0), "{out}");
+
+    // A repeat verification reads only its record of the archive it checked.
+    let verify_json = || {
+        let o = airlock(&ws, &config, &["--json", "verify", "--timeout", "300"]);
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+        (o.status.code(), v)
+    };
+    let (code, v) = verify_json();
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["cargo_cache"]["kept"], 1, "{v}");
+    assert_eq!(v["cargo_cache"]["copied"], 0, "{v}");
+    eprintln!(
+        "host-side check of the cargo cache: {} ms",
+        v["cargo_cache"]["millis"]
+    );
+
+    // A new verify home unpacks the archive again: the dependency is not rebuilt.
+    let verify_cache = ws.join(".airlock/cache/verify");
+    let rlib = || {
+        let deps = std::fs::read_dir(verify_cache.join("cargo-target/debug/deps")).unwrap();
+        let p = deps
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| named(p, "libitoa-") && p.extension().is_some_and(|x| x == "rlib"))
+            .unwrap();
+        std::fs::metadata(p).unwrap().modified().unwrap()
+    };
+    let built = rlib();
+    std::fs::remove_dir_all(verify_cache.join("cargo-home")).unwrap();
+    let (code, v) = verify_json();
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["cargo_cache"]["copied"], 1, "{v}");
+    assert_eq!(rlib(), built, "itoa was rebuilt");
+
+    // (b) A swapped archive is left out: cargo fails offline, the verification fails.
+    let found = Command::new("find")
+        .arg(cache.join("registry/cache"))
+        .args(["-name", "itoa-1.0.11.crate"])
+        .output()
+        .unwrap();
+    let archive = PathBuf::from(String::from_utf8_lossy(&found.stdout).trim().to_string());
+    std::fs::write(&archive, b"not the archive Cargo.lock pins").unwrap();
+    std::fs::remove_dir_all(verify_cache.join("cargo-home")).unwrap();
+    let (code, v) = verify_json();
+    assert_eq!(code, Some(4), "{v}");
+    assert_eq!(v["cargo_cache"]["mismatched"], 1, "{v}");
+    let diagnostics = v["diagnostics"].as_str().unwrap_or_default();
+    assert!(diagnostics.contains("did not match Cargo.lock"), "{v}");
+
+    // `airlock cache status` lists the workspace's cargo cache; `cache drop` removes it.
+    let o = airlock(&ws, &config, &["--json", "cache", "status"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let listed = v["caches"].as_array().unwrap().iter().any(|c| {
+        c["domain"] == "exec" && c["name"] == "cargo-home" && c["bytes"].as_u64() > Some(0)
+    });
+    assert!(listed, "{v}");
+    let o = airlock(&ws, &config, &["cache", "drop"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!cache.exists() && !verify_cache.exists());
 }
