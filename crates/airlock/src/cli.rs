@@ -571,10 +571,9 @@ fn cmd_gc(g: &Global) -> CliResult {
 /// `airlock cache status|drop`: an operator's maintenance command, not a tool.
 fn cmd_cache(g: &Global, action: CacheAction) -> CliResult {
     let kernel = open_kernel(g)?;
-    let root = kernel.workspace();
     match action {
         CacheAction::Status => {
-            let usage = match airlock_kernel::cache::status(root) {
+            let usage = match kernel.cache_status() {
                 Ok(u) => u,
                 Err(e) => {
                     eprintln!("airlock: reading the caches: {e}");
@@ -596,7 +595,7 @@ fn cmd_cache(g: &Global, action: CacheAction) -> CliResult {
                 println!("total {total} bytes");
             }
         }
-        CacheAction::Drop => match airlock_kernel::cache::drop_all(root) {
+        CacheAction::Drop => match kernel.cache_drop() {
             Ok(freed) => {
                 if g.json {
                     println!("{}", json!({ "dropped_bytes": freed }));

@@ -10,6 +10,11 @@
 //! The agent's files cannot reach either: `.airlock/` is denied to the file tools and masked in
 //! every sandbox. The test code of a verification still runs in the verify domain, so a cache is
 //! state the project's (possibly staged) code can write; [`drop_all`] empties every domain.
+//!
+//! A Rust workspace's package cache lives apart: the exec domain's cargo home, outside the
+//! workspace, is what a run granted network fills (`cargo fetch`). The verify domain's
+//! `cargo-home` cache holds what the host checked of it before each verification (archives whose
+//! checksum the lockfile pins, and the registry index: see [`crate::cargo_home`]).
 
 use airlock_sandbox::CacheBind;
 use std::ffi::OsString;
@@ -195,6 +200,17 @@ fn remove_tree(p: &Path) -> io::Result<()> {
     }
 }
 
+/// The verify domain's cargo home of the workspace `root` (made if missing, 0700), bound
+/// writable at [`airlock_sandbox::CACHE_ROOT`]`/cargo-home`. Only a verification of a workspace
+/// whose exec cargo home exists uses it (its `CARGO_HOME`).
+pub fn verify_cargo_home(root: &Path) -> io::Result<CacheBind> {
+    let host = domain_dir(root, CacheDomain::Verify).join(crate::cargo_home::NAME);
+    std::fs::create_dir_all(&host)?;
+    set_private(&root.join(CACHE_DIR))?;
+    set_private(&host)?;
+    Ok(CacheBind::named(&host, crate::cargo_home::NAME))
+}
+
 /// The size of one cache.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CacheUsage {
@@ -208,9 +224,20 @@ pub struct CacheUsage {
     pub files: u64,
 }
 
-/// Every cache of the workspace `root` with its size, by domain then name.
-pub fn status(root: &Path) -> io::Result<Vec<CacheUsage>> {
+/// Every cache of the workspace `root` with its size, by domain then name; `exec_cargo_home`
+/// is the workspace's exec cargo home (outside the workspace), listed as `exec`/`cargo-home`
+/// when it exists.
+pub fn status(root: &Path, exec_cargo_home: Option<&Path>) -> io::Result<Vec<CacheUsage>> {
     let mut out = Vec::new();
+    if let Some(home) = exec_cargo_home.filter(|h| h.is_dir()) {
+        let (bytes, files) = usage(home);
+        out.push(CacheUsage {
+            domain: CacheDomain::Exec.name(),
+            name: crate::cargo_home::NAME.to_string(),
+            bytes,
+            files,
+        });
+    }
     for domain in CacheDomain::ALL {
         let dir = domain_dir(root, domain);
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -258,11 +285,15 @@ fn usage(dir: &Path) -> (u64, u64) {
     (bytes, files)
 }
 
-/// Removes every cache of the workspace `root` (both domains); returns the bytes freed. The
-/// next run starts from empty caches (a Rust workspace's target cache is seeded again).
-pub fn drop_all(root: &Path) -> io::Result<u64> {
-    let freed = status(root)?.iter().map(|u| u.bytes).sum();
+/// Removes every cache of the workspace `root` (both domains, and its exec cargo home
+/// `exec_cargo_home`); returns the bytes freed. The next run starts from empty caches (a Rust
+/// workspace's target cache is seeded again; its packages are fetched again).
+pub fn drop_all(root: &Path, exec_cargo_home: Option<&Path>) -> io::Result<u64> {
+    let freed = status(root, exec_cargo_home)?.iter().map(|u| u.bytes).sum();
     remove_tree(&root.join(CACHE_DIR))?;
+    if let Some(home) = exec_cargo_home {
+        remove_tree(home)?;
+    }
     Ok(freed)
 }
 
@@ -286,12 +317,21 @@ mod tests {
         let seeded = domain_dir(ws.path(), CacheDomain::Verify).join("cargo-target/debug/x.rlib");
         assert_eq!(std::fs::read(seeded).unwrap(), b"rlib");
         assert!(exec.env.iter().any(|(k, _)| k == "GOCACHE"));
-        let st = status(ws.path()).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let cargo_home = home.path().join("cargo-home/ws-1");
+        std::fs::create_dir_all(cargo_home.join("registry")).unwrap();
+        std::fs::write(cargo_home.join("registry/x.crate"), "crate").unwrap();
+        let st = status(ws.path(), Some(&cargo_home)).unwrap();
         assert!(
             st.iter()
                 .any(|u| u.domain == "verify" && u.name == "cargo-target" && u.bytes == 4)
         );
-        assert_eq!(drop_all(ws.path()).unwrap(), 8);
-        assert!(status(ws.path()).unwrap().is_empty());
+        assert!(
+            st.iter()
+                .any(|u| u.domain == "exec" && u.name == "cargo-home" && u.bytes == 5)
+        );
+        assert_eq!(drop_all(ws.path(), Some(&cargo_home)).unwrap(), 13);
+        assert!(status(ws.path(), Some(&cargo_home)).unwrap().is_empty());
+        assert!(!cargo_home.exists());
     }
 }

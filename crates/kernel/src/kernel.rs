@@ -166,6 +166,22 @@ impl Kernel {
         &self.root
     }
 
+    /// Every cache of the workspace with its size (`airlock cache status`), the exec cargo
+    /// home included.
+    pub fn cache_status(&self) -> std::io::Result<Vec<crate::cache::CacheUsage>> {
+        crate::cache::status(&self.root, self.exec_cargo_home().as_deref())
+    }
+
+    /// Removes every cache of the workspace, the exec cargo home included (`airlock cache
+    /// drop`); returns the bytes freed.
+    pub fn cache_drop(&self) -> std::io::Result<u64> {
+        crate::cache::drop_all(&self.root, self.exec_cargo_home().as_deref())
+    }
+
+    fn exec_cargo_home(&self) -> Option<std::path::PathBuf> {
+        crate::exec::net::cargo_cache(self.config.settings.home.as_deref(), &self.root)
+    }
+
     /// The session name.
     pub fn session(&self) -> &str {
         &self.config.session

@@ -25,6 +25,7 @@
 pub mod api;
 pub mod args;
 pub mod cache;
+mod cargo_home;
 mod chain;
 mod exec;
 mod git;

@@ -230,9 +230,11 @@ pub(crate) fn report_into(out: &mut serde_json::Value, report: &airlock_sandbox:
 /// with a `Cargo.toml` at its root, and only when `$HOME` is known. (Outside the workspace:
 /// every run masks `.airlock/`, and a bind at the same path keeps `verify` unchanged.)
 ///
-/// A run granted network sees it read-write as `CARGO_HOME`, so `cargo fetch` fills it; every
-/// later run of the workspace (commands and `verify`) sees it read-only as `CARGO_HOME`, once it
-/// exists, so they build offline against what was fetched.
+/// It is the exec domain's: a run granted network sees it read-write as `CARGO_HOME`, so
+/// `cargo fetch` fills it; the workspace's later commands see it read-only as `CARGO_HOME`, once
+/// it exists, so they build offline against what was fetched. `verify` never binds it: it reads
+/// the verify domain's cargo home, which the host fills with the archives of this one that match
+/// the lockfile's checksums ([`crate::cargo_home::seal`]).
 pub(crate) fn cargo_cache(home: Option<&Path>, root: &Path) -> Option<PathBuf> {
     if !root.join("Cargo.toml").is_file() {
         return None;

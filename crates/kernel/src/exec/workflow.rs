@@ -200,13 +200,28 @@ pub(crate) fn verify(
                 );
             }
         };
-    // The workspace's package cache, filled by a granted `cargo fetch`: read-only, offline.
-    let (mut cargo_binds, mut cargo_env) = (Vec::new(), Vec::new());
-    if let Some(cache) = super::net::cargo_cache(k.settings.home.as_deref(), k.root)
-        && cache.is_dir()
+    // The workspace's package cache, filled by a granted `cargo fetch`, is the exec domain's:
+    // verify reads only what the host checked of it, copied into the verify domain.
+    let mut cache_binds = caches.binds;
+    let mut cargo_env = Vec::new();
+    let mut sealed = None;
+    if let Some(exec_home) = super::net::cargo_cache(k.settings.home.as_deref(), k.root)
+        && exec_home.is_dir()
     {
-        cargo_env.push(("CARGO_HOME".to_string(), cache.display().to_string()));
-        cargo_binds.push(cache);
+        match seal_cargo_home(k.root, &dirs.layer, &exec_home) {
+            Ok((bind, report)) => {
+                let inside = bind.inside.to_string_lossy().into_owned();
+                cargo_env.push(("CARGO_HOME".to_string(), inside));
+                cache_binds.push(bind);
+                sealed = Some(report);
+            }
+            Err(e) => {
+                return failure(
+                    format!("The workspace's cargo cache could not be checked: {e}"),
+                    Status::Failed,
+                );
+            }
+        }
     }
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
@@ -234,8 +249,8 @@ pub(crate) fn verify(
             })
             .chain(cargo_env)
             .collect(),
-        cache_binds: caches.binds,
-        ro_binds: caches.ro_binds.into_iter().chain(cargo_binds).collect(),
+        cache_binds,
+        ro_binds: caches.ro_binds,
     };
     let scratch = dirs
         .upper
@@ -285,6 +300,22 @@ pub(crate) fn verify(
             }
         }
     }
+    if let (Some(report), Some(obj)) = (&sealed, detail.as_object_mut()) {
+        if report.sealed.mismatched > 0
+            && let Some(d) = obj.get_mut("diagnostics")
+            && let Some(text) = d.as_str()
+        {
+            *d = json!(format!(
+                "note: {} archive(s) in the workspace's cargo cache did not match Cargo.lock \
+                 and were left out.\n{text}",
+                report.sealed.mismatched
+            ));
+        }
+        obj.insert(
+            "cargo_cache".into(),
+            serde_json::to_value(report).unwrap_or(Value::Null),
+        );
+    }
     let record = VerdictRecord {
         changeset: snapshot.hash,
         verdict,
@@ -309,6 +340,52 @@ pub(crate) fn verify(
             Status::NotVerified
         },
     }
+}
+
+/// What the host checked of the workspace's cargo cache before a verification.
+#[derive(Debug, serde::Serialize)]
+struct CargoSeal {
+    #[serde(flatten)]
+    sealed: crate::cargo_home::Sealed,
+    /// Checksums of the staged `Cargo.lock` that differed from the workspace's for the same
+    /// name and version (the workspace's were used).
+    overruled_pins: usize,
+    /// Time the check took.
+    millis: u64,
+}
+
+/// Fills the verify domain's cargo home from the exec domain's `exec_home`: the archives
+/// whose checksum the lockfiles pin (the workspace's `Cargo.lock`, then what the staged one
+/// adds) and the registry index. Returns its bind and what was done.
+fn seal_cargo_home(
+    root: &Path,
+    layer: &Path,
+    exec_home: &Path,
+) -> std::io::Result<(airlock_sandbox::CacheBind, CargoSeal)> {
+    use airlock_verify::FileSource;
+    let started = std::time::Instant::now();
+    let bind = crate::cache::verify_cargo_home(root)?;
+    let disk = std::fs::read_to_string(root.join("Cargo.lock")).ok();
+    let staged = airlock_verify::DirSource::layered(root, &[layer.to_path_buf()])
+        .read("Cargo.lock")
+        .and_then(|b| String::from_utf8(b).ok());
+    let (pins, overruled_pins) = crate::cargo_home::pins(disk.as_deref(), staged.as_deref());
+    let sealed = crate::cargo_home::seal(exec_home, &bind.host, &pins)?;
+    let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        ?sealed,
+        overruled_pins,
+        millis,
+        "checked the workspace's cargo cache"
+    );
+    Ok((
+        bind,
+        CargoSeal {
+            sealed,
+            overruled_pins,
+            millis,
+        },
+    ))
 }
 
 /// The command a verification runs and where it came from. The operator's command line wins;
