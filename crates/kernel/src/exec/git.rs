@@ -948,6 +948,18 @@ fn remote_gate(k: &ExecCtx<'_>) -> PolicyGate {
     PolicyGate::new(k.root, k.net)
 }
 
+/// The ssh a push runs: the operator's ssh configuration and key files are not read (ssh finds
+/// them through the password database, whatever `HOME` says), and it never prompts. Only an
+/// unrestricted session's agent (`SSH_AUTH_SOCK`, passed then) can authenticate it.
+pub(crate) fn ssh_command(unrestricted: bool) -> String {
+    let agent = if unrestricted {
+        ""
+    } else {
+        " -o IdentitiesOnly=yes -o IdentityAgent=none"
+    };
+    format!("ssh -F /dev/null -o BatchMode=yes -o IdentityFile=none{agent}")
+}
+
 /// The credentials an unrestricted session passes to the push, and nothing else.
 const PUSH_CREDENTIALS: &[&str] = &["GH_TOKEN", "GITHUB_TOKEN", "SSH_AUTH_SOCK"];
 
@@ -1031,16 +1043,23 @@ pub(crate) fn git_push(k: &ExecCtx<'_>, call: &Call<'_, GitPushArgs>) -> crate::
         Ok(g) => g,
         Err(e) => return git_failure(e),
     };
+    let mut pass: Vec<(OsString, OsString)> = Vec::new();
     if k.jail.is_unrestricted() {
-        let creds: Vec<(OsString, OsString)> = k
-            .settings
-            .env
-            .iter()
-            .filter(|(key, _)| PUSH_CREDENTIALS.iter().any(|c| key == c))
-            .cloned()
-            .collect();
-        git.pass_env(creds);
+        pass.extend(
+            k.settings
+                .env
+                .iter()
+                .filter(|(key, _)| PUSH_CREDENTIALS.iter().any(|c| key == c))
+                .cloned(),
+        );
     }
+    if matches!(&target, RemoteTarget::Network { scheme, .. } if scheme == "ssh") {
+        pass.push((
+            "GIT_SSH_COMMAND".into(),
+            ssh_command(k.jail.is_unrestricted()).into(),
+        ));
+    }
+    git.pass_env(pass);
     let journal = match Journal::open(k.root) {
         Ok((j, _)) => j,
         Err(e) => return failure(format!("The journal cannot be opened: {e}"), Status::Failed),
@@ -1156,6 +1175,44 @@ mod tests {
                 host: "host.example".into(),
                 port: 2222
             })
+        );
+    }
+
+    /// The ssh of a push reads no key file and no configuration of the operator's, and uses an
+    /// agent only in an unrestricted session: checked with ssh's own view of its settings.
+    #[test]
+    fn the_ssh_of_a_push_reads_no_key_file_and_no_configuration() {
+        let effective = |unrestricted: bool| -> String {
+            let words: Vec<String> = ssh_command(unrestricted)
+                .split_whitespace()
+                .skip(1)
+                .map(str::to_string)
+                .collect();
+            let out = std::process::Command::new("ssh")
+                .arg("-G")
+                .args(&words)
+                .arg("example.org")
+                .output()
+                .expect("ssh is installed");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let plain = effective(false);
+        for line in [
+            "identityfile none",
+            "identityagent none",
+            "identitiesonly yes",
+            "batchmode yes",
+        ] {
+            assert!(plain.lines().any(|l| l == line), "{line} in:\n{plain}");
+        }
+        let unrestricted = effective(true);
+        assert!(
+            unrestricted.lines().any(|l| l == "identityfile none"),
+            "{unrestricted}"
+        );
+        assert!(
+            !unrestricted.lines().any(|l| l == "identityagent none"),
+            "{unrestricted}"
         );
     }
 

@@ -266,7 +266,8 @@ impl Git {
         &self.shadow
     }
 
-    /// Pass these variables to every later run (credentials under an unrestricted session).
+    /// Pass these variables to every later run (credentials under an unrestricted session, the
+    /// push's ssh command).
     pub(crate) fn pass_env(&mut self, vars: Vec<(OsString, OsString)>) {
         self.extra_env = vars;
     }
