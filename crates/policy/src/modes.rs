@@ -124,9 +124,10 @@ pub enum Profile {
     Allowlist,
     /// Every tool, still bounded by the jail, the guard, validation and the sandbox.
     AllowAll,
-    /// Operator-only, per session, never persisted: lifts the workspace jail, the guard and
-    /// the sandbox (sensitive files and airlock state stay denied). Reachable only through
-    /// an [`OperatorGrant`], never through `FromStr`.
+    /// Operator-only, per session, never persisted: lifts the workspace jail and the profile's
+    /// tool limits, and lets `git_push` carry credentials; the bash guard and the sandbox still
+    /// apply, and sensitive files and airlock state stay denied. Reachable only through an
+    /// [`OperatorGrant`], never through `FromStr`.
     Unrestricted,
 }
 
