@@ -911,10 +911,9 @@ impl PolicyGate {
         root: &std::path::Path,
         rules: Option<&airlock_policy::net::NetRuleSet>,
     ) -> PolicyGate {
-        let policy = rules.filter(|r| !r.is_empty()).map(|r| {
-            let sources = super::net::preset_sources(root);
-            r.resolve(|p| airlock_policy::net::resolve_preset(p, &sources))
-        });
+        let policy = rules
+            .filter(|r| !r.is_empty())
+            .map(|r| super::net::resolve(root, r));
         PolicyGate { policy }
     }
 }

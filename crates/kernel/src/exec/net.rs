@@ -156,7 +156,7 @@ pub(crate) fn serve_questions(
 }
 
 /// The configuration files the presets read, from the workspace at `root`.
-pub(crate) fn preset_sources(root: &Path) -> PresetSources {
+fn preset_sources(root: &Path) -> PresetSources {
     let read = |rel: &str| std::fs::read_to_string(root.join(rel)).ok();
     PresetSources {
         npmrc: read(".npmrc").into_iter().collect(),
@@ -184,8 +184,7 @@ pub(crate) fn access_for(
     if rules.is_empty() {
         return Ok(None);
     }
-    let sources = preset_sources(root);
-    let policy = rules.resolve(|p| resolve_preset(p, &sources));
+    let policy = resolve(root, &rules);
     if !policy.grants_any(command) {
         return Ok(None);
     }
@@ -203,6 +202,13 @@ pub(crate) fn access_for(
         asker,
     };
     Ok(Some((NetAccess::new(Arc::new(gate)), questions)))
+}
+
+/// `rules` resolved for the workspace `root`: each preset's hosts read from the toolchains'
+/// configuration there.
+pub(crate) fn resolve(root: &Path, rules: &NetRuleSet) -> airlock_policy::net::NetPolicy {
+    let sources = preset_sources(root);
+    rules.resolve(|p| resolve_preset(p, &sources))
 }
 
 /// The result fields of a granted run: `hosts_contacted`, `hosts_refused` and, when something

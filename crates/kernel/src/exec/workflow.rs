@@ -32,9 +32,7 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     let mut local = std::collections::BTreeMap::<String, u64>::new();
     for e in &snap.entries {
         if e.session_local {
-            if !matches!(e.change, airlock_stage::Change::Dir { .. }) {
-                *local.entry(top_level(&e.path)).or_default() += 1;
-            }
+            tally_session_local(&mut local, e);
             continue;
         }
         let code = sdiff::status_letter(e);
@@ -43,10 +41,6 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
         text.push(' ');
         text.push_str(&path);
         let mut v = json!({ "status": code.to_string(), "path": path });
-        if e.session_local {
-            v["session_local"] = json!(true);
-            text.push_str("  (session-local, never applied)");
-        }
         if let Some(flag) = &e.flagged {
             text.push_str(&format!("  (flagged: {flag})"));
             v["flagged"] = json!(flag);
@@ -64,6 +58,17 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     success(out, false)
 }
 
+/// Counts a session-local entry under its top-level directory (directories themselves are
+/// not outputs).
+fn tally_session_local(
+    local: &mut std::collections::BTreeMap<String, u64>,
+    e: &airlock_stage::StagedEntry,
+) {
+    if !matches!(e.change, airlock_stage::Change::Dir { .. }) {
+        *local.entry(top_level(&e.path)).or_default() += 1;
+    }
+}
+
 pub(crate) fn diff(k: &ExecCtx<'_>, p: &Call<'_, DiffArgs>) -> crate::CallOutcome {
     let snap = match k.store.snapshot() {
         Ok(s) => s,
@@ -76,8 +81,8 @@ pub(crate) fn diff(k: &ExecCtx<'_>, p: &Call<'_, DiffArgs>) -> crate::CallOutcom
     shown_snap.entries.retain(|e| {
         let named = filter.iter().any(|f| e.path.starts_with(f));
         if e.session_local && !named {
-            if !matches!(e.change, airlock_stage::Change::Dir { .. }) && filter.is_empty() {
-                *local.entry(top_level(&e.path)).or_default() += 1;
+            if filter.is_empty() {
+                tally_session_local(&mut local, e);
             }
             return false;
         }
