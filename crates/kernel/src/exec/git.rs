@@ -9,7 +9,7 @@ use crate::args::{
     Int,
 };
 use crate::git::shadow::Setting;
-use crate::git::{Git, GitError, config, status};
+use crate::git::{Git, GitError, config, history, status};
 use crate::output::{DEFAULT_BUDGET, Status, untrusted};
 use airlock_policy::{Decision, RelPath, Stage};
 use airlock_stage::diff as sdiff;
@@ -347,34 +347,19 @@ pub(crate) fn git_diff(k: &ExecCtx<'_>, call: &Call<'_, GitDiffArgs>) -> crate::
 
 /// `git_log`.
 pub(crate) fn git_log(k: &ExecCtx<'_>, call: &Call<'_, GitLogArgs>) -> crate::CallOutcome {
-    let git = match open(k, &[]) {
-        Ok(g) => g,
-        Err(e) => return git_failure(e),
-    };
     let n = call.args.max_count.map_or(50, Int::get);
     let skip = call.args.skip.map_or(0, Int::get);
-    let mut args: Vec<String> = vec![
-        "log".into(),
-        "--no-color".into(),
-        "--no-ext-diff".into(),
-        "--no-textconv".into(),
-        "--date=iso-strict".into(),
-        "--format=commit %H%nAuthor: %an <%ae>%nDate:   %ad%n%n%w(0,4,4)%B".into(),
-        format!("--max-count={n}"),
-        format!("--skip={skip}"),
-    ];
-    if call.args.patch {
-        args.push("-p".into());
-    }
-    args.push("--end-of-options".into());
-    if let Some(r) = &call.args.rev {
-        args.push(r.clone());
-    }
-    args.push("--".into());
-    args.extend(rel_strings(&call.paths));
-    let out = match git.run(&args) {
-        Ok(o) => o,
-        Err(e) => return git_failure(e),
+    let plain = call.args.rev.is_none() && !call.args.patch && call.paths.is_empty();
+    let fast = plain
+        .then(|| crate::git::Repo::at(k.root).ok())
+        .flatten()
+        .and_then(|repo| history::log_head(&repo, skip, n));
+    let out = match fast {
+        Some(text) => text.into_bytes(),
+        None => match spawned_log(k, call, n, skip) {
+            Ok(o) => o,
+            Err(e) => return git_failure(e),
+        },
     };
     let mut text = withhold_sensitive(&String::from_utf8_lossy(&out));
     let commits = text.lines().filter(|l| l.starts_with("commit ")).count() as u64;
@@ -387,6 +372,28 @@ pub(crate) fn git_log(k: &ExecCtx<'_>, call: &Call<'_, GitLogArgs>) -> crate::Ca
     }
     let (body, more) = page_lines(&text, 1, 100_000, "git_log");
     fenced(k, "git log", &body, more, json!({ "commits": commits }))
+}
+
+/// `git_log` by the git CLI over the shadow git directory: a revision, paths or a patch, or a
+/// history the in-process reader leaves to git.
+fn spawned_log(
+    k: &ExecCtx<'_>,
+    call: &Call<'_, GitLogArgs>,
+    n: u64,
+    skip: u64,
+) -> Result<Vec<u8>, GitError> {
+    let git = open(k, &[])?;
+    let mut args = history::log_args(n, skip);
+    if call.args.patch {
+        args.push("-p".into());
+    }
+    args.push("--end-of-options".into());
+    if let Some(r) = &call.args.rev {
+        args.push(r.clone());
+    }
+    args.push("--".into());
+    args.extend(rel_strings(&call.paths));
+    git.run(&args)
 }
 
 /// `git_show`.

@@ -20,6 +20,7 @@
 //! airlock), to find the filters `git_commit` refuses and the remotes `git_push` may name.
 
 pub(crate) mod config;
+pub(crate) mod history;
 pub(crate) mod recover;
 pub(crate) mod shadow;
 pub(crate) mod status;
