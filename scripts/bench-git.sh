@@ -9,6 +9,7 @@
 # COMMITS (default 100000), FILES (default 50000), RUNS (default 7).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts="$PWD/scripts"
 bin="${1:-}"
 if [[ -z "$bin" ]]; then
     if [[ -x target/release/airlock ]]; then bin=target/release/airlock; else bin=target/debug/airlock; fi
@@ -60,16 +61,16 @@ EOF
 fi
 
 median_ms() {
-    # Run "$@" $runs times; print the median wall time in milliseconds.
+    # Run "$@" $runs times; print the median wall time in milliseconds (0.1 ms resolution).
     local times=()
     for _ in $(seq "$runs"); do
         local s e
         s=$(date +%s%N)
         "$@" >/dev/null
         e=$(date +%s%N)
-        times+=($(( (e - s) / 1000000 )))
+        times+=($(( (e - s) / 1000 )))
     done
-    printf '%s\n' "${times[@]}" | sort -n | sed -n "$(( (runs + 1) / 2 ))p"
+    printf '%s\n' "${times[@]}" | sort -n | sed -n "$(( (runs + 1) / 2 ))p" | awk '{printf "%.1f", $1 / 1000}'
 }
 
 median_call_ms() {
@@ -80,9 +81,9 @@ median_call_ms() {
         times+=($(AIRLOCK_TIMINGS=1 "$@" 2>&1 >/dev/null | awk '
             /airlock-timing/ && /journal recovery/ { s = $2 }
             /airlock-timing/ && / done/ { e = $2 }
-            END { printf "%d", (e - s) }'))
+            END { printf "%.1f", (e - s) }'))
     done
-    printf '%s\n' "${times[@]}" | sort -n | sed -n "$(( (runs + 1) / 2 ))p"
+    printf '%s\n' "${times[@]}" | sort -g | sed -n "$(( (runs + 1) / 2 ))p"
 }
 
 cd "$repo"
@@ -98,10 +99,15 @@ al=$(median_ms "$bin" --workspace "$repo" --json call git_log '{"max_count": 50}
 cs=$(median_call_ms "$bin" --workspace "$repo" --json call git_status '{"limit": 100000}')
 cl=$(median_call_ms "$bin" --workspace "$repo" --json call git_log '{"max_count": 50}')
 
-ratio() { python3 -c "print(f'{$1 / max($2, 1):.2f}')"; }
+ratio() { python3 -c "print(f'{$1 / max($2, 0.1):.2f}')"; }
 echo "repository: $commits commits, $files files ($repo)"
 echo "binary: $bin"
 echo "whole process each (airlock: start-up, kernel open, the call); in-process: the call alone"
 printf '%-12s %10s %12s %7s %16s %7s\n' "" "git (ms)" "airlock (ms)" "ratio" "in-process (ms)" "ratio"
 printf '%-12s %10s %12s %7s %16s %7s\n' "status" "$gs" "$as" "$(ratio "$as" "$gs")" "$cs" "$(ratio "$cs" "$gs")"
 printf '%-12s %10s %12s %7s %16s %7s\n' "log -n 50" "$gl" "$al" "$(ratio "$al" "$gl")" "$cl" "$(ratio "$cl" "$gl")"
+
+if python3 -c 'import mcp' 2>/dev/null; then
+    echo "over MCP (official SDK client, a running airlock mcp), beside the git CLI in the same script:"
+    python3 "$scripts/bench-git-mcp.py" "$bin" "$repo" 25
+fi

@@ -45,7 +45,9 @@ pub(crate) fn log_head(repo: &Repo, skip: u64, max: u64) -> Option<String> {
         return None;
     }
     let kind = gix_hash::Kind::Sha1;
-    let odb = gix_odb::at(repo.common_dir.join("objects"), kind).ok()?;
+    let mut odb = gix_odb::at(repo.common_dir.join("objects"), kind).ok()?;
+    // Commits are often stored as deltas of each other: keep recent delta bases (16 MiB at most).
+    odb.set_pack_cache(|| Box::new(gix_pack::cache::lru::StaticLinkedList::<64>::new(16 << 20)));
     let refs = gix_ref::file::Store::at(repo.git_dir.clone(), kind);
     let head = refs.find("HEAD").ok()?.peel_to_id(&refs, &odb).ok()?;
     let mut walk = Walk {
