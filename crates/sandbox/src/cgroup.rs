@@ -46,9 +46,16 @@ pub(crate) struct RunCgroup {
     cpu: Option<(PathBuf, Flavour)>,
     /// CPU usage accounting (`cpu.stat` on v2, `cpuacct.usage` on v1).
     cpuacct: Option<(PathBuf, Flavour)>,
-    /// The bandwidth in force, in CPUs.
+    /// The bandwidth in force, in CPUs (none with the cpu controller: every CPU, at
+    /// [`RUN_WEIGHT`]).
     pub(crate) quota_cpus: Option<f64>,
+    /// The scheduling weight written, when the run may use every CPU.
+    pub(crate) weight: Option<u64>,
 }
+
+/// The cgroup v2 `cpu.weight` of a run that may use every CPU: half the default (100) of the
+/// groups beside it, so that the host's processes win the CPU when they compete for it.
+pub(crate) const RUN_WEIGHT: u64 = 50;
 
 /// The scheduling period of the CPU bandwidth ceiling.
 const CPU_PERIOD_US: u64 = 100_000;
@@ -224,6 +231,50 @@ pub(crate) fn default_cpus() -> f64 {
     n.saturating_sub(1).max(1) as f64
 }
 
+/// The bandwidth ceiling of a run in CPUs: the operator's, else one CPU less than the host has;
+/// none for a run that may use every CPU ([`crate::Limits::every_cpu`]).
+fn bandwidth(limits: &Limits) -> Option<f64> {
+    match limits.cpu_millis {
+        Some(m) => Some(m as f64 / 1000.0),
+        None if limits.every_cpu => None,
+        None => Some(default_cpus()),
+    }
+}
+
+/// Write the run's CPU share into its group `d`: a bandwidth ceiling, or none and a lower weight.
+/// Returns `(quota in CPUs, weight)`, or `None` when a file could not be written.
+fn write_cpu(d: &Path, f: Flavour, limits: &Limits) -> Option<(Option<f64>, Option<u64>)> {
+    let ok = |r: io::Result<()>| r.ok();
+    match (bandwidth(limits), f) {
+        (Some(cpus), Flavour::V2) => {
+            let q = quota_us(cpus);
+            ok(write(d, "cpu.max", &format!("{q} {CPU_PERIOD_US}")))?;
+            Some((Some(q as f64 / CPU_PERIOD_US as f64), None))
+        }
+        (Some(cpus), Flavour::V1) => {
+            let q = quota_us(cpus);
+            ok(write(d, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string()))?;
+            ok(write(d, "cpu.cfs_quota_us", &q.to_string()))?;
+            Some((Some(q as f64 / CPU_PERIOD_US as f64), None))
+        }
+        (None, Flavour::V2) => {
+            ok(write(d, "cpu.max", &format!("max {CPU_PERIOD_US}")))?;
+            ok(write(d, "cpu.weight", &RUN_WEIGHT.to_string()))?;
+            Some((None, Some(RUN_WEIGHT)))
+        }
+        (None, Flavour::V1) => {
+            // cpu.shares: 1024 is the default, as cpu.weight's 100 is on v2.
+            ok(write(d, "cpu.cfs_quota_us", "-1"))?;
+            ok(write(
+                d,
+                "cpu.shares",
+                &(RUN_WEIGHT * 1024 / 100).to_string(),
+            ))?;
+            Some((None, Some(RUN_WEIGHT)))
+        }
+    }
+}
+
 impl RunCgroup {
     /// The run's groups with `limits` written, as far as the host allows; never fails (what it
     /// cannot make is left to rlimits).
@@ -232,12 +283,9 @@ impl RunCgroup {
         if !wanted(limits) {
             return cg;
         }
-        let quota = limits
-            .cpu_millis
-            .map_or_else(default_cpus, |m| m as f64 / 1000.0);
         // v2 first: one group for every controller it has.
         if let Some(h) = hierarchies().iter().find(|h| h.flavour == Flavour::V2) {
-            cg.try_v2(h, limits, quota);
+            cg.try_v2(h, limits);
         }
         for h in hierarchies().iter().filter(|h| h.flavour == Flavour::V1) {
             let has = |c: &str| h.controllers.iter().any(|x| x == c);
@@ -267,14 +315,12 @@ impl RunCgroup {
             {
                 cg.pids = Some((dir.clone(), Flavour::V1));
             }
-            if has("cpu") && cg.cpu.is_none() {
-                let q = quota_us(quota);
-                if write(&dir, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string()).is_ok()
-                    && write(&dir, "cpu.cfs_quota_us", &q.to_string()).is_ok()
-                {
-                    cg.cpu = Some((dir.clone(), Flavour::V1));
-                    cg.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
-                }
+            if has("cpu")
+                && cg.cpu.is_none()
+                && let Some((quota, weight)) = write_cpu(&dir, Flavour::V1, limits)
+            {
+                cg.cpu = Some((dir.clone(), Flavour::V1));
+                (cg.quota_cpus, cg.weight) = (quota, weight);
             }
             if has("cpuacct") && cg.cpuacct.is_none() && dir.join("cpuacct.usage").exists() {
                 cg.cpuacct = Some((dir.clone(), Flavour::V1));
@@ -283,7 +329,7 @@ impl RunCgroup {
         cg
     }
 
-    fn try_v2(&mut self, h: &Hierarchy, limits: &Limits, quota: f64) {
+    fn try_v2(&mut self, h: &Hierarchy, limits: &Limits) {
         // A group with processes cannot hand controllers to children (except the root), so the
         // run's group is a sibling of ours, under our parent.
         let parent = if h.at_root {
@@ -318,10 +364,11 @@ impl RunCgroup {
         if has("pids") && write(&dir, "pids.max", &limits.nproc.to_string()).is_ok() {
             self.pids = Some((dir.clone(), Flavour::V2));
         }
-        let q = quota_us(quota);
-        if has("cpu") && write(&dir, "cpu.max", &format!("{q} {CPU_PERIOD_US}")).is_ok() {
+        if has("cpu")
+            && let Some((quota, weight)) = write_cpu(&dir, Flavour::V2, limits)
+        {
             self.cpu = Some((dir.clone(), Flavour::V2));
-            self.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
+            (self.quota_cpus, self.weight) = (quota, weight);
         }
     }
 
@@ -348,15 +395,10 @@ impl RunCgroup {
             ok &= write(d, "pids.max", &limits.nproc.to_string()).is_ok();
         }
         if let Some((d, f)) = &self.cpu {
-            let quota = limits
-                .cpu_millis
-                .map_or_else(default_cpus, |m| m as f64 / 1000.0);
-            let q = quota_us(quota);
-            ok &= match f {
-                Flavour::V2 => write(d, "cpu.max", &format!("{q} {CPU_PERIOD_US}")).is_ok(),
-                Flavour::V1 => write(d, "cpu.cfs_quota_us", &q.to_string()).is_ok(),
-            };
-            self.quota_cpus = Some(q as f64 / CPU_PERIOD_US as f64);
+            match write_cpu(d, *f, limits) {
+                Some((quota, weight)) => (self.quota_cpus, self.weight) = (quota, weight),
+                None => ok = false,
+            }
         }
         ok
     }
@@ -398,6 +440,9 @@ impl RunCgroup {
         if let Some(q) = self.quota_cpus {
             out.push_str(&format!("quota {q} -\n"));
         }
+        if let Some(w) = self.weight {
+            out.push_str(&format!("weight {w} -\n"));
+        }
         out.into_bytes()
     }
 
@@ -410,6 +455,10 @@ impl RunCgroup {
             let (role, fl, path) = (it.next()?, it.next()?, it.next()?);
             if role == "quota" {
                 cg.quota_cpus = fl.parse().ok();
+                continue;
+            }
+            if role == "weight" {
+                cg.weight = fl.parse().ok();
                 continue;
             }
             let path = PathBuf::from(path);
@@ -484,7 +533,8 @@ impl RunCgroup {
         }
     }
 
-    /// True when the CPU bandwidth ceiling is in force.
+    /// True when the run's CPU share is in force: a bandwidth ceiling ([`Self::quota_cpus`]),
+    /// or every CPU at a lower weight.
     pub(crate) fn has_cpu_bandwidth(&self) -> bool {
         self.cpu.is_some()
     }
@@ -603,12 +653,14 @@ mod tests {
             cpu: Some(("/c/a/airlock-1-0".into(), Flavour::V2)),
             cpuacct: Some(("/c/a/airlock-1-0".into(), Flavour::V2)),
             quota_cpus: Some(1.5),
+            weight: Some(RUN_WEIGHT),
         };
         let back = RunCgroup::decode(&cg.encode()).unwrap();
         assert_eq!(back.dirs, cg.dirs);
         assert_eq!(back.memory, cg.memory);
         assert_eq!(back.cpu, cg.cpu);
         assert_eq!(back.quota_cpus, Some(1.5));
+        assert_eq!(back.weight, Some(RUN_WEIGHT));
         assert_eq!(back.mask(), cg.mask());
         let mut back = back;
         back.disown();

@@ -64,6 +64,7 @@ pub(crate) fn rlimit_report(
     if let Some(c) = cg {
         if c.has_cpu_bandwidth() {
             r.cpu.quota_cpus = c.quota_cpus;
+            r.cpu.weight = c.weight;
         }
         r.cpu.used_ms = c
             .cpu_used()

@@ -156,8 +156,14 @@ pub struct Limits {
     /// timeout): watched on the run's control group, else RLIMIT_CPU per process.
     pub cpu_seconds: Option<u64>,
     /// CPU bandwidth of the run in thousandths of a CPU (none: one CPU less than the host has,
-    /// at least one). Needs a control group with the cpu controller.
+    /// at least one, or every CPU with [`Limits::every_cpu`]). Needs a control group with the
+    /// cpu controller.
     pub cpu_millis: Option<u64>,
+    /// Without `cpu_millis`, let the run use every CPU, at half the scheduling weight of the
+    /// groups beside it (`cpu.weight` 50; v1 `cpu.shares` 512) so that the host's processes win
+    /// the CPU when they compete: what a test suite needs to run as fast as it runs directly.
+    /// False: a bandwidth ceiling of one CPU less than the host has.
+    pub every_cpu: bool,
     /// Most bytes the run may write to the overlay's upper directory (what it changes in the
     /// workspace): a watchdog kills the run past it; RLIMIT_FSIZE is held to it too.
     pub upper_bytes: u64,
@@ -186,6 +192,7 @@ impl Default for Limits {
             memory: Some(DEFAULT_MEMORY),
             cpu_seconds: Some(DEFAULT_CPU_SECONDS),
             cpu_millis: None,
+            every_cpu: false,
             upper_bytes: DEFAULT_UPPER_BYTES,
             cgroup: true,
             tmp_size: 1 << 30,
@@ -272,6 +279,9 @@ pub struct CpuReport {
     /// The bandwidth in CPUs, when a control group enforced one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota_cpus: Option<f64>,
+    /// The run's scheduling weight (`cpu.weight`), when it had every CPU at a lower weight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u64>,
     /// CPU time every process of the run used together (control group only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub used_ms: Option<u64>,

@@ -696,3 +696,38 @@ fn a_fork_bomb_of_busy_loops_gets_only_its_cpu_bandwidth() {
         "used {used} ms in {wall} ms"
     );
 }
+
+#[test]
+fn a_run_with_every_cpu_has_no_bandwidth_ceiling_but_a_lower_weight() {
+    let fx = Fixture::new();
+    let mut spec = fx
+        .spec("for i in 1 2; do (i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done) & done; wait");
+    spec.limits.every_cpu = true;
+    spec.timeout = Duration::from_secs(60);
+    let out = run(&spec);
+    assert!(!out.timed_out, "{out:?}");
+    if !cgroups_expected() {
+        assert_eq!(out.limits.cpu.weight, None, "{:?}", out.limits);
+        eprintln!("no writable control groups here: no CPU weight to check");
+        return;
+    }
+    assert_eq!(out.limits.cpu.quota_cpus, None, "{:?}", out.limits);
+    assert_eq!(out.limits.cpu.weight, Some(50), "{:?}", out.limits);
+    // The operator's own bandwidth still wins over every_cpu.
+    spec.limits.cpu_millis = Some(500);
+    let out = run(&spec);
+    assert_eq!(out.limits.cpu.quota_cpus, Some(0.5), "{:?}", out.limits);
+    assert_eq!(out.limits.cpu.weight, None, "{:?}", out.limits);
+    // Without it, a run is held to one CPU less than the host has.
+    spec.limits.cpu_millis = None;
+    spec.limits.every_cpu = false;
+    let out = run(&spec);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let expected = cpus.saturating_sub(1).max(1) as f64;
+    assert_eq!(
+        out.limits.cpu.quota_cpus,
+        Some(expected),
+        "{:?}",
+        out.limits
+    );
+}

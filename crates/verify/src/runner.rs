@@ -196,6 +196,9 @@ impl CommandRunner for SandboxRunner {
         // airlock's own state (journal, blobs, spool) is never visible to the project's tests.
         spec.masked = vec![std::path::PathBuf::from(".airlock")];
         spec.masked.extend(req.masked.iter().cloned());
+        // The suite gets the cores it gets when run directly (builds and test runners are
+        // parallel), at a lower weight than the host's processes; its CPU time is still capped.
+        spec.limits.every_cpu = true;
         if let Some(m) = req.memory {
             spec.limits.memory = Some(m);
         }
