@@ -44,14 +44,43 @@ pub(crate) fn log_head(repo: &Repo, skip: u64, max: u64) -> Option<String> {
     {
         return None;
     }
-    let kind = gix_hash::Kind::Sha1;
-    let mut odb = gix_odb::at(repo.common_dir.join("objects"), kind).ok()?;
+    let objects = repo.common_dir.join("objects");
+    let out = STORE.with_borrow_mut(|slot| {
+        if slot.as_ref().is_none_or(|(dir, _)| *dir != objects) {
+            *slot = Some((objects.clone(), open_store(&objects)?));
+        }
+        let (_, odb) = slot.as_ref()?;
+        walk_head(repo, odb, skip, max)
+    });
+    if out.is_none() {
+        // Whatever went wrong, the next call starts from a fresh store.
+        STORE.with_borrow_mut(|slot| *slot = None);
+    }
+    out
+}
+
+thread_local! {
+    /// The object store of the repository read last on this thread, kept between calls so its
+    /// pack indexes stay mapped (a long-lived server reads the same repository again and
+    /// again). Objects never change under their ids; packs added since are found on a miss.
+    static STORE: std::cell::RefCell<Option<(std::path::PathBuf, gix_odb::Handle)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn open_store(objects: &std::path::Path) -> Option<gix_odb::Handle> {
+    let mut odb = gix_odb::at(objects, gix_hash::Kind::Sha1).ok()?;
     // Commits are often stored as deltas of each other: keep recent delta bases (16 MiB at most).
     odb.set_pack_cache(|| Box::new(gix_pack::cache::lru::StaticLinkedList::<64>::new(16 << 20)));
+    Some(odb)
+}
+
+/// The walk of [`log_head`] over an open object store.
+fn walk_head(repo: &Repo, odb: &gix_odb::Handle, skip: u64, max: u64) -> Option<String> {
+    let kind = gix_hash::Kind::Sha1;
     let refs = gix_ref::file::Store::at(repo.git_dir.clone(), kind);
-    let head = refs.find("HEAD").ok()?.peel_to_id(&refs, &odb).ok()?;
+    let head = refs.find("HEAD").ok()?.peel_to_id(&refs, odb).ok()?;
     let mut walk = Walk {
-        odb: &odb,
+        odb,
         queue: BinaryHeap::new(),
         seen: HashSet::new(),
         pushed: 0,
@@ -389,6 +418,15 @@ mod tests {
         // Packed objects and packed refs read the same.
         git(&root, &["gc", "-q"], None);
         assert!(root.join(".git/packed-refs").exists());
+        assert_eq!(log_head(&repo, 0, 50).unwrap(), git_log(&root, 50, 0));
+        // A commit made while this thread's store is open is seen, loose and then packed.
+        let tip = git(&root, &["rev-parse", "HEAD"], None);
+        let sig = "F <f@example.com> 1700000100 +0100";
+        let f = commit(&root, &[&tip], sig, sig, "", "after\n");
+        git(&root, &["update-ref", "refs/heads/main", &f], None);
+        assert_eq!(log_head(&repo, 0, 3).unwrap(), git_log(&root, 3, 0));
+        git(&root, &["repack", "-a", "-d", "-q"], None);
+        git(&root, &["prune-packed"], None);
         assert_eq!(log_head(&repo, 0, 50).unwrap(), git_log(&root, 50, 0));
     }
 
