@@ -905,6 +905,11 @@ fn verify_names_the_ceiling_a_test_run_hit() {
         v["diagnostics"].as_str().unwrap().contains("--cpu-secs"),
         "{v}"
     );
+    // The suite had every core (no bandwidth ceiling), at a lower weight than the host's.
+    if v["limits"]["cpu"]["by"] == "cgroup" {
+        assert!(v["limits"]["cpu"]["quota_cpus"].is_null(), "{v}");
+        assert_eq!(v["limits"]["cpu"]["weight"], 50, "{v}");
+    }
     fx.build(&["apply"], 4);
 }
 
