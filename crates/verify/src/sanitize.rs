@@ -474,15 +474,34 @@ struct Entry {
     failure: Failure,
     key: u64,
     count: u64,
-    related: bool,
+    relation: Relation,
 }
 
-/// What a change touched, for putting first the tests that exercise it. A failure is related
-/// to the change when its file, or a workspace frame of its stack, is a changed file; when its
-/// test file's name without test affixes (`test_calc.py`, `calc_test.go`, `calc.test.ts`,
-/// `calc.spec.js`, `tests/calc.rs`) is a changed module's name (`calc.py`, `calc/__init__.py`,
-/// `src/calc.rs`, `calc/index.ts`); when its Rust test path names a changed module
-/// (`calc::tests::adds`); or when it is a Go test in a changed package's directory.
+/// How a failure relates to the change; failures are shown closest first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+enum Relation {
+    #[default]
+    Unrelated,
+    /// A test that reaches a changed module: its imports name one, or its stack passes
+    /// through a changed file.
+    Reaches,
+    /// A changed module's own test: its failure is located in a changed file; its test file
+    /// is named after a changed module; it is a Go test of a changed package; its Rust test
+    /// path goes through a changed module; it is a doc test written in a changed file.
+    Own,
+}
+
+/// What a change touched, for putting first the tests that exercise it. A failure is the
+/// changed module's own when its file is a changed file; when its test file's name without
+/// test affixes (`test_calc.py`, `calc_test.go`, `calc.test.ts`, `calc.spec.js`,
+/// `tests/calc.rs`) is a changed module's name (`calc.py`, `calc/__init__.py`, `src/calc.rs`,
+/// `calc/index.ts`), a package's root module (`index.js`, `src/lib.rs`) being tested by the
+/// index of a test directory (`test/index.test.js`); when its Rust test path names a changed
+/// module (`calc::tests::adds`) or it is a doc test of a changed file (`src/calc.rs - add
+/// (line 3)`); or when it is a Go test of a changed package (its file in the package's
+/// directory, or its id, `./pkg/calc::TestAdd`, naming it). It reaches the change when a
+/// workspace frame of its stack is a changed file or its test file's imports name a changed
+/// module.
 #[derive(Default)]
 struct Changed {
     paths: HashSet<String>,
@@ -522,6 +541,13 @@ fn imports_name(text: &str, modules: &HashSet<String>) -> bool {
 /// File names that stand for their directory as a module.
 const DIR_MODULES: [&str; 5] = ["__init__", "index", "mod", "lib", "main"];
 
+/// A directory of sources whose root module is the package's own (`src/lib.rs`).
+const SOURCE_DIRS: [&str; 1] = ["src"];
+
+/// Directories left out when naming the module an index test tests: test directories and
+/// `src/` (`test/index.test.js` and `src/__tests__/index.test.ts` test the package's root).
+const TEST_DIRS: [&str; 6] = ["test", "tests", "__tests__", "spec", "specs", "src"];
+
 fn parent_dir(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(d, _)| d)
 }
@@ -530,29 +556,61 @@ fn file_name(path: &str) -> &str {
     path.rsplit_once('/').map_or(path, |(_, f)| f)
 }
 
-/// The module a source path defines: its file name up to the first dot, or its directory's
-/// name for `__init__.py`, `index.js`, `mod.rs`, `lib.rs`, `main.go`.
+/// The name of the module a directory stands for, `skipped` directories left out (`""`: the
+/// package's root).
+fn dir_module<'a>(mut dir: &'a str, skipped: &[&str]) -> &'a str {
+    loop {
+        let base = file_name(dir);
+        if base.is_empty() || !skipped.contains(&base) {
+            return base;
+        }
+        dir = parent_dir(dir);
+    }
+}
+
+/// The module a source path defines: its file name up to the first dot, or for
+/// `__init__.py`, `index.js`, `mod.rs`, `lib.rs`, `main.go` its directory's name (`""`, the
+/// package's root module, at the root or in `src/`).
 fn module_of(path: &str) -> Option<&str> {
     let name = file_name(path);
     let stem = name.split('.').next().unwrap_or(name);
     if DIR_MODULES.contains(&stem) {
-        let dir = parent_dir(path);
-        let base = file_name(dir);
-        return (!base.is_empty() && base != "src").then_some(base);
+        return Some(dir_module(parent_dir(path), &SOURCE_DIRS));
     }
     (!stem.is_empty()).then_some(stem)
 }
 
 /// The module a test file is named after: `test_calc.py`, `calc_test.go`, `calc.test.ts`,
-/// `calc.spec.js`, `calc_tests.rs` all name `calc`.
+/// `calc.spec.js`, `calc_tests.rs` all name `calc`; an index test names its directory's
+/// module, test directories left out (`test/index.test.js`: the package's root, `""`).
 fn tested_module(path: &str) -> Option<&str> {
-    let stem = module_of(path)?;
+    let name = file_name(path);
+    let stem = name.split('.').next().unwrap_or(name);
     let stem = stem.strip_prefix("test_").unwrap_or(stem);
     let stem = ["_test", "_tests", "_spec"]
         .iter()
         .find_map(|s| stem.strip_suffix(s))
         .unwrap_or(stem);
+    if DIR_MODULES.contains(&stem) {
+        return Some(dir_module(parent_dir(path), &TEST_DIRS));
+    }
     (!stem.is_empty()).then_some(stem)
+}
+
+/// The package directory a Go test id names: `./pkg/calc::TestAdd` is in `pkg/calc`,
+/// `.::TestAdd` at the module's root.
+fn go_id_dir(id: &str) -> Option<&str> {
+    let (pkg, _) = id.split_once("::")?;
+    if pkg == "." {
+        return Some("");
+    }
+    pkg.strip_prefix("./")
+}
+
+/// The file a rustdoc test is written in: `src/calc.rs - calc::add (line 12)`.
+fn doc_test_file(test: &str) -> Option<&str> {
+    let (file, item) = test.split_once(" - ")?;
+    (item.ends_with(')') && item.contains("(line ")).then_some(file)
 }
 
 impl Changed {
@@ -578,11 +636,50 @@ impl Changed {
         self.paths.is_empty()
     }
 
-    fn relates(&mut self, f: &Failure) -> bool {
+    fn relation(&mut self, f: &Failure) -> Relation {
         if self.is_empty() {
-            return false;
+            return Relation::Unrelated;
         }
-        if self.relates_by_name(f) {
+        if self.is_own(f) {
+            return Relation::Own;
+        }
+        if self.reaches(f) {
+            return Relation::Reaches;
+        }
+        Relation::Unrelated
+    }
+
+    /// Whether `f` is a test of a changed module (see [`Relation::Own`]).
+    fn is_own(&self, f: &Failure) -> bool {
+        if let Some(file) = f.file.as_deref()
+            && (self.paths.contains(file)
+                || tested_module(file).is_some_and(|m| self.modules.contains(m))
+                || (file.ends_with(".go") && self.go_dirs.contains(parent_dir(file))))
+        {
+            return true;
+        }
+        let path = f.id.as_deref().unwrap_or(&f.test);
+        if !self.go_dirs.is_empty() && go_id_dir(path).is_some_and(|d| self.go_dirs.contains(d)) {
+            return true;
+        }
+        if doc_test_file(&f.test).is_some_and(|file| self.paths.contains(file)) {
+            return true;
+        }
+        // A Rust test path names its module chain: `calc::tests::adds`.
+        path.rsplit_once("::").is_some_and(|(modules, _)| {
+            modules
+                .split("::")
+                .any(|s| !s.is_empty() && self.modules.contains(s))
+        })
+    }
+
+    /// Whether `f` reaches a changed module (see [`Relation::Reaches`]).
+    fn reaches(&mut self, f: &Failure) -> bool {
+        let frame_file = |frame: &str| -> bool {
+            let file = frame.split(':').next().unwrap_or("");
+            self.paths.contains(file)
+        };
+        if f.stack.iter().any(|fr| frame_file(fr)) {
             return true;
         }
         let (Some(file), Some(reader)) = (f.file.as_deref(), self.reader.as_ref()) else {
@@ -597,27 +694,6 @@ impl Changed {
         let hit = reader(file).is_some_and(|text| imports_name(&text, &self.modules));
         self.imports.insert(file.to_string(), hit);
         hit
-    }
-
-    fn relates_by_name(&self, f: &Failure) -> bool {
-        if let Some(file) = f.file.as_deref()
-            && (self.paths.contains(file)
-                || tested_module(file).is_some_and(|m| self.modules.contains(m))
-                || (file.ends_with(".go") && self.go_dirs.contains(parent_dir(file))))
-        {
-            return true;
-        }
-        let frame_file = |frame: &str| -> bool {
-            let file = frame.split(':').next().unwrap_or("");
-            self.paths.contains(file)
-        };
-        if f.stack.iter().any(|fr| frame_file(fr)) {
-            return true;
-        }
-        // A Rust test path names its module chain: `calc::tests::adds`.
-        let path = f.id.as_deref().unwrap_or(&f.test);
-        path.rsplit_once("::")
-            .is_some_and(|(modules, _)| modules.split("::").any(|s| self.modules.contains(s)))
     }
 }
 
@@ -677,7 +753,7 @@ impl Sanitizer {
 
     /// Adds a failure; identical ones (same kind, message, file, line) are folded. At most
     /// [`MAX_FAILURES`] distinct failures are kept; beyond that, a failure related to the
-    /// change takes the place of the last unrelated one kept.
+    /// change takes the place of the last one kept that is less closely related.
     pub fn push(&mut self, mut failure: Failure) {
         // The fold key is taken on the raw failure so that repeats cost one hash, not a clean.
         let key = fold_key(&failure);
@@ -691,8 +767,8 @@ impl Sanitizer {
             self.dropped += 1;
             return;
         }
-        let related = self.changed.relates(&failure);
-        if self.live >= MAX_FAILURES && !(related && self.evict_unrelated()) {
+        let relation = self.changed.relation(&failure);
+        if self.live >= MAX_FAILURES && !self.evict_below(relation) {
             self.drop_distinct(key, 1);
             return;
         }
@@ -706,17 +782,18 @@ impl Sanitizer {
             failure,
             key,
             count: 1,
-            related,
+            relation,
         }));
         self.live += 1;
     }
 
-    /// Drops the last kept failure unrelated to the change; false when there is none.
-    fn evict_unrelated(&mut self) -> bool {
+    /// Drops the last kept failure less closely related to the change than `relation`; false
+    /// when there is none.
+    fn evict_below(&mut self, relation: Relation) -> bool {
         let Some(i) = self
             .entries
             .iter()
-            .rposition(|e| e.as_ref().is_some_and(|e| !e.related))
+            .rposition(|e| e.as_ref().is_some_and(|e| e.relation < relation))
         else {
             return false;
         };
@@ -747,8 +824,9 @@ impl Sanitizer {
     }
 
     /// Renders everything within the budget: groups of failures (parameterised cases folded
-    /// into one entry that names their ids) in order — those related to the change first,
-    /// then one group per file in turn, so no single file takes the whole budget.
+    /// into one entry that names their ids) in order — the changed modules' own tests first,
+    /// then tests that reach the change, then the rest; within each, one group per file in
+    /// turn, so no single file takes the whole budget.
     pub fn finish(self) -> Sanitized {
         let mut out = String::new();
         if !self.header.is_empty() {
@@ -906,15 +984,19 @@ fn group_entries(entries: impl Iterator<Item = Entry>) -> Vec<Vec<Entry>> {
     groups
 }
 
-/// Groups related to the change first; within each class, one group per file in turn, each
-/// file's groups in arrival order.
+/// Groups of the changed modules' own tests first, then those that reach the change, then the
+/// rest; within each class, one group per file in turn, each file's groups in arrival order.
 fn order_groups(groups: Vec<Vec<Entry>>) -> Vec<Vec<Entry>> {
-    let (related, rest): (Vec<_>, Vec<_>) = groups
-        .into_iter()
-        .partition(|g| g.iter().any(|e| e.related));
-    let mut ordered = round_robin(related);
-    ordered.extend(round_robin(rest));
-    ordered
+    let mut classes: [Vec<Vec<Entry>>; 3] = Default::default();
+    for g in groups {
+        let class = match g.iter().map(|e| e.relation).max().unwrap_or_default() {
+            Relation::Own => 0,
+            Relation::Reaches => 1,
+            Relation::Unrelated => 2,
+        };
+        classes[class].push(g);
+    }
+    classes.into_iter().flat_map(round_robin).collect()
 }
 
 fn round_robin(groups: Vec<Vec<Entry>>) -> Vec<Vec<Entry>> {
@@ -1412,7 +1494,6 @@ mod tests {
         assert!(text_first.contains("tests/test_calc.py"), "{}", out.text);
         assert!(tested_module("tests/calc.spec.ts") == Some("calc"));
         assert!(module_of("src/calc/__init__.py") == Some("calc"));
-        assert!(module_of("src/lib.rs").is_none());
     }
 
     #[test]
@@ -1456,6 +1537,150 @@ mod tests {
                 "test/c.test.js",
                 "tests/d.rs",
                 "tests/test_a.py"
+            ]
+        );
+    }
+
+    fn order_of(changed: &[&str], failures: Vec<Failure>) -> Vec<String> {
+        let mut s = Sanitizer::new(1 << 16);
+        s.set_changed(changed);
+        for f in failures {
+            s.push(f);
+        }
+        s.finish().failures.into_iter().map(|f| f.message).collect()
+    }
+
+    #[test]
+    fn the_changed_modules_own_tests_come_before_tests_that_only_reach_it() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join("tests")).unwrap();
+        std::fs::write(
+            ws.path().join("tests/test_shapes.py"),
+            "from pkg.geometry import area\n",
+        )
+        .unwrap();
+        let mut s = Sanitizer::new(4096);
+        s.set_changed(["src/pkg/geometry.py"]);
+        let root = ws.path().to_path_buf();
+        s.set_file_reader(Box::new(move |rel: &str| {
+            std::fs::read_to_string(root.join(rel)).ok()
+        }));
+        // Reported first: a test that imports the module, one whose stack passes through it,
+        // an unrelated one; then the module's own test file.
+        s.push(failure("t", "imports", "tests/test_shapes.py", 1));
+        s.push(Failure {
+            stack: vec!["tests/test_z.py:3".into(), "src/pkg/geometry.py:9".into()],
+            ..failure("t", "through a frame", "tests/test_z.py", 3)
+        });
+        s.push(failure("t", "unrelated", "tests/test_other.py", 1));
+        s.push(failure("t", "own", "tests/test_geometry.py", 1));
+        let out = s.finish();
+        let order: Vec<&str> = out.failures.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(order, ["own", "imports", "through a frame", "unrelated"]);
+        assert!(
+            out.text.starts_with("FAIL tests/test_geometry.py:1"),
+            "{}",
+            out.text
+        );
+    }
+
+    #[test]
+    fn a_package_root_module_is_tested_by_the_index_test_of_its_test_directory() {
+        // gensync: `index.js` at the root, tested by `test/index.test.js`.
+        let order = order_of(
+            &["index.js"],
+            vec![
+                failure("t", "other", "test/api.test.js", 1),
+                failure("t", "own", "test/index.test.js", 1),
+            ],
+        );
+        assert_eq!(order, ["own", "other"]);
+        let order = order_of(
+            &["src/index.ts"],
+            vec![
+                failure("t", "other", "src/util.test.ts", 1),
+                failure("t", "own", "src/__tests__/index.test.ts", 1),
+            ],
+        );
+        assert_eq!(order, ["own", "other"]);
+        // Another directory's index is another module.
+        let order = order_of(
+            &["src/parser/index.ts"],
+            vec![
+                failure("t", "root", "test/index.test.ts", 1),
+                failure("t", "own", "src/parser/index.test.ts", 1),
+            ],
+        );
+        assert_eq!(order, ["own", "root"]);
+        assert_eq!(module_of("index.js"), Some(""));
+        assert_eq!(module_of("src/lib.rs"), Some(""));
+        assert_eq!(module_of("crates/calc/src/lib.rs"), Some("calc"));
+        assert_eq!(tested_module("test/index.test.js"), Some(""));
+        assert_eq!(tested_module("cmd/tool/main_test.go"), Some("tool"));
+        // A helper in a test directory is not the package.
+        assert_eq!(module_of("test/index.js"), Some("test"));
+    }
+
+    #[test]
+    fn a_go_failure_without_a_file_relates_by_its_package() {
+        // A panicking test or an example names no `x_test.go:12:` line: its id names the package.
+        let go = |msg: &str, id: &str| Failure {
+            test: id.rsplit_once("::").unwrap().1.into(),
+            id: Some(id.into()),
+            message: msg.into(),
+            ..Failure::default()
+        };
+        let order = order_of(
+            &["pkg/util/strings.go"],
+            vec![
+                failure("TestA", "other package", "pkg/app/app_test.go", 1),
+                go("other package, no file", "./pkg/app::ExampleA"),
+                go("own package, no file", "./pkg/util::TestPanics"),
+            ],
+        );
+        assert_eq!(
+            order,
+            [
+                "own package, no file",
+                "other package",
+                "other package, no file"
+            ]
+        );
+        let order = order_of(
+            &["main.go"],
+            vec![
+                go("other", "./cmd::TestX"),
+                go("root package", ".::TestMain"),
+            ],
+        );
+        assert_eq!(order, ["root package", "other"]);
+    }
+
+    #[test]
+    fn a_rust_doc_test_relates_by_the_file_it_is_written_in() {
+        // A doc test that no longer compiles has no panic location; its name has its file.
+        let order = order_of(
+            &["src/parse.rs"],
+            vec![
+                failure(
+                    "test_parse",
+                    "integration test",
+                    "tests/test_version.rs",
+                    38,
+                ),
+                Failure {
+                    test: "src/parse.rs - parse::Error (line 11)".into(),
+                    id: Some("src/parse.rs - parse::Error (line 11)".into()),
+                    message: "error[E0425]: cannot find function `parse` in this scope".into(),
+                    ..Failure::default()
+                },
+            ],
+        );
+        assert_eq!(
+            order,
+            [
+                "error[E0425]: cannot find function `parse` in this scope",
+                "integration test"
             ]
         );
     }

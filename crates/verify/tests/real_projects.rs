@@ -443,3 +443,65 @@ fn the_changed_modules_failures_come_first() {
         "{r:#?}"
     );
 }
+
+/// The first `FAIL ` entry of the diagnostics text.
+fn first_fail_entry(r: &VerdictReport) -> &str {
+    let first = r
+        .diagnostics
+        .find("FAIL ")
+        .unwrap_or_else(|| panic!("{r:#?}"));
+    r.diagnostics[first..].lines().next().unwrap_or("")
+}
+
+/// cargo: a change to `src/parse.rs` (a numeric identifier accepts letters) fails
+/// `tests/test_version.rs` and `tests/test_version_req.rs`, whose binaries cargo runs and reports
+/// first, and the module's own test, the doc test in `src/parse.rs`, which cargo runs last. The
+/// diagnostics must open with the doc test of the changed file.
+#[test]
+fn cargo_the_changed_modules_failures_come_first() {
+    let ws = in_place("semver");
+    let layer = staged(&ws, "src/parse.rs", "digit > b'9'", "digit > b'z'");
+    let r = verify_with(&ws, vec![layer.path().to_path_buf()], &options(None));
+    assert_eq!(r.runner, RunnerKind::Cargo, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(structured_in(&r, "tests/test_version.rs"), "{r:#?}");
+    let first = &r.failures[0];
+    assert_eq!(first.file.as_deref(), Some("src/parse.rs"), "{r:#?}");
+    assert!(first.test.starts_with("src/parse.rs - "), "{r:#?}");
+    assert!(
+        first_fail_entry(&r).starts_with("FAIL src/parse.rs:"),
+        "{r:#?}"
+    );
+}
+
+/// go: a change to `cmp/internal/value/name.go` (`interface{}` instead of `any` in type names)
+/// fails its own `name_test.go` and the reporter tests of the `cmp` package
+/// (`cmp/compare_test.go`), which `go test -p 1` runs and reports first. (`go test` reports
+/// packages as they finish; one package at a time the order is the same on every run.)
+#[test]
+fn go_the_changed_modules_failures_come_first() {
+    let ws = in_place("go-cmp");
+    let layer = staged(
+        &ws,
+        "cmp/internal/value/name.go",
+        r#"return append(b, "any"...)"#,
+        r#"return append(b, "interface{}"...)"#,
+    );
+    let r = verify_with(
+        &ws,
+        vec![layer.path().to_path_buf()],
+        &options(Some("go test -p 1 ./...")),
+    );
+    assert_eq!(r.runner, RunnerKind::Go, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(structured_in(&r, "cmp/compare_test.go"), "{r:#?}");
+    assert_eq!(
+        r.failures[0].file.as_deref(),
+        Some("cmp/internal/value/name_test.go"),
+        "{r:#?}"
+    );
+    assert!(
+        first_fail_entry(&r).starts_with("FAIL cmp/internal/value/name_test.go:"),
+        "{r:#?}"
+    );
+}
