@@ -32,6 +32,8 @@
 //! (crontabs, services, package-manager registries), upload channels and tunnels, and
 //! credential stores.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -480,9 +482,37 @@ impl Program {
     }
 }
 
+/// A hasher for program names: short ASCII keys, looked up a dozen times per command, where
+/// the default SipHash or a binary search over the sorted names costs more than the rest of the
+/// lookup. The keys are the table's own names, so no input can choose collisions that matter.
+#[derive(Default)]
+struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let word = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.write(&[b]);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The loaded table.
 #[derive(Debug)]
 pub(crate) struct Table {
+    /// Each name of [`index::NAME_INDEX`] and its position there.
+    names: HashMap<&'static str, usize, BuildHasherDefault<NameHasher>>,
     /// Each entry, parsed on first use (`None`: it failed to parse).
     entries: Vec<OnceLock<Option<Entry>>>,
     /// Each name of [`index::NAME_INDEX`], compiled on its first lookup (`None`: one of its
@@ -537,6 +567,11 @@ fn compile(entries: &[&Entry]) -> Program {
 impl Table {
     fn new() -> Table {
         Table {
+            names: index::NAME_INDEX
+                .iter()
+                .enumerate()
+                .map(|(k, (n, _))| (*n, k))
+                .collect(),
             entries: index::ENTRY_JSON.iter().map(|_| OnceLock::new()).collect(),
             programs: index::NAME_INDEX.iter().map(|_| OnceLock::new()).collect(),
             broken: AtomicBool::new(false),
@@ -566,9 +601,7 @@ impl Table {
 
     /// The compiled program named exactly `name`.
     fn get(&self, name: &str) -> Option<&Program> {
-        let k = index::NAME_INDEX
-            .binary_search_by(|(n, _)| (*n).cmp(name))
-            .ok()?;
+        let k = *self.names.get(name)?;
         self.programs[k]
             .get_or_init(|| {
                 let of: Option<Vec<&Entry>> = index::NAME_INDEX[k]
