@@ -926,16 +926,24 @@ impl Walker {
     /// Resolve wrappers, record the normalised command and judge it.
     fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
         self.resolve_name(&mut argv);
-        self.normalized.push(display_argv(&argv));
+        let shown = display_argv(&argv);
+        self.normalized.push(shown.clone());
         self.run_exported_functions(&argv);
-        if let Some(out) = self.unwrap(&mut argv, stdin) {
-            return out;
-        }
+        let unwrapped = match self.unwrap(&mut argv, stdin) {
+            Unwrapped::Handled(out) => return out,
+            Unwrapped::Same => false,
+            Unwrapped::Changed => true,
+        };
         self.set_positional(&argv);
         if let Some(out) = self.call_defined(&argv, stdin) {
             return out;
         }
-        rules::judge(self, &argv, stdin)
+        let shown = if unwrapped {
+            display_argv(&argv)
+        } else {
+            shown
+        };
+        rules::judge(self, &argv, stdin, &shown)
     }
 
     /// Run `bash -c CODE NAME ARGS…`: the code sees NAME as `$0` and ARGS as `$1`….
@@ -1564,6 +1572,16 @@ impl Effects for Walker {
     }
 }
 
+/// What stripping the wrappers off a command line left to do.
+enum Unwrapped {
+    /// The command was fully handled on the way.
+    Handled(Output),
+    /// No wrapper: the command line is as it was.
+    Same,
+    /// Wrappers were stripped: the command line is what they run.
+    Changed,
+}
+
 /// A word that is exactly a positional parameter: `$1`, `$@`, `${2}`, `$*`.
 /// A pipeline stage that shows only part of its input: `grep PATTERN` (not `-v`, not a pattern
 /// matching every line) or a count.
@@ -1835,9 +1853,8 @@ impl Walker {
         }
     }
 
-    /// Strip wrappers (`sudo`, `env`, `timeout`, …) off `argv`, judging each; `Some` when the
-    /// command was fully handled on the way.
-    fn unwrap(&mut self, argv: &mut Vec<Arg>, stdin: &Input) -> Option<Output> {
+    /// Strip wrappers (`sudo`, `env`, `timeout`, …) off `argv`, judging each.
+    fn unwrap(&mut self, argv: &mut Vec<Arg>, stdin: &Input) -> Unwrapped {
         for round in 0..=MAX_WRAPPERS {
             if round == MAX_WRAPPERS {
                 let shown = display_argv(argv);
@@ -1845,13 +1862,13 @@ impl Walker {
                     Family::Unparseable,
                     format!("`{shown}` nests more wrappers than the guard analyses."),
                 );
-                return Some(Output::unknown());
+                return Unwrapped::Handled(Output::unknown());
             }
             if argv.is_empty() {
-                return Some(Output::text(String::new()));
+                return Unwrapped::Handled(Output::text(String::new()));
             }
             if let Some(out) = self.unknown_head(argv, stdin) {
-                return Some(out);
+                return Unwrapped::Handled(out);
             }
             let name = program_name(&argv[0].text).to_owned();
             if self.functions.last() == Some(&name) && self.concurrent {
@@ -1864,15 +1881,18 @@ impl Walker {
             let wrap = strip_wrapper(&name, &argv[1..]);
             self.judge_launcher(&name, argv, &wrap);
             match wrap {
-                Wrap::No => return None,
-                Wrap::Inspect => return Some(Output::unknown()),
-                Wrap::NoCommand => return Some(rules::wrapper_alone(self, &name, argv, stdin)),
+                Wrap::No if round == 0 => return Unwrapped::Same,
+                Wrap::No => return Unwrapped::Changed,
+                Wrap::Inspect => return Unwrapped::Handled(Output::unknown()),
+                Wrap::NoCommand => {
+                    return Unwrapped::Handled(rules::wrapper_alone(self, &name, argv, stdin));
+                }
                 Wrap::Code(codes) => {
                     let shown = display_argv(argv);
                     for code in &codes {
                         self.run_code(code, stdin, &shown);
                     }
-                    return Some(Output::unknown());
+                    return Unwrapped::Handled(Output::unknown());
                 }
                 Wrap::Run { start, prepend } => {
                     let mut next = prepend;
@@ -1881,7 +1901,7 @@ impl Walker {
                 }
             }
         }
-        None
+        Unwrapped::Changed
     }
 
     /// A command word only known at run time (`$cmd`, a glob): denied, `Some` when so.

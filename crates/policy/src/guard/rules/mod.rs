@@ -34,13 +34,13 @@ fn is_file_reader(name: &str) -> bool {
 }
 
 /// Judge one command after its wrappers were peeled off; return what it writes to stdout.
-pub(crate) fn judge(w: &mut dyn Effects, argv: &[Arg], stdin: &Input) -> Output {
+/// `shown` is the command line as [`display_argv`] shows it.
+pub(crate) fn judge(w: &mut dyn Effects, argv: &[Arg], stdin: &Input, shown: &str) -> Output {
     let Some(head) = argv.first() else {
         return Output::text(String::new());
     };
-    let name = program_name(&head.text).to_owned();
+    let name = program_name(&head.text);
     let args = &argv[1..];
-    let shown = display_argv(argv);
 
     let relative = head.text.contains('/') && !head.text.starts_with(['/', '~', '$']);
     if w.is_downloaded(&plain_path(&head.text)) || (w.extracted_download() && relative) {
@@ -54,32 +54,32 @@ pub(crate) fn judge(w: &mut dyn Effects, argv: &[Arg], stdin: &Input) -> Output 
         w.run_script(&script, stdin);
     }
     for a in args {
-        check_path_word(w, &a.text, &shown);
+        check_path_word(w, &a.text, shown);
     }
-    check_credential_read(w, &name, args, &shown);
-    if prints_stored_credential(&name, args) {
+    check_credential_read(w, name, args, shown);
+    if prints_stored_credential(name, args) {
         w.deny(
             Family::Exfiltration,
             format!("`{shown}` prints a stored credential."),
         );
     }
-    destruction::check(w, &name, args, stdin, &shown);
-    env_dump::check(w, &name, args, &shown);
-    exfiltration::check(w, &name, args, stdin, &shown);
-    carried::check(w, &name, args, stdin, &shown);
-    privilege::check(w, &name, args, &shown);
-    for (family, reason) in denials(&name, args) {
+    destruction::check(w, name, args, stdin, shown);
+    env_dump::check(w, name, args, shown);
+    exfiltration::check(w, name, args, stdin, shown);
+    carried::check(w, name, args, stdin, shown);
+    privilege::check(w, name, args, shown);
+    for (family, reason) in denials(name, args) {
         w.deny(family, format!("`{shown}` {reason}."));
     }
-    if let Some(out) = code::check(w, &name, argv, stdin, &shown) {
+    if let Some(out) = code::check(w, name, argv, stdin, shown) {
         return out;
     }
-    effects(w, &name, args);
-    files::after_command(w, &name, args, stdin, &shown);
-    if matches!(name.as_str(), "read" | "mapfile" | "readarray") {
-        read_variables(w, &name, args, stdin);
+    effects(w, name, args);
+    files::after_command(w, name, args, stdin, shown);
+    if matches!(name, "read" | "mapfile" | "readarray") {
+        read_variables(w, name, args, stdin);
     }
-    produce(w, &name, args, stdin)
+    produce(w, name, args, stdin)
 }
 
 /// `read`, `mapfile`: variables read from a file or a stream carry what it brought in; lines
