@@ -96,10 +96,12 @@ impl Fields {
             self.started = false;
         }
     }
-    fn push(&mut self, v: &PieceVal, separators: &[char]) {
+    /// Append one piece value; `split`: the word undergoes field splitting at all.
+    fn push(&mut self, v: &PieceVal, split: bool, separators: &[char]) {
+        let splits = v.split && split;
         self.cur.dynamic |= v.dynamic;
         self.cur.taint.merge(v.taint);
-        if v.split && v.text.contains(separators) {
+        if splits && v.text.contains(separators) {
             let (dynamic, taint) = (v.dynamic, v.taint);
             for (k, part) in v.text.split(separators).enumerate() {
                 if k > 0 {
@@ -114,7 +116,7 @@ impl Fields {
             }
         } else {
             self.cur.text.push_str(&v.text);
-            if !v.text.is_empty() || !v.split {
+            if !v.text.is_empty() || !splits {
                 self.started = true;
             }
         }
@@ -585,7 +587,7 @@ impl Walker {
                     }]]
                 }
             };
-            lines = product(&lines, &alternatives);
+            lines = product(lines, alternatives);
         }
         lines
     }
@@ -1020,13 +1022,17 @@ impl Walker {
 
     /// Expand one word into its alternatives, each a list of fields.
     pub(crate) fn expand_word(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
-        let raws = brace_expand(raw);
+        let Some(raws) = brace_expand(raw) else {
+            let mut alternatives = self.expand_one(raw, split);
+            alternatives.truncate(MAX_ALTERNATIVES);
+            return alternatives;
+        };
         if split {
             // Brace expansion makes several words of one command line.
             let mut lines: Vec<Vec<Arg>> = vec![Vec::new()];
             for r in &raws {
                 let alternatives = self.expand_one(r, split);
-                lines = product(&lines, &alternatives);
+                lines = product(lines, alternatives);
             }
             return lines;
         }
@@ -1042,6 +1048,9 @@ impl Walker {
     }
 
     fn expand_one(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
+        if is_plain_word(raw) {
+            return vec![vec![Arg::literal(raw)]];
+        }
         let pieces = match parse::parse_word(raw) {
             Ok(p) => p,
             Err(_) => {
@@ -1065,17 +1074,24 @@ impl Walker {
         for p in &pieces {
             let vals = self.piece_values(raw, p, false);
             let mut next = Vec::new();
-            'outer: for s in &states {
-                for v in &vals {
+            'outer: for s in states {
+                let Some((last, rest)) = vals.split_last() else {
+                    continue;
+                };
+                for v in rest {
                     if next.len() >= MAX_ALTERNATIVES {
                         break 'outer;
                     }
                     let mut s = s.clone();
-                    let mut v = v.clone();
-                    v.split &= split;
-                    s.push(&v, &separators);
+                    s.push(v, split, &separators);
                     next.push(s);
                 }
+                if next.len() >= MAX_ALTERNATIVES {
+                    break 'outer;
+                }
+                let mut s = s;
+                s.push(last, split, &separators);
+                next.push(s);
             }
             states = next;
         }
@@ -1099,19 +1115,20 @@ impl Walker {
         for p in pieces {
             let vals = self.piece_values(raw, p, quoted);
             let mut next = Vec::new();
-            'outer: for a in &acc {
-                for v in &vals {
+            'outer: for a in acc {
+                let Some((last, rest)) = vals.split_last() else {
+                    continue;
+                };
+                for v in rest {
                     if next.len() >= MAX_ALTERNATIVES {
                         break 'outer;
                     }
-                    let mut a = a.clone();
-                    a.text.push_str(&v.text);
-                    a.dynamic |= v.dynamic;
-                    a.taint.merge(v.taint);
-                    a.split |= v.split;
-                    a.force_split |= v.force_split;
-                    next.push(a);
+                    next.push(concat_val(a.clone(), v));
                 }
+                if next.len() >= MAX_ALTERNATIVES {
+                    break 'outer;
+                }
+                next.push(concat_val(a, last));
             }
             acc = next;
         }
@@ -1672,6 +1689,22 @@ fn names_positional(text: &str) -> bool {
     })
 }
 
+/// A word bash reads as one literal text: no quotes, escapes, expansions or tilde (brace
+/// expansion is applied before). Parsing such a word gives exactly its text as one piece.
+fn is_plain_word(raw: &str) -> bool {
+    !raw.is_empty() && !raw.contains(['\'', '"', '$', '`', '~', '\\'])
+}
+
+/// `a` followed by the piece value `v`.
+fn concat_val(mut a: PieceVal, v: &PieceVal) -> PieceVal {
+    a.text.push_str(&v.text);
+    a.dynamic |= v.dynamic;
+    a.taint.merge(v.taint);
+    a.split |= v.split;
+    a.force_split |= v.force_split;
+    a
+}
+
 fn dynamic_val(text: &str) -> PieceVal {
     PieceVal {
         text: text.to_owned(),
@@ -1730,15 +1763,33 @@ fn merge_alternatives(a: Output, b: &Output) -> Output {
     out
 }
 
-fn product(lines: &[Vec<Arg>], alternatives: &[Vec<Arg>]) -> Vec<Vec<Arg>> {
+/// Every line followed by every alternative, in order, capped. The last use of a line or of
+/// an alternative moves it instead of copying it.
+fn product(lines: Vec<Vec<Arg>>, mut alternatives: Vec<Vec<Arg>>) -> Vec<Vec<Arg>> {
     let mut out = Vec::new();
-    for line in lines {
-        for alt in alternatives {
+    let count = lines.len();
+    let n = alternatives.len();
+    for (i, line) in lines.into_iter().enumerate() {
+        let mut line = Some(line);
+        for k in 0..n {
             if out.len() >= MAX_ALTERNATIVES {
                 return out;
             }
-            let mut l = line.clone();
-            l.extend(alt.iter().cloned());
+            let mut l = if k + 1 == n {
+                line.take().unwrap_or_default()
+            } else {
+                line.clone().unwrap_or_default()
+            };
+            let alt = if i + 1 == count {
+                std::mem::take(&mut alternatives[k])
+            } else {
+                alternatives[k].clone()
+            };
+            if l.is_empty() {
+                l = alt;
+            } else {
+                l.extend(alt);
+            }
             out.push(l);
         }
     }
@@ -1762,22 +1813,19 @@ fn unescape_backquoted(body: &str) -> String {
     out
 }
 
-/// Bash brace expansion (`{a,b}`, `{1..3}`) of an unquoted word, capped.
-fn brace_expand(raw: &str) -> Vec<String> {
+/// Bash brace expansion (`{a,b}`, `{1..3}`) of an unquoted word, capped; `None` when the
+/// word stays as it is.
+fn brace_expand(raw: &str) -> Option<Vec<String>> {
     if !raw.contains('{') || !(raw.contains(',') || raw.contains("..")) || raw.contains("${") {
-        return vec![raw.to_owned()];
+        return None;
     }
     match brush_parser::word::parse_brace_expansions(raw, &parse::options()) {
         Ok(Some(parts)) => {
             let mut out = expand_brace_parts(&parts);
             out.truncate(MAX_ALTERNATIVES);
-            if out.is_empty() {
-                vec![raw.to_owned()]
-            } else {
-                out
-            }
+            (!out.is_empty()).then_some(out)
         }
-        _ => vec![raw.to_owned()],
+        _ => None,
     }
 }
 
