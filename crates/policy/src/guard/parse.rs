@@ -47,7 +47,9 @@ impl ParseFailure {
 /// Parse a whole script.
 pub(crate) fn parse_script(src: &str) -> Result<Program, ParseFailure> {
     check_bounds(src)?;
-    let mut parser = Parser::new(std::io::BufReader::new(src.as_bytes()), &options());
+    // A byte slice is its own buffered reader: wrapping it in a `BufReader` would allocate and
+    // fill an 8 KiB buffer for every script, nested ones included.
+    let mut parser = Parser::new(src.as_bytes(), &options());
     parser.parse_program().map_err(|_| ParseFailure::Syntax)
 }
 
