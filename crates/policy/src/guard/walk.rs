@@ -1764,14 +1764,29 @@ fn merge_alternatives(a: Output, b: &Output) -> Output {
 }
 
 /// Every line followed by every alternative, in order, capped. The last use of a line or of
-/// an alternative moves it instead of copying it.
-fn product(lines: Vec<Vec<Arg>>, mut alternatives: Vec<Vec<Arg>>) -> Vec<Vec<Arg>> {
+/// an alternative moves it instead of copying it; one alternative extends the lines in place.
+fn product(mut lines: Vec<Vec<Arg>>, mut alternatives: Vec<Vec<Arg>>) -> Vec<Vec<Arg>> {
+    if let [alt] = alternatives.as_mut_slice()
+        && lines.len() <= MAX_ALTERNATIVES
+    {
+        let count = lines.len();
+        for (i, line) in lines.iter_mut().enumerate() {
+            if i + 1 < count {
+                line.extend(alt.iter().cloned());
+            } else if line.is_empty() {
+                *line = std::mem::take(alt);
+            } else {
+                line.append(alt);
+            }
+        }
+        return lines;
+    }
     let mut out = Vec::new();
     let count = lines.len();
     let n = alternatives.len();
     for (i, line) in lines.into_iter().enumerate() {
         let mut line = Some(line);
-        for k in 0..n {
+        for (k, alt) in alternatives.iter_mut().enumerate() {
             if out.len() >= MAX_ALTERNATIVES {
                 return out;
             }
@@ -1781,9 +1796,9 @@ fn product(lines: Vec<Vec<Arg>>, mut alternatives: Vec<Vec<Arg>>) -> Vec<Vec<Arg
                 line.clone().unwrap_or_default()
             };
             let alt = if i + 1 == count {
-                std::mem::take(&mut alternatives[k])
+                std::mem::take(alt)
             } else {
-                alternatives[k].clone()
+                alt.clone()
             };
             if l.is_empty() {
                 l = alt;
