@@ -32,6 +32,7 @@
 //! (crontabs, services, package-manager registries), upload channels and tunnels, and
 //! credential stores.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
@@ -276,7 +277,39 @@ impl Pattern {
 
     /// Whether the command line `args` (after the program name) matches.
     pub(crate) fn matches(&self, args: &[Arg]) -> bool {
-        self.alternatives.iter().any(|alt| matches_all(alt, args))
+        self.matches_line(&Line::new(args))
+    }
+
+    /// Whether the command line, as [`Line`] reads it, matches.
+    fn matches_line(&self, line: &Line<'_>) -> bool {
+        self.alternatives.iter().any(|alt| matches_all(alt, line))
+    }
+}
+
+/// A command line as the patterns read it: every argument in lower case, and the operands
+/// among them (the arguments that do not start with `-`). Built once for all the rules of a
+/// program.
+struct Line<'a> {
+    lower: Vec<Cow<'a, str>>,
+    operands: Vec<usize>,
+}
+
+impl<'a> Line<'a> {
+    fn new(args: &'a [Arg]) -> Self {
+        let lower: Vec<Cow<'a, str>> = args
+            .iter()
+            .map(|a| {
+                if a.text.bytes().any(|b| b.is_ascii_uppercase()) {
+                    Cow::Owned(a.text.to_ascii_lowercase())
+                } else {
+                    Cow::Borrowed(a.text.as_str())
+                }
+            })
+            .collect();
+        let operands = (0..lower.len())
+            .filter(|&i| !lower[i].starts_with('-'))
+            .collect();
+        Line { lower, operands }
     }
 }
 
@@ -284,24 +317,20 @@ fn alts(text: &str) -> Vec<String> {
     text.split('|').map(|s| s.to_ascii_lowercase()).collect()
 }
 
-fn matches_all(tokens: &[Token], args: &[Arg]) -> bool {
-    let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
+fn matches_all(tokens: &[Token], line: &Line<'_>) -> bool {
+    let lower = &line.lower;
     if tokens.is_empty() {
         return !lower
             .iter()
-            .any(|t| matches!(t.as_str(), "--help" | "--version"));
+            .any(|t| matches!(t.as_ref(), "--help" | "--version"));
     }
-    let operands: Vec<&str> = lower
-        .iter()
-        .map(String::as_str)
-        .filter(|t| !t.starts_with('-'))
-        .collect();
+    let operands = &line.operands;
     let mut next = 0;
     for token in tokens {
         let ok = match token {
             Token::Word(words) => match operands[next.min(operands.len())..]
                 .iter()
-                .position(|o| words.iter().any(|w| word_matches(w, o)))
+                .position(|&o| words.iter().any(|w| word_matches(w, &lower[o])))
             {
                 Some(k) => {
                     next += k + 1;
@@ -663,13 +692,15 @@ pub(crate) fn denials(name: &str, args: &[Arg]) -> Vec<(Family, &'static str)> {
         return Vec::new();
     }
     match found {
-        Some(p) => p
-            .rules
-            .iter()
-            .filter(|r| r.when.matches(args))
-            .map(|r| (r.family, r.reason.as_str()))
-            .collect(),
-        None => Vec::new(),
+        Some(p) if !p.rules.is_empty() => {
+            let line = Line::new(args);
+            p.rules
+                .iter()
+                .filter(|r| r.when.matches_line(&line))
+                .map(|r| (r.family, r.reason.as_str()))
+                .collect()
+        }
+        _ => Vec::new(),
     }
 }
 
