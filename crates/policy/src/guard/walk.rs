@@ -8,8 +8,9 @@
 //! past a cap the script is denied as `unparseable` rather than analysed partially.
 
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
-use brush_parser::ast;
+use brush_parser::ast::{self, Program};
 use brush_parser::word::{
     BraceExpressionMember, BraceExpressionOrText, Parameter, ParameterExpr, ParameterTransformOp,
     SpecialParameter, TildeExpr, WordPiece, WordPieceWithSource,
@@ -198,6 +199,8 @@ pub(crate) struct Walker {
     /// Functions the script defined: name and body source, re-walked at each call with the
     /// call's arguments as `$1`, `$@` (`wipe() { rm -rf "$1"; }; wipe /`).
     defined: HashMap<String, String>,
+    /// The trees of the function bodies called so far, by source.
+    bodies: HashMap<String, Rc<Program>>,
     /// Positional parameters of the function calls being walked, innermost last.
     positional: Vec<(Option<Arg>, Vec<Arg>)>,
     /// Functions being called, innermost last (recursion stops the re-walk).
@@ -233,6 +236,12 @@ impl Walker {
 
     /// Parse and walk a script (the top level, `bash -c`, `eval`, a heredoc fed to a shell, …).
     fn run_script(&mut self, src: &str, input: &Input) -> Output {
+        self.run_parsed(src, input, false)
+    }
+
+    /// [`Walker::run_script`]; `body`: the script is the body of a function the script
+    /// defined, parsed once per walk however often it is called.
+    fn run_parsed(&mut self, src: &str, input: &Input, body: bool) -> Output {
         if self.exhausted {
             return Output::unknown();
         }
@@ -247,7 +256,12 @@ impl Walker {
             self.exhaust("The script expands to more code than the guard analyses.");
             return Output::unknown();
         }
-        match parse::parse_script(src) {
+        let parsed = if body {
+            self.parse_body(src)
+        } else {
+            parse::parse_script(src).map(Rc::new)
+        };
+        match parsed {
             Ok(program) => {
                 self.depth += 1;
                 self.sources.push(src.to_owned());
@@ -266,6 +280,18 @@ impl Walker {
                 Output::unknown()
             }
         }
+    }
+
+    /// The tree of a function body, parsed at its first call.
+    fn parse_body(&mut self, src: &str) -> Result<Rc<Program>, parse::ParseFailure> {
+        if let Some(program) = self.bodies.get(src) {
+            return Ok(Rc::clone(program));
+        }
+        let program = Rc::new(parse::parse_script(src)?);
+        if self.bodies.len() < 64 {
+            self.bodies.insert(src.to_owned(), Rc::clone(&program));
+        }
+        Ok(program)
     }
 
     /// A loop body: walked again when it defined a function, since a later iteration can
@@ -2057,7 +2083,7 @@ impl Walker {
         }
         self.calling.push(name);
         self.positional.push((None, argv[1..].to_vec()));
-        let out = self.run_script(&body, stdin);
+        let out = self.run_parsed(&body, stdin, true);
         self.positional.pop();
         self.calling.pop();
         Some(out)
