@@ -70,7 +70,7 @@ pub(crate) fn parse_heredoc(body: &str) -> Result<Vec<WordPieceWithSource>, Pars
     brush_parser::word::parse_heredoc(body, &options()).map_err(|_| ParseFailure::Syntax)
 }
 
-fn check_bounds(src: &str) -> Result<(), ParseFailure> {
+pub(crate) fn check_bounds(src: &str) -> Result<(), ParseFailure> {
     if src.len() > MAX_LEN {
         return Err(ParseFailure::TooLong);
     }

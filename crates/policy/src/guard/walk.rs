@@ -7,6 +7,7 @@
 //! Bounds: nesting depth, number of commands and number of expansion alternatives are capped;
 //! past a cap the script is denied as `unparseable` rather than analysed partially.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
@@ -1074,9 +1075,14 @@ impl Walker {
     }
 
     fn expand_one(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
-        if is_plain_word(raw) {
-            return vec![vec![Arg::literal(raw)]];
+        if let Some(text) = literal_word(raw) {
+            return vec![vec![Arg::literal(text)]];
         }
+        self.expand_pieces(raw, split)
+    }
+
+    /// [`Walker::expand_one`] through the word parser.
+    fn expand_pieces(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
         let pieces = match parse::parse_word(raw) {
             Ok(p) => p,
             Err(_) => {
@@ -1715,10 +1721,41 @@ fn names_positional(text: &str) -> bool {
     })
 }
 
-/// A word bash reads as one literal text: no quotes, escapes, expansions or tilde (brace
-/// expansion is applied before). Parsing such a word gives exactly its text as one piece.
-fn is_plain_word(raw: &str) -> bool {
-    !raw.is_empty() && !raw.contains(['\'', '"', '$', '`', '~', '\\'])
+/// The text of a word bash reads as one literal field, quotes removed: plain text, `'…'` and
+/// `"…"` runs with no expansion, escape or unquoted tilde (`cargo`, `'*.rs'`, `--name="a b"`;
+/// brace expansion is applied before). The word parser gives such a word as literal pieces
+/// only, which make exactly this one field; a quoted word it would refuse as too deep is left
+/// to it.
+fn literal_word(raw: &str) -> Option<Cow<'_, str>> {
+    if raw.is_empty() || raw.contains(['$', '`', '\\']) {
+        return None;
+    }
+    if !raw.contains(['\'', '"', '~']) {
+        // Plain text: one text piece, and the word itself even past the parser's bounds.
+        return Some(Cow::Borrowed(raw));
+    }
+    if parse::check_bounds(raw).is_err() {
+        return None;
+    }
+    let mut text = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(c) = rest.chars().next() {
+        match c {
+            '\'' | '"' => {
+                let inner = &rest[1..];
+                let end = inner.find(c)?;
+                text.push_str(&inner[..end]);
+                rest = &inner[end + 1..];
+            }
+            '~' => return None,
+            _ => {
+                let end = rest.find(['\'', '"', '~']).unwrap_or(rest.len());
+                text.push_str(&rest[..end]);
+                rest = &rest[end..];
+            }
+        }
+    }
+    Some(Cow::Owned(text))
 }
 
 /// `a` followed by the piece value `v`.
@@ -2087,5 +2124,76 @@ impl Walker {
         self.positional.pop();
         self.calling.pop();
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where a word is read as literal text, the word parser gives the same one field.
+    fn literal_agrees(raw: &str) -> bool {
+        let Some(text) = literal_word(raw) else {
+            return false;
+        };
+        for split in [false, true] {
+            let parsed = Walker::default().expand_pieces(raw, split);
+            assert_eq!(parsed, vec![vec![Arg::literal(text.as_ref())]], "{raw:?}");
+        }
+        true
+    }
+
+    #[test]
+    fn literal_words_expand_as_the_parser_has_them() {
+        for raw in [
+            "cargo",
+            "'*.rs'",
+            "--name=\"a b\"",
+            "''",
+            "\"\"",
+            "a'b'c\"d\"e",
+            "'~'",
+            "\"~/x\"",
+            "'a\"b'",
+            "\"a'b\"",
+            "x:'y z'",
+            "{a,b}",
+            "'((((((((((((((((((((((((((('",
+        ] {
+            assert!(literal_agrees(raw), "{raw:?}");
+        }
+        for raw in [
+            "",
+            "~",
+            "~/x",
+            "a~'b'",
+            "'$x'",
+            "\"$x\"",
+            "'a",
+            "\"a",
+            "`x`",
+            "a\\ b",
+            "\"((((((((((((((((((((((((((\"",
+        ] {
+            assert!(literal_word(raw).is_none(), "{raw:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any run of plain, quoted and special pieces: where it is read as literal text, the
+        /// word parser agrees.
+        #[test]
+        fn literal_words_agree_with_the_parser(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "abc", "'x y'", "\"a b\"", "''", "\"\"", "~", "'~'", "\"~\"", "*.rs", "{a,b}",
+                    "=", ":", "'$x'", "\"$x\"", "\\n", "'", "\"", "(", "[", "é", "#", "\n", "'\n'",
+                    "((((((((((((", "\"\\\"\"", "-", "%",
+                ]),
+                1..6,
+            ),
+        ) {
+            literal_agrees(&pieces.concat());
+        }
     }
 }
