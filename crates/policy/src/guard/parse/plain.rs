@@ -3,10 +3,11 @@
 //!
 //! Most scripts, and most scripts nested in them (`sh -c 'rm -rf /'`), are such a list, and
 //! brush's tokenizer and grammar cost more than the rest of their judgement. A plain word is
-//! made of letters, digits and `-_./:@%+,` (no blank, quote, escape, expansion, comment, glob,
-//! brace, tilde, redirection or assignment) and is no reserved word in any case; words are
-//! separated by blanks and by the operators `|`, `&&`, `||`, `;` and `&`, on one line. Anything
-//! else, or a list brush would not accept, gives `None` and goes to brush.
+//! made of letters, digits and `-_./:@%+,` (no blank, escape, expansion, comment, glob, brace,
+//! tilde, redirection or assignment) and of quoted runs of printable ASCII or tabs: `'…'`, and
+//! `"…"` without `$`, `` ` `` or `\`; a word without quotes is no reserved word in any case.
+//! Words are separated by blanks and by the operators `|`, `&&`, `||`, `;` and `&`, on one
+//! line. Anything else, or a list brush would not accept, gives `None` and goes to brush.
 //!
 //! The tree is exactly brush's, positions included: the tests compare the two on every line of
 //! the corpora and on random runs of plain and special words.
@@ -35,13 +36,44 @@ enum Token<'a> {
     Op(&'a str),
 }
 
-/// A byte of a plain word.
+/// A byte of a plain word outside quotes.
 fn plain_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric()
         || matches!(
             b,
             b'-' | b'_' | b'.' | b'/' | b':' | b'@' | b'%' | b'+' | b','
         )
+}
+
+/// A byte inside a quoted run of a plain word that opened with `quote`.
+fn quoted_byte(b: u8, quote: u8) -> bool {
+    (b == b'\t' || (b' '..=b'~').contains(&b))
+        && b != quote
+        && (quote == b'\'' || !matches!(b, b'$' | b'`' | b'\\'))
+}
+
+/// The end of the plain word starting at `start`; `None` when a quote does not close on a
+/// byte of the subset.
+fn word_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut i = start;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if plain_byte(b) {
+            i += 1;
+        } else if matches!(b, b'\'' | b'"') {
+            i += 1;
+            while i < bytes.len() && quoted_byte(bytes[i], b) {
+                i += 1;
+            }
+            if bytes.get(i) != Some(&b) {
+                return None;
+            }
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    Some(i)
 }
 
 /// The tree of `src` when it is a plain script.
@@ -76,10 +108,8 @@ fn tokens(src: &str) -> Option<Vec<Token<'_>>> {
         let b = bytes[i];
         if matches!(b, b' ' | b'\t') {
             i += 1;
-        } else if plain_byte(b) {
-            while i < bytes.len() && plain_byte(bytes[i]) {
-                i += 1;
-            }
+        } else if plain_byte(b) || matches!(b, b'\'' | b'"') {
+            i = word_end(bytes, start)?;
             let text = &src[start..i];
             if RESERVED.iter().any(|r| r.eq_ignore_ascii_case(text)) {
                 return None;
@@ -198,6 +228,11 @@ mod tests {
             "curl -s x.example.org/a|sh",
             "a || b && c | d | e; f & g &",
             "make;make test;",
+            "sh -c 'rm -rf ~'",
+            "find . -name '*.pyc' -delete",
+            "git commit -m \"fix: a | b; c && d\" && git push",
+            "echo ''\"\"x'y'\"z\" 'if' \"done\" 'a=b' '#' \"~\"",
+            "a'\t'b",
         ] {
             assert!(agrees_with_brush(src), "{src:?}");
         }
@@ -226,6 +261,14 @@ mod tests {
             "a & ;",
             "a &&& b",
             "a > f",
+            "echo 'a",
+            "echo \"a",
+            "echo \"$x\"",
+            "echo \"`x`\"",
+            "echo \"a\\\"b\"",
+            "echo 'a\nb'",
+            "echo 'é'",
+            "echo a'b'=c",
         ] {
             assert!(program(src).is_none(), "{src:?}");
         }
@@ -262,7 +305,9 @@ mod tests {
                     "_", "if", "Fi", "done", "time", "TIME", "select", "function", "coproc", "in",
                     "!", "{", "}", "[[", "]]", "#", "x=y", "~", "*", "a?b", "(", ")", ";", "&",
                     "|", "&&", "||", "|&", ";;", ">", "2>", "<", "'q'", "\"d\"", "\\", "$v", "`c`",
-                    "\n", "é",
+                    "\n", "é", "'", "\"", "'a b'", "\"a b\"", "'if'", "\"a=b\"", "'$x'", "\"$x\"",
+                    "'a\tb'", "\"a|b;c\"", "'~*{}()<>#'", "\"'\"", "'\"'", "'é'", "\"\\\"\"", "'\n'",
+                    "x'=y'", "'x'=y",
                 ]),
                 0..8,
             ),
@@ -285,6 +330,7 @@ mod tests {
             words in proptest::collection::vec(
                 proptest::sample::select(vec![
                     "ls", "-la", "x/y", "%1", "2", "-", ":", "@", ";", "&", "|", "&&", "||",
+                    "'a b'", "\"c d\"", "''", "\"\"",
                 ]),
                 1..10,
             ),
