@@ -43,13 +43,17 @@ pub(crate) fn judge(w: &mut dyn Effects, argv: &[Arg], stdin: &Input, shown: &st
     let args = &argv[1..];
 
     let relative = head.text.contains('/') && !head.text.starts_with(['/', '~', '$']);
-    if w.is_downloaded(&plain_path(&head.text)) || (w.extracted_download() && relative) {
+    // (No download and no file written yet, the common case: no path to resolve.)
+    let downloaded = !w.downloaded().is_empty() && w.is_downloaded(&plain_path(&head.text));
+    if downloaded || (w.extracted_download() && relative) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
         );
     }
-    if let Some(script) = w.written().get(&plain_path(&head.text)).cloned() {
+    if !w.written().is_empty()
+        && let Some(script) = w.written().get(&plain_path(&head.text)).cloned()
+    {
         // A script the command line itself just wrote.
         w.run_script(&script, stdin);
     }
@@ -156,6 +160,29 @@ pub(crate) fn wrapper_alone(
 /// Listing or describing without the values (`kubectl get secrets`, `aws configure get
 /// region`) stays allowed.
 fn prints_stored_credential(name: &str, args: &[Arg]) -> bool {
+    // Only these programs print one (the arms below).
+    if !name.starts_with("docker-credential-")
+        && !matches!(
+            name,
+            "gh" | "gcloud"
+                | "az"
+                | "aws"
+                | "npm"
+                | "pnpm"
+                | "yarn"
+                | "kubectl"
+                | "oc"
+                | "security"
+                | "pass"
+                | "gopass"
+                | "op"
+                | "vault"
+                | "heroku"
+                | "git"
+        )
+    {
+        return false;
+    }
     let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
     let has = |flag: &str| {
         lower
