@@ -154,6 +154,12 @@ pub(crate) fn wrapper_alone(
     }
 }
 
+/// The programs of [`prints_stored_credential`] (besides `docker-credential-*`).
+const CREDENTIAL_PRINTERS: &[&str] = &[
+    "gh", "gcloud", "az", "aws", "npm", "pnpm", "yarn", "kubectl", "oc", "security", "pass",
+    "gopass", "op", "vault", "heroku", "git",
+];
+
 /// Commands whose job is to print a stored credential: `gh auth token`, `gcloud auth
 /// print-access-token`, `aws configure get aws_secret_access_key`, `kubectl get secret x -o
 /// yaml`, `security find-generic-password -w`, `vault kv get`, `git credential fill` …
@@ -161,26 +167,7 @@ pub(crate) fn wrapper_alone(
 /// region`) stays allowed.
 fn prints_stored_credential(name: &str, args: &[Arg]) -> bool {
     // Only these programs print one (the arms below).
-    if !name.starts_with("docker-credential-")
-        && !matches!(
-            name,
-            "gh" | "gcloud"
-                | "az"
-                | "aws"
-                | "npm"
-                | "pnpm"
-                | "yarn"
-                | "kubectl"
-                | "oc"
-                | "security"
-                | "pass"
-                | "gopass"
-                | "op"
-                | "vault"
-                | "heroku"
-                | "git"
-        )
-    {
+    if !name.starts_with("docker-credential-") && !CREDENTIAL_PRINTERS.contains(&name) {
         return false;
     }
     let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
