@@ -230,41 +230,63 @@ pub(crate) fn decode_base64(text: &str) -> Option<String> {
 }
 
 /// Quote a word for display when it would not read back as itself.
+#[cfg(test)]
 pub(crate) fn shell_quote(word: &str) -> String {
+    let mut out = String::with_capacity(word.len() + 2);
+    push_quoted(&mut out, word);
+    out
+}
+
+/// Append `word` to `out`, quoted when it would not read back as itself.
+fn push_quoted(out: &mut String, word: &str) {
     let plain = !word.is_empty()
         && word.chars().all(|c| {
             c.is_ascii_alphanumeric() || "-_./=:@%+,~*?[]{}$^#!".contains(c) || !c.is_ascii()
         });
     if plain {
-        word.to_owned()
+        out.push_str(word);
     } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
+        out.push('\'');
+        for (k, part) in word.split('\'').enumerate() {
+            if k > 0 {
+                out.push_str(r"'\''");
+            }
+            out.push_str(part);
+        }
+        out.push('\'');
     }
 }
 
+/// The longest display string, in characters, before [`shorten`] cuts it.
+const SHOWN_MAX: usize = 120;
+
 /// An argv as one display string, shortened for a sentence.
 pub(crate) fn display_argv(argv: &[Arg]) -> String {
-    let joined = argv
-        .iter()
-        .map(|a| shell_quote(&a.text))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let mut joined = String::with_capacity(argv.iter().map(|a| a.text.len() + 1).sum());
+    for (k, a) in argv.iter().enumerate() {
+        if k > 0 {
+            joined.push(' ');
+        }
+        push_quoted(&mut joined, &a.text);
+    }
+    // As many bytes as characters at most: nothing to cut or replace.
+    if joined.len() <= SHOWN_MAX && !joined.contains('\n') {
+        return joined;
+    }
     shorten(&joined)
 }
 
 /// Cut a display string to a readable length on a character boundary.
 pub(crate) fn shorten(text: &str) -> String {
-    const MAX: usize = 120;
-    let one_line: String = text
-        .chars()
-        .map(|c| if c == '\n' { ' ' } else { c })
-        .collect();
-    if one_line.chars().count() <= MAX {
-        one_line
-    } else {
-        let cut: String = one_line.chars().take(MAX).collect();
-        format!("{cut}…")
+    let mut out = String::with_capacity(text.len().min(4 * SHOWN_MAX + 3));
+    for (k, c) in text.chars().enumerate() {
+        if k == SHOWN_MAX {
+            out.push('…');
+            break;
+        }
+        out.push(if c == '\n' { ' ' } else { c });
     }
+    out
 }
 
 /// What the next command in a pipeline reads.

@@ -2,6 +2,8 @@
 //! once per nesting level, so input nested deeper than [`MAX_NESTING`] is refused before it
 //! can exhaust the stack.
 
+mod plain;
+
 use brush_parser::ast::Program;
 use brush_parser::word::WordPieceWithSource;
 use brush_parser::{Parser, ParserOptions};
@@ -47,7 +49,12 @@ impl ParseFailure {
 /// Parse a whole script.
 pub(crate) fn parse_script(src: &str) -> Result<Program, ParseFailure> {
     check_bounds(src)?;
-    let mut parser = Parser::new(std::io::BufReader::new(src.as_bytes()), &options());
+    if let Some(program) = plain::program(src) {
+        return Ok(program);
+    }
+    // A byte slice is its own buffered reader: wrapping it in a `BufReader` would allocate and
+    // fill an 8 KiB buffer for every script, nested ones included.
+    let mut parser = Parser::new(src.as_bytes(), &options());
     parser.parse_program().map_err(|_| ParseFailure::Syntax)
 }
 
@@ -63,7 +70,7 @@ pub(crate) fn parse_heredoc(body: &str) -> Result<Vec<WordPieceWithSource>, Pars
     brush_parser::word::parse_heredoc(body, &options()).map_err(|_| ParseFailure::Syntax)
 }
 
-fn check_bounds(src: &str) -> Result<(), ParseFailure> {
+pub(crate) fn check_bounds(src: &str) -> Result<(), ParseFailure> {
     if src.len() > MAX_LEN {
         return Err(ParseFailure::TooLong);
     }

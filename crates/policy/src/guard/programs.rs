@@ -32,6 +32,9 @@
 //! (crontabs, services, package-manager registries), upload channels and tunnels, and
 //! credential stores.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -274,7 +277,39 @@ impl Pattern {
 
     /// Whether the command line `args` (after the program name) matches.
     pub(crate) fn matches(&self, args: &[Arg]) -> bool {
-        self.alternatives.iter().any(|alt| matches_all(alt, args))
+        self.matches_line(&Line::new(args))
+    }
+
+    /// Whether the command line, as [`Line`] reads it, matches.
+    fn matches_line(&self, line: &Line<'_>) -> bool {
+        self.alternatives.iter().any(|alt| matches_all(alt, line))
+    }
+}
+
+/// A command line as the patterns read it: every argument in lower case, and the operands
+/// among them (the arguments that do not start with `-`). Built once for all the rules of a
+/// program.
+struct Line<'a> {
+    lower: Vec<Cow<'a, str>>,
+    operands: Vec<usize>,
+}
+
+impl<'a> Line<'a> {
+    fn new(args: &'a [Arg]) -> Self {
+        let lower: Vec<Cow<'a, str>> = args
+            .iter()
+            .map(|a| {
+                if a.text.bytes().any(|b| b.is_ascii_uppercase()) {
+                    Cow::Owned(a.text.to_ascii_lowercase())
+                } else {
+                    Cow::Borrowed(a.text.as_str())
+                }
+            })
+            .collect();
+        let operands = (0..lower.len())
+            .filter(|&i| !lower[i].starts_with('-'))
+            .collect();
+        Line { lower, operands }
     }
 }
 
@@ -282,24 +317,20 @@ fn alts(text: &str) -> Vec<String> {
     text.split('|').map(|s| s.to_ascii_lowercase()).collect()
 }
 
-fn matches_all(tokens: &[Token], args: &[Arg]) -> bool {
-    let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
+fn matches_all(tokens: &[Token], line: &Line<'_>) -> bool {
+    let lower = &line.lower;
     if tokens.is_empty() {
         return !lower
             .iter()
-            .any(|t| matches!(t.as_str(), "--help" | "--version"));
+            .any(|t| matches!(t.as_ref(), "--help" | "--version"));
     }
-    let operands: Vec<&str> = lower
-        .iter()
-        .map(String::as_str)
-        .filter(|t| !t.starts_with('-'))
-        .collect();
+    let operands = &line.operands;
     let mut next = 0;
     for token in tokens {
         let ok = match token {
             Token::Word(words) => match operands[next.min(operands.len())..]
                 .iter()
-                .position(|o| words.iter().any(|w| word_matches(w, o)))
+                .position(|&o| words.iter().any(|w| word_matches(w, &lower[o])))
             {
                 Some(k) => {
                     next += k + 1;
@@ -480,9 +511,37 @@ impl Program {
     }
 }
 
+/// A hasher for program names: short ASCII keys, looked up a dozen times per command, where
+/// the default SipHash or a binary search over the sorted names costs more than the rest of the
+/// lookup. The keys are the table's own names, so no input can choose collisions that matter.
+#[derive(Default)]
+struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let word = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.write(&[b]);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The loaded table.
 #[derive(Debug)]
 pub(crate) struct Table {
+    /// Each name of [`index::NAME_INDEX`] and its position there.
+    names: HashMap<&'static str, usize, BuildHasherDefault<NameHasher>>,
     /// Each entry, parsed on first use (`None`: it failed to parse).
     entries: Vec<OnceLock<Option<Entry>>>,
     /// Each name of [`index::NAME_INDEX`], compiled on its first lookup (`None`: one of its
@@ -537,6 +596,11 @@ fn compile(entries: &[&Entry]) -> Program {
 impl Table {
     fn new() -> Table {
         Table {
+            names: index::NAME_INDEX
+                .iter()
+                .enumerate()
+                .map(|(k, (n, _))| (*n, k))
+                .collect(),
             entries: index::ENTRY_JSON.iter().map(|_| OnceLock::new()).collect(),
             programs: index::NAME_INDEX.iter().map(|_| OnceLock::new()).collect(),
             broken: AtomicBool::new(false),
@@ -566,9 +630,7 @@ impl Table {
 
     /// The compiled program named exactly `name`.
     fn get(&self, name: &str) -> Option<&Program> {
-        let k = index::NAME_INDEX
-            .binary_search_by(|(n, _)| (*n).cmp(name))
-            .ok()?;
+        let k = *self.names.get(name)?;
         self.programs[k]
             .get_or_init(|| {
                 let of: Option<Vec<&Entry>> = index::NAME_INDEX[k]
@@ -630,13 +692,15 @@ pub(crate) fn denials(name: &str, args: &[Arg]) -> Vec<(Family, &'static str)> {
         return Vec::new();
     }
     match found {
-        Some(p) => p
-            .rules
-            .iter()
-            .filter(|r| r.when.matches(args))
-            .map(|r| (r.family, r.reason.as_str()))
-            .collect(),
-        None => Vec::new(),
+        Some(p) if !p.rules.is_empty() => {
+            let line = Line::new(args);
+            p.rules
+                .iter()
+                .filter(|r| r.when.matches_line(&line))
+                .map(|r| (r.family, r.reason.as_str()))
+                .collect()
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -7,9 +7,11 @@
 //! Bounds: nesting depth, number of commands and number of expansion alternatives are capped;
 //! past a cap the script is denied as `unparseable` rather than analysed partially.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
-use brush_parser::ast;
+use brush_parser::ast::{self, Program};
 use brush_parser::word::{
     BraceExpressionMember, BraceExpressionOrText, Parameter, ParameterExpr, ParameterTransformOp,
     SpecialParameter, TildeExpr, WordPiece, WordPieceWithSource,
@@ -96,10 +98,12 @@ impl Fields {
             self.started = false;
         }
     }
-    fn push(&mut self, v: &PieceVal, separators: &[char]) {
+    /// Append one piece value; `split`: the word undergoes field splitting at all.
+    fn push(&mut self, v: &PieceVal, split: bool, separators: &[char]) {
+        let splits = v.split && split;
         self.cur.dynamic |= v.dynamic;
         self.cur.taint.merge(v.taint);
-        if v.split && v.text.contains(separators) {
+        if splits && v.text.contains(separators) {
             let (dynamic, taint) = (v.dynamic, v.taint);
             for (k, part) in v.text.split(separators).enumerate() {
                 if k > 0 {
@@ -114,7 +118,7 @@ impl Fields {
             }
         } else {
             self.cur.text.push_str(&v.text);
-            if !v.text.is_empty() || !v.split {
+            if !v.text.is_empty() || !splits {
                 self.started = true;
             }
         }
@@ -196,6 +200,8 @@ pub(crate) struct Walker {
     /// Functions the script defined: name and body source, re-walked at each call with the
     /// call's arguments as `$1`, `$@` (`wipe() { rm -rf "$1"; }; wipe /`).
     defined: HashMap<String, String>,
+    /// The trees of the function bodies called so far, by source.
+    bodies: HashMap<String, Rc<Program>>,
     /// Positional parameters of the function calls being walked, innermost last.
     positional: Vec<(Option<Arg>, Vec<Arg>)>,
     /// Functions being called, innermost last (recursion stops the re-walk).
@@ -231,6 +237,12 @@ impl Walker {
 
     /// Parse and walk a script (the top level, `bash -c`, `eval`, a heredoc fed to a shell, …).
     fn run_script(&mut self, src: &str, input: &Input) -> Output {
+        self.run_parsed(src, input, false)
+    }
+
+    /// [`Walker::run_script`]; `body`: the script is the body of a function the script
+    /// defined, parsed once per walk however often it is called.
+    fn run_parsed(&mut self, src: &str, input: &Input, body: bool) -> Output {
         if self.exhausted {
             return Output::unknown();
         }
@@ -245,7 +257,12 @@ impl Walker {
             self.exhaust("The script expands to more code than the guard analyses.");
             return Output::unknown();
         }
-        match parse::parse_script(src) {
+        let parsed = if body {
+            self.parse_body(src)
+        } else {
+            parse::parse_script(src).map(Rc::new)
+        };
+        match parsed {
             Ok(program) => {
                 self.depth += 1;
                 self.sources.push(src.to_owned());
@@ -264,6 +281,18 @@ impl Walker {
                 Output::unknown()
             }
         }
+    }
+
+    /// The tree of a function body, parsed at its first call.
+    fn parse_body(&mut self, src: &str) -> Result<Rc<Program>, parse::ParseFailure> {
+        if let Some(program) = self.bodies.get(src) {
+            return Ok(Rc::clone(program));
+        }
+        let program = Rc::new(parse::parse_script(src)?);
+        if self.bodies.len() < 64 {
+            self.bodies.insert(src.to_owned(), Rc::clone(&program));
+        }
+        Ok(program)
     }
 
     /// A loop body: walked again when it defined a function, since a later iteration can
@@ -585,7 +614,7 @@ impl Walker {
                     }]]
                 }
             };
-            lines = product(&lines, &alternatives);
+            lines = product(lines, alternatives);
         }
         lines
     }
@@ -926,16 +955,24 @@ impl Walker {
     /// Resolve wrappers, record the normalised command and judge it.
     fn run_argv(&mut self, mut argv: Vec<Arg>, stdin: &Input) -> Output {
         self.resolve_name(&mut argv);
-        self.normalized.push(display_argv(&argv));
+        let shown = display_argv(&argv);
+        self.normalized.push(shown.clone());
         self.run_exported_functions(&argv);
-        if let Some(out) = self.unwrap(&mut argv, stdin) {
-            return out;
-        }
+        let unwrapped = match self.unwrap(&mut argv, stdin) {
+            Unwrapped::Handled(out) => return out,
+            Unwrapped::Same => false,
+            Unwrapped::Changed => true,
+        };
         self.set_positional(&argv);
         if let Some(out) = self.call_defined(&argv, stdin) {
             return out;
         }
-        rules::judge(self, &argv, stdin)
+        let shown = if unwrapped {
+            display_argv(&argv)
+        } else {
+            shown
+        };
+        rules::judge(self, &argv, stdin, &shown)
     }
 
     /// Run `bash -c CODE NAME ARGS…`: the code sees NAME as `$0` and ARGS as `$1`….
@@ -1012,13 +1049,17 @@ impl Walker {
 
     /// Expand one word into its alternatives, each a list of fields.
     pub(crate) fn expand_word(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
-        let raws = brace_expand(raw);
+        let Some(raws) = brace_expand(raw) else {
+            let mut alternatives = self.expand_one(raw, split);
+            alternatives.truncate(MAX_ALTERNATIVES);
+            return alternatives;
+        };
         if split {
             // Brace expansion makes several words of one command line.
             let mut lines: Vec<Vec<Arg>> = vec![Vec::new()];
             for r in &raws {
                 let alternatives = self.expand_one(r, split);
-                lines = product(&lines, &alternatives);
+                lines = product(lines, alternatives);
             }
             return lines;
         }
@@ -1034,6 +1075,14 @@ impl Walker {
     }
 
     fn expand_one(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
+        if let Some(text) = literal_word(raw) {
+            return vec![vec![Arg::literal(text)]];
+        }
+        self.expand_pieces(raw, split)
+    }
+
+    /// [`Walker::expand_one`] through the word parser.
+    fn expand_pieces(&mut self, raw: &str, split: bool) -> Vec<Vec<Arg>> {
         let pieces = match parse::parse_word(raw) {
             Ok(p) => p,
             Err(_) => {
@@ -1057,17 +1106,24 @@ impl Walker {
         for p in &pieces {
             let vals = self.piece_values(raw, p, false);
             let mut next = Vec::new();
-            'outer: for s in &states {
-                for v in &vals {
+            'outer: for s in states {
+                let Some((last, rest)) = vals.split_last() else {
+                    continue;
+                };
+                for v in rest {
                     if next.len() >= MAX_ALTERNATIVES {
                         break 'outer;
                     }
                     let mut s = s.clone();
-                    let mut v = v.clone();
-                    v.split &= split;
-                    s.push(&v, &separators);
+                    s.push(v, split, &separators);
                     next.push(s);
                 }
+                if next.len() >= MAX_ALTERNATIVES {
+                    break 'outer;
+                }
+                let mut s = s;
+                s.push(last, split, &separators);
+                next.push(s);
             }
             states = next;
         }
@@ -1091,19 +1147,20 @@ impl Walker {
         for p in pieces {
             let vals = self.piece_values(raw, p, quoted);
             let mut next = Vec::new();
-            'outer: for a in &acc {
-                for v in &vals {
+            'outer: for a in acc {
+                let Some((last, rest)) = vals.split_last() else {
+                    continue;
+                };
+                for v in rest {
                     if next.len() >= MAX_ALTERNATIVES {
                         break 'outer;
                     }
-                    let mut a = a.clone();
-                    a.text.push_str(&v.text);
-                    a.dynamic |= v.dynamic;
-                    a.taint.merge(v.taint);
-                    a.split |= v.split;
-                    a.force_split |= v.force_split;
-                    next.push(a);
+                    next.push(concat_val(a.clone(), v));
                 }
+                if next.len() >= MAX_ALTERNATIVES {
+                    break 'outer;
+                }
+                next.push(concat_val(a, last));
             }
             acc = next;
         }
@@ -1564,6 +1621,16 @@ impl Effects for Walker {
     }
 }
 
+/// What stripping the wrappers off a command line left to do.
+enum Unwrapped {
+    /// The command was fully handled on the way.
+    Handled(Output),
+    /// No wrapper: the command line is as it was.
+    Same,
+    /// Wrappers were stripped: the command line is what they run.
+    Changed,
+}
+
 /// A word that is exactly a positional parameter: `$1`, `$@`, `${2}`, `$*`.
 /// A pipeline stage that shows only part of its input: `grep PATTERN` (not `-v`, not a pattern
 /// matching every line) or a count.
@@ -1654,6 +1721,53 @@ fn names_positional(text: &str) -> bool {
     })
 }
 
+/// The text of a word bash reads as one literal field, quotes removed: plain text, `'…'` and
+/// `"…"` runs with no expansion, escape or unquoted tilde (`cargo`, `'*.rs'`, `--name="a b"`;
+/// brace expansion is applied before). The word parser gives such a word as literal pieces
+/// only, which make exactly this one field; a quoted word it would refuse as too deep is left
+/// to it.
+fn literal_word(raw: &str) -> Option<Cow<'_, str>> {
+    if raw.is_empty() || raw.contains(['$', '`', '\\']) {
+        return None;
+    }
+    if !raw.contains(['\'', '"', '~']) {
+        // Plain text: one text piece, and the word itself even past the parser's bounds.
+        return Some(Cow::Borrowed(raw));
+    }
+    if parse::check_bounds(raw).is_err() {
+        return None;
+    }
+    let mut text = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(c) = rest.chars().next() {
+        match c {
+            '\'' | '"' => {
+                let inner = &rest[1..];
+                let end = inner.find(c)?;
+                text.push_str(&inner[..end]);
+                rest = &inner[end + 1..];
+            }
+            '~' => return None,
+            _ => {
+                let end = rest.find(['\'', '"', '~']).unwrap_or(rest.len());
+                text.push_str(&rest[..end]);
+                rest = &rest[end..];
+            }
+        }
+    }
+    Some(Cow::Owned(text))
+}
+
+/// `a` followed by the piece value `v`.
+fn concat_val(mut a: PieceVal, v: &PieceVal) -> PieceVal {
+    a.text.push_str(&v.text);
+    a.dynamic |= v.dynamic;
+    a.taint.merge(v.taint);
+    a.split |= v.split;
+    a.force_split |= v.force_split;
+    a
+}
+
 fn dynamic_val(text: &str) -> PieceVal {
     PieceVal {
         text: text.to_owned(),
@@ -1712,15 +1826,48 @@ fn merge_alternatives(a: Output, b: &Output) -> Output {
     out
 }
 
-fn product(lines: &[Vec<Arg>], alternatives: &[Vec<Arg>]) -> Vec<Vec<Arg>> {
+/// Every line followed by every alternative, in order, capped. The last use of a line or of
+/// an alternative moves it instead of copying it; one alternative extends the lines in place.
+fn product(mut lines: Vec<Vec<Arg>>, mut alternatives: Vec<Vec<Arg>>) -> Vec<Vec<Arg>> {
+    if let [alt] = alternatives.as_mut_slice()
+        && lines.len() <= MAX_ALTERNATIVES
+    {
+        let count = lines.len();
+        for (i, line) in lines.iter_mut().enumerate() {
+            if i + 1 < count {
+                line.extend(alt.iter().cloned());
+            } else if line.is_empty() {
+                *line = std::mem::take(alt);
+            } else {
+                line.append(alt);
+            }
+        }
+        return lines;
+    }
     let mut out = Vec::new();
-    for line in lines {
-        for alt in alternatives {
+    let count = lines.len();
+    let n = alternatives.len();
+    for (i, line) in lines.into_iter().enumerate() {
+        let mut line = Some(line);
+        for (k, alt) in alternatives.iter_mut().enumerate() {
             if out.len() >= MAX_ALTERNATIVES {
                 return out;
             }
-            let mut l = line.clone();
-            l.extend(alt.iter().cloned());
+            let mut l = if k + 1 == n {
+                line.take().unwrap_or_default()
+            } else {
+                line.clone().unwrap_or_default()
+            };
+            let alt = if i + 1 == count {
+                std::mem::take(alt)
+            } else {
+                alt.clone()
+            };
+            if l.is_empty() {
+                l = alt;
+            } else {
+                l.extend(alt);
+            }
             out.push(l);
         }
     }
@@ -1744,22 +1891,19 @@ fn unescape_backquoted(body: &str) -> String {
     out
 }
 
-/// Bash brace expansion (`{a,b}`, `{1..3}`) of an unquoted word, capped.
-fn brace_expand(raw: &str) -> Vec<String> {
+/// Bash brace expansion (`{a,b}`, `{1..3}`) of an unquoted word, capped; `None` when the
+/// word stays as it is.
+fn brace_expand(raw: &str) -> Option<Vec<String>> {
     if !raw.contains('{') || !(raw.contains(',') || raw.contains("..")) || raw.contains("${") {
-        return vec![raw.to_owned()];
+        return None;
     }
     match brush_parser::word::parse_brace_expansions(raw, &parse::options()) {
         Ok(Some(parts)) => {
             let mut out = expand_brace_parts(&parts);
             out.truncate(MAX_ALTERNATIVES);
-            if out.is_empty() {
-                vec![raw.to_owned()]
-            } else {
-                out
-            }
+            (!out.is_empty()).then_some(out)
         }
-        _ => vec![raw.to_owned()],
+        _ => None,
     }
 }
 
@@ -1835,9 +1979,8 @@ impl Walker {
         }
     }
 
-    /// Strip wrappers (`sudo`, `env`, `timeout`, …) off `argv`, judging each; `Some` when the
-    /// command was fully handled on the way.
-    fn unwrap(&mut self, argv: &mut Vec<Arg>, stdin: &Input) -> Option<Output> {
+    /// Strip wrappers (`sudo`, `env`, `timeout`, …) off `argv`, judging each.
+    fn unwrap(&mut self, argv: &mut Vec<Arg>, stdin: &Input) -> Unwrapped {
         for round in 0..=MAX_WRAPPERS {
             if round == MAX_WRAPPERS {
                 let shown = display_argv(argv);
@@ -1845,13 +1988,13 @@ impl Walker {
                     Family::Unparseable,
                     format!("`{shown}` nests more wrappers than the guard analyses."),
                 );
-                return Some(Output::unknown());
+                return Unwrapped::Handled(Output::unknown());
             }
             if argv.is_empty() {
-                return Some(Output::text(String::new()));
+                return Unwrapped::Handled(Output::text(String::new()));
             }
             if let Some(out) = self.unknown_head(argv, stdin) {
-                return Some(out);
+                return Unwrapped::Handled(out);
             }
             let name = program_name(&argv[0].text).to_owned();
             if self.functions.last() == Some(&name) && self.concurrent {
@@ -1864,15 +2007,18 @@ impl Walker {
             let wrap = strip_wrapper(&name, &argv[1..]);
             self.judge_launcher(&name, argv, &wrap);
             match wrap {
-                Wrap::No => return None,
-                Wrap::Inspect => return Some(Output::unknown()),
-                Wrap::NoCommand => return Some(rules::wrapper_alone(self, &name, argv, stdin)),
+                Wrap::No if round == 0 => return Unwrapped::Same,
+                Wrap::No => return Unwrapped::Changed,
+                Wrap::Inspect => return Unwrapped::Handled(Output::unknown()),
+                Wrap::NoCommand => {
+                    return Unwrapped::Handled(rules::wrapper_alone(self, &name, argv, stdin));
+                }
                 Wrap::Code(codes) => {
                     let shown = display_argv(argv);
                     for code in &codes {
                         self.run_code(code, stdin, &shown);
                     }
-                    return Some(Output::unknown());
+                    return Unwrapped::Handled(Output::unknown());
                 }
                 Wrap::Run { start, prepend } => {
                     let mut next = prepend;
@@ -1881,7 +2027,7 @@ impl Walker {
                 }
             }
         }
-        None
+        Unwrapped::Changed
     }
 
     /// A command word only known at run time (`$cmd`, a glob): denied, `Some` when so.
@@ -1974,9 +2120,80 @@ impl Walker {
         }
         self.calling.push(name);
         self.positional.push((None, argv[1..].to_vec()));
-        let out = self.run_script(&body, stdin);
+        let out = self.run_parsed(&body, stdin, true);
         self.positional.pop();
         self.calling.pop();
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where a word is read as literal text, the word parser gives the same one field.
+    fn literal_agrees(raw: &str) -> bool {
+        let Some(text) = literal_word(raw) else {
+            return false;
+        };
+        for split in [false, true] {
+            let parsed = Walker::default().expand_pieces(raw, split);
+            assert_eq!(parsed, vec![vec![Arg::literal(text.as_ref())]], "{raw:?}");
+        }
+        true
+    }
+
+    #[test]
+    fn literal_words_expand_as_the_parser_has_them() {
+        for raw in [
+            "cargo",
+            "'*.rs'",
+            "--name=\"a b\"",
+            "''",
+            "\"\"",
+            "a'b'c\"d\"e",
+            "'~'",
+            "\"~/x\"",
+            "'a\"b'",
+            "\"a'b\"",
+            "x:'y z'",
+            "{a,b}",
+            "'((((((((((((((((((((((((((('",
+        ] {
+            assert!(literal_agrees(raw), "{raw:?}");
+        }
+        for raw in [
+            "",
+            "~",
+            "~/x",
+            "a~'b'",
+            "'$x'",
+            "\"$x\"",
+            "'a",
+            "\"a",
+            "`x`",
+            "a\\ b",
+            "\"((((((((((((((((((((((((((\"",
+        ] {
+            assert!(literal_word(raw).is_none(), "{raw:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any run of plain, quoted and special pieces: where it is read as literal text, the
+        /// word parser agrees.
+        #[test]
+        fn literal_words_agree_with_the_parser(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "abc", "'x y'", "\"a b\"", "''", "\"\"", "~", "'~'", "\"~\"", "*.rs", "{a,b}",
+                    "=", ":", "'$x'", "\"$x\"", "\\n", "'", "\"", "(", "[", "é", "#", "\n", "'\n'",
+                    "((((((((((((", "\"\\\"\"", "-", "%",
+                ]),
+                1..6,
+            ),
+        ) {
+            literal_agrees(&pieces.concat());
+        }
     }
 }

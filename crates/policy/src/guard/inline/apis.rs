@@ -3,6 +3,9 @@
 //! or longest entry wins, so `os.environ.get` (one variable) overrides `os.environ` (all of
 //! them) and `os.environ.*` (setting one is inert).
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 /// What a call (or, for a reference that is not called, what handing the function on) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Api {
@@ -277,34 +280,59 @@ const JAVASCRIPT: &[(&str, Api)] = &[
     ("import", Api::Import),
 ];
 
-/// Look `name` up in a table: the exact entry, else the longest `prefix*` entry. A method of
-/// a call's result (`socket.socket().connect`) is not a module function: the call that made
-/// the object was judged.
-fn lookup(table: &[(&str, Api)], name: &str) -> Option<Api> {
-    if name.contains("()") {
-        return None;
-    }
-    let mut best: Option<(usize, Api)> = None;
-    for (pattern, api) in table {
-        if let Some(prefix) = pattern.strip_suffix('*') {
-            if name.starts_with(prefix) && best.is_none_or(|(len, _)| prefix.len() > len) {
-                best = Some((prefix.len(), *api));
+/// A table indexed for [`Index::lookup`]: its exact entries by name (the first of a name
+/// wins) and its `prefix*` entries in table order. The walkers look a name up for every call
+/// and reference, so the table is not scanned each time.
+struct Index {
+    exact: HashMap<&'static str, Api>,
+    prefixes: Vec<(&'static str, Api)>,
+}
+
+impl Index {
+    fn new(table: &[(&'static str, Api)]) -> Index {
+        let mut exact = HashMap::new();
+        let mut prefixes = Vec::new();
+        for &(pattern, api) in table {
+            match pattern.strip_suffix('*') {
+                Some(prefix) => prefixes.push((prefix, api)),
+                None => {
+                    exact.entry(pattern).or_insert(api);
+                }
             }
-        } else if *pattern == name {
+        }
+        Index { exact, prefixes }
+    }
+
+    /// Look `name` up: the exact entry, else the longest `prefix*` entry (the first of that
+    /// length). A method of a call's result (`socket.socket().connect`) is not a module
+    /// function: the call that made the object was judged.
+    fn lookup(&self, name: &str) -> Option<Api> {
+        if name.contains("()") {
+            return None;
+        }
+        if let Some(api) = self.exact.get(name) {
             return Some(*api);
         }
+        let mut best: Option<(usize, Api)> = None;
+        for &(prefix, api) in &self.prefixes {
+            if name.starts_with(prefix) && best.is_none_or(|(len, _)| prefix.len() > len) {
+                best = Some((prefix.len(), api));
+            }
+        }
+        best.map(|(_, api)| api)
     }
-    best.map(|(_, api)| api)
 }
 
 /// What calling the Python function `name` does.
 pub(super) fn python(name: &str) -> Option<Api> {
-    lookup(PYTHON, name)
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| Index::new(PYTHON)).lookup(name)
 }
 
 /// What calling the JavaScript function `name` does (module names without `node:`).
 pub(super) fn javascript(name: &str) -> Option<Api> {
-    lookup(JAVASCRIPT, name)
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| Index::new(JAVASCRIPT)).lookup(name)
 }
 
 /// A Python method judged on whatever receiver it is called on.

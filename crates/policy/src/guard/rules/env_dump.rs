@@ -87,12 +87,26 @@ pub(crate) fn code_dumps_env(code: &str) -> bool {
 /// Code that runs `env`/`printenv` as a command: `os.system("env")`, `` `env` ``,
 /// `subprocess.run(["printenv"])`, `do shell script "env"`.
 fn runs_env_command(code: &str) -> bool {
-    ["env", "printenv", "export -p", "set"].iter().any(|cmd| {
-        ['"', '\'', '`']
-            .iter()
-            .any(|q| code.contains(&format!("{q}{cmd}{q}")))
-            || code.contains(&format!("qx({cmd})"))
-    })
+    // `env`, `printenv`, `export -p` and `set`, each quoted three ways and in Perl's `qx()`.
+    const RUNS: &[&str] = &[
+        "\"env\"",
+        "'env'",
+        "`env`",
+        "qx(env)",
+        "\"printenv\"",
+        "'printenv'",
+        "`printenv`",
+        "qx(printenv)",
+        "\"export -p\"",
+        "'export -p'",
+        "`export -p`",
+        "qx(export -p)",
+        "\"set\"",
+        "'set'",
+        "`set`",
+        "qx(set)",
+    ];
+    RUNS.iter().any(|run| code.contains(run))
 }
 
 fn ruby_env_dump(code: &str) -> bool {
@@ -124,5 +138,10 @@ mod tests {
         assert!(!code_dumps_env("console.log(process.env.HOME)"));
         assert!(!code_dumps_env("puts ENV['HOME']"));
         assert!(!code_dumps_env("print(1)"));
+        assert!(code_dumps_env("import os; os.system('env')"));
+        assert!(code_dumps_env("print qx(printenv)"));
+        assert!(code_dumps_env("system(\"export -p\")"));
+        assert!(code_dumps_env("`set`"));
+        assert!(!code_dumps_env("os.system('envoy')"));
     }
 }

@@ -553,8 +553,11 @@ fn cwd_prefix(cwd: &Cwd) -> Option<String> {
 /// A program that runs files of the workspace (`make` runs `Makefile`) after a download put
 /// one there, an archive from the network was unpacked, or inside a cloned repository.
 fn consumers(w: &mut dyn Effects, name: &str, args: &[Arg], stdin: &Input, shown: &str) {
-    let shadow = format!("bin/{name}");
-    if w.downloaded().iter().any(|d| d.ends_with(&shadow)) {
+    if !w.downloaded().is_empty()
+        && w.downloaded()
+            .iter()
+            .any(|d| d.ends_with(&format!("bin/{name}")))
+    {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs `{name}`, which a download just replaced."),

@@ -34,52 +34,56 @@ fn is_file_reader(name: &str) -> bool {
 }
 
 /// Judge one command after its wrappers were peeled off; return what it writes to stdout.
-pub(crate) fn judge(w: &mut dyn Effects, argv: &[Arg], stdin: &Input) -> Output {
+/// `shown` is the command line as [`display_argv`] shows it.
+pub(crate) fn judge(w: &mut dyn Effects, argv: &[Arg], stdin: &Input, shown: &str) -> Output {
     let Some(head) = argv.first() else {
         return Output::text(String::new());
     };
-    let name = program_name(&head.text).to_owned();
+    let name = program_name(&head.text);
     let args = &argv[1..];
-    let shown = display_argv(argv);
 
     let relative = head.text.contains('/') && !head.text.starts_with(['/', '~', '$']);
-    if w.is_downloaded(&plain_path(&head.text)) || (w.extracted_download() && relative) {
+    // (No download and no file written yet, the common case: no path to resolve.)
+    let downloaded = !w.downloaded().is_empty() && w.is_downloaded(&plain_path(&head.text));
+    if downloaded || (w.extracted_download() && relative) {
         w.deny(
             Family::RemoteExec,
             format!("`{shown}` runs a file that was just downloaded."),
         );
     }
-    if let Some(script) = w.written().get(&plain_path(&head.text)).cloned() {
+    if !w.written().is_empty()
+        && let Some(script) = w.written().get(&plain_path(&head.text)).cloned()
+    {
         // A script the command line itself just wrote.
         w.run_script(&script, stdin);
     }
     for a in args {
-        check_path_word(w, &a.text, &shown);
+        check_path_word(w, &a.text, shown);
     }
-    check_credential_read(w, &name, args, &shown);
-    if prints_stored_credential(&name, args) {
+    check_credential_read(w, name, args, shown);
+    if prints_stored_credential(name, args) {
         w.deny(
             Family::Exfiltration,
             format!("`{shown}` prints a stored credential."),
         );
     }
-    destruction::check(w, &name, args, stdin, &shown);
-    env_dump::check(w, &name, args, &shown);
-    exfiltration::check(w, &name, args, stdin, &shown);
-    carried::check(w, &name, args, stdin, &shown);
-    privilege::check(w, &name, args, &shown);
-    for (family, reason) in denials(&name, args) {
+    destruction::check(w, name, args, stdin, shown);
+    env_dump::check(w, name, args, shown);
+    exfiltration::check(w, name, args, stdin, shown);
+    carried::check(w, name, args, stdin, shown);
+    privilege::check(w, name, args, shown);
+    for (family, reason) in denials(name, args) {
         w.deny(family, format!("`{shown}` {reason}."));
     }
-    if let Some(out) = code::check(w, &name, argv, stdin, &shown) {
+    if let Some(out) = code::check(w, name, argv, stdin, shown) {
         return out;
     }
-    effects(w, &name, args);
-    files::after_command(w, &name, args, stdin, &shown);
-    if matches!(name.as_str(), "read" | "mapfile" | "readarray") {
-        read_variables(w, &name, args, stdin);
+    effects(w, name, args);
+    files::after_command(w, name, args, stdin, shown);
+    if matches!(name, "read" | "mapfile" | "readarray") {
+        read_variables(w, name, args, stdin);
     }
-    produce(w, &name, args, stdin)
+    produce(w, name, args, stdin)
 }
 
 /// `read`, `mapfile`: variables read from a file or a stream carry what it brought in; lines
@@ -150,12 +154,22 @@ pub(crate) fn wrapper_alone(
     }
 }
 
+/// The programs of [`prints_stored_credential`] (besides `docker-credential-*`).
+const CREDENTIAL_PRINTERS: &[&str] = &[
+    "gh", "gcloud", "az", "aws", "npm", "pnpm", "yarn", "kubectl", "oc", "security", "pass",
+    "gopass", "op", "vault", "heroku", "git",
+];
+
 /// Commands whose job is to print a stored credential: `gh auth token`, `gcloud auth
 /// print-access-token`, `aws configure get aws_secret_access_key`, `kubectl get secret x -o
 /// yaml`, `security find-generic-password -w`, `vault kv get`, `git credential fill` …
 /// Listing or describing without the values (`kubectl get secrets`, `aws configure get
 /// region`) stays allowed.
 fn prints_stored_credential(name: &str, args: &[Arg]) -> bool {
+    // Only these programs print one (the arms below).
+    if !name.starts_with("docker-credential-") && !CREDENTIAL_PRINTERS.contains(&name) {
+        return false;
+    }
     let lower: Vec<String> = args.iter().map(|a| a.text.to_ascii_lowercase()).collect();
     let has = |flag: &str| {
         lower

@@ -467,14 +467,11 @@ const HOME_CREDENTIAL_STORES: &[&str] = &[
 /// `comps` (below the home directory) is a credential store of [`HOME_CREDENTIAL_STORES`], is
 /// inside one, or is a directory holding one.
 fn on_credential_store_path(comps: &[String]) -> bool {
-    HOME_CREDENTIAL_STORES.iter().any(|store| {
-        let store: Vec<&str> = store.split('/').collect();
-        let n = store.len().min(comps.len());
-        store[..n]
-            .iter()
-            .zip(&comps[..n])
-            .all(|(s, c)| crate::jail::fold_name(c) == *s)
-    })
+    let folded: Vec<String> = comps.iter().map(|c| crate::jail::fold_name(c)).collect();
+    // Component by component, as far as the shorter of the two goes.
+    HOME_CREDENTIAL_STORES
+        .iter()
+        .any(|store| store.split('/').zip(&folded).all(|(s, c)| c == s))
 }
 
 /// Names a glob in a home path might expand to that are credentials: every convention of
