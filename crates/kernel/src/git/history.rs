@@ -45,13 +45,17 @@ pub(crate) fn log_head(repo: &Repo, skip: u64, max: u64) -> Option<String> {
         return None;
     }
     let objects = repo.common_dir.join("objects");
-    let out = STORE.with_borrow_mut(|slot| {
-        if slot.as_ref().is_none_or(|(dir, _)| *dir != objects) {
-            *slot = Some((objects.clone(), open_store(&objects)?));
-        }
-        let (_, odb) = slot.as_ref()?;
-        walk_head(repo, odb, skip, max)
+    // The objects are untrusted data: should the reader panic on a malformed one, git answers.
+    let read = std::panic::AssertUnwindSafe(|| {
+        STORE.with_borrow_mut(|slot| {
+            if slot.as_ref().is_none_or(|(dir, _)| *dir != objects) {
+                *slot = Some((objects.clone(), open_store(&objects)?));
+            }
+            let (_, odb) = slot.as_ref()?;
+            walk_head(repo, odb, skip, max)
+        })
     });
+    let out = std::panic::catch_unwind(read).ok().flatten();
     if out.is_none() {
         // Whatever went wrong, the next call starts from a fresh store.
         STORE.with_borrow_mut(|slot| *slot = None);
