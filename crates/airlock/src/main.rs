@@ -7,7 +7,10 @@ fn main() {
         std::process::exit(code);
     }
     // The operator's sandbox switches (AIRLOCK_SANDBOX_*), read once here.
-    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_env());
+    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_vars(
+        |n| std::env::var_os(n),
+        std::env::vars_os(),
+    ));
     if let Ok(exe) = std::env::current_exe() {
         airlock_sandbox::host::enable(exe);
     }

@@ -107,6 +107,19 @@ impl Kernel {
             source,
         })?;
         airlock_sandbox::timing::mark("config, policy, jail");
+        // The sandbox's switches and the environment its runs inherit (the allow-listed part)
+        // come from the program's settings; a program that installed its own keeps them (the
+        // first install wins).
+        let env = &config.settings.env;
+        airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_vars(
+            |name| {
+                env.iter()
+                    .rev()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.clone())
+            },
+            env.iter().cloned(),
+        ));
         let store = Store::open(&root, &config.session)?;
         airlock_sandbox::timing::mark("store open");
         let startup = recover_at_startup(&root, &config.settings);

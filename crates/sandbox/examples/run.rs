@@ -12,7 +12,10 @@ use std::process::ExitCode;
 use airlock_sandbox::{SandboxSpec, default_backend, harvest};
 
 fn main() -> ExitCode {
-    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_env());
+    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_vars(
+        |n| std::env::var_os(n),
+        std::env::vars_os(),
+    ));
     let mut args = std::env::args_os().skip(1);
     let (mut network, mut keep, mut quiet) = (false, false, false);
     let mut workspace = None;

@@ -25,7 +25,10 @@ fn cpu_ms() -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_env());
+    airlock_sandbox::settings::install(airlock_sandbox::SandboxSettings::from_vars(
+        |n| std::env::var_os(n),
+        std::env::vars_os(),
+    ));
     let runs: usize = std::env::args().nth(1).map_or(Ok(40), |a| a.parse())?;
     let dir = tempfile::tempdir()?;
     let workspace = dir.path().join("ws");

@@ -106,8 +106,8 @@ pub(crate) fn validate(
             ))
         })?;
     let cwd = workspace.join(rel);
-    // The caller's environment, of which the command gets the allow-listed part.
-    let inherited: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    // The program's environment (its settings), of which the command gets the allow-listed part.
+    let inherited = &settings.inherit;
     // $HOME: the spec's, else the settings', else the one the command would inherit.
     let home = spec
         .home
@@ -156,8 +156,12 @@ pub(crate) fn validate(
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let env = env::scrubbed(inherited, &spec.env, home.as_deref().map(Path::as_os_str))
-        .map_err(SandboxError::InvalidSpec)?;
+    let env = env::scrubbed(
+        inherited.iter().cloned(),
+        &spec.env,
+        home.as_deref().map(Path::as_os_str),
+    )
+    .map_err(SandboxError::InvalidSpec)?;
     let cache_binds = spec
         .cache_binds
         .iter()
@@ -412,7 +416,13 @@ pub(crate) fn new_root_dir() -> Result<tempfile::TempDir, SandboxError> {
     tempfile::Builder::new()
         .prefix("airlock-root-")
         .tempdir()
-        .map_err(|e| SandboxError::io("creating the new root", std::env::temp_dir(), e))
+        .map_err(|e| {
+            SandboxError::io(
+                "creating the new root in the temporary directory",
+                Path::new("airlock-root-*"),
+                e,
+            )
+        })
 }
 
 /// One run, independent of where it is launched: the validated spec and the spec's own

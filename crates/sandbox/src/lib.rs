@@ -115,11 +115,11 @@
 //!
 //! # Settings and timings
 //!
-//! The library reads no `AIRLOCK_*` variable: the program fills a [`SandboxSettings`] (from its
-//! environment, [`SandboxSettings::from_env`]) and [`settings::install`]s it, or gives a backend
-//! its own ([`NamespaceBackend::with_settings`]). The caller's environment is read only to
-//! build the command's (an allow-list, [`mod@env`]), and for `$HOME` when neither the spec nor
-//! the settings name one. [`timing::mark`] emits `tracing` events that a program shows with
+//! The library reads no environment variable: the program's `main` fills a [`SandboxSettings`]
+//! from its environment ([`SandboxSettings::from_vars`]) and [`settings::install`]s it, or gives
+//! a backend its own ([`NamespaceBackend::with_settings`]). A command's environment is the
+//! allow-listed part ([`mod@env`]) of [`SandboxSettings::inherit`] plus what its spec adds;
+//! `$HOME` is the spec's, else the settings'. [`timing::mark`] emits `tracing` events that a program shows with
 //! [`timing::stderr_layer`].
 //!
 //! # `unsafe`

@@ -1,7 +1,8 @@
-//! The operator's switches for the sandbox, filled once by the program (from its environment,
-//! [`SandboxSettings::from_env`]) and installed with [`install`]; the library itself reads no
-//! `AIRLOCK_*` variable.
+//! The operator's switches for the sandbox, filled once by the program's `main` (from its
+//! environment: [`SandboxSettings::from_vars`] over the process's variables)
+//! and installed with [`install`]; the library itself reads no environment variable.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -40,6 +41,10 @@ pub struct SandboxSettings {
     /// The tier every run of this process must get (`AIRLOCK_SANDBOX=full|landlock|degraded`,
     /// or the CLI's `--sandbox`); `None`: the strongest the host offers.
     pub tier: Option<crate::Tier>,
+    /// The program's environment, of which a run's command gets the allow-listed part
+    /// ([`mod@crate::env`]); empty by default (the command then gets a standard `PATH` and
+    /// what its spec adds).
+    pub inherit: Vec<(OsString, OsString)>,
 }
 
 impl Default for SandboxSettings {
@@ -52,6 +57,7 @@ impl Default for SandboxSettings {
             home: None,
             weakest: crate::Tier::Full,
             tier: None,
+            inherit: Vec::new(),
         }
     }
 }
@@ -60,13 +66,13 @@ impl SandboxSettings {
     /// The settings a program's environment asks for: `AIRLOCK_SANDBOX_CGROUP` (`off` or `0`:
     /// no control groups), `AIRLOCK_SANDBOX_HOST` (`off` or `0`: every run cold; `always`),
     /// `AIRLOCK_SANDBOX_HOST_IDLE` (seconds), `AIRLOCK_SANDBOX_WEAKEST` and `AIRLOCK_SANDBOX`
-    /// (tier names; anything else is ignored) and `HOME`. Meant for a program's `main`.
-    pub fn from_env() -> Self {
-        Self::from_vars(|name| std::env::var_os(name))
-    }
-
-    /// [`SandboxSettings::from_env`] over any source of variables.
-    pub fn from_vars(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Self {
+    /// (tier names; anything else is ignored) and `HOME`, read through `var`; `all` is the whole
+    /// environment, of which runs inherit the allow-listed part. A program's `main` calls it as
+    /// `from_vars(|n| var_os(n), vars_os())` with the standard library's readers.
+    pub fn from_vars(
+        var: impl Fn(&str) -> Option<OsString>,
+        all: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Self {
         let off =
             |v: &Option<std::ffi::OsString>| v.as_ref().is_some_and(|v| v == "off" || v == "0");
         let host = var("AIRLOCK_SANDBOX_HOST");
@@ -89,6 +95,7 @@ impl SandboxSettings {
             home: var("HOME").map(PathBuf::from),
             weakest: tier_var("AIRLOCK_SANDBOX_WEAKEST").unwrap_or(defaults.weakest),
             tier: tier_var("AIRLOCK_SANDBOX"),
+            inherit: all.into_iter().collect(),
         }
     }
 }
@@ -141,28 +148,34 @@ mod tests {
             }
         };
         assert_eq!(
-            SandboxSettings::from_vars(vars(&[])),
+            SandboxSettings::from_vars(vars(&[]), []),
             SandboxSettings::default()
         );
-        let s = SandboxSettings::from_vars(vars(&[
-            ("AIRLOCK_SANDBOX_CGROUP", "off"),
-            ("AIRLOCK_SANDBOX_HOST", "always"),
-            ("AIRLOCK_SANDBOX_HOST_IDLE", "10"),
-            ("HOME", "/home/me"),
-        ]));
+        let s = SandboxSettings::from_vars(
+            vars(&[
+                ("AIRLOCK_SANDBOX_CGROUP", "off"),
+                ("AIRLOCK_SANDBOX_HOST", "always"),
+                ("AIRLOCK_SANDBOX_HOST_IDLE", "10"),
+                ("HOME", "/home/me"),
+            ]),
+            [],
+        );
         assert!(!s.cgroups);
         assert_eq!(s.host, HostMode::Always);
         assert_eq!(s.host_idle, Duration::from_secs(10));
         assert_eq!(s.home, Some(PathBuf::from("/home/me")));
-        let s = SandboxSettings::from_vars(vars(&[
-            ("AIRLOCK_SANDBOX_CGROUP", "0"),
-            ("AIRLOCK_SANDBOX_HOST", "0"),
-            ("AIRLOCK_SANDBOX_HOST_IDLE", "soon"),
-        ]));
+        let s = SandboxSettings::from_vars(
+            vars(&[
+                ("AIRLOCK_SANDBOX_CGROUP", "0"),
+                ("AIRLOCK_SANDBOX_HOST", "0"),
+                ("AIRLOCK_SANDBOX_HOST_IDLE", "soon"),
+            ]),
+            [],
+        );
         assert!(!s.cgroups);
         assert_eq!(s.host, HostMode::Off);
         assert_eq!(s.host_idle, Duration::from_secs(60));
-        let s = SandboxSettings::from_vars(vars(&[("AIRLOCK_SANDBOX_HOST", "off")]));
+        let s = SandboxSettings::from_vars(vars(&[("AIRLOCK_SANDBOX_HOST", "off")]), []);
         assert_eq!(s.host, HostMode::Off);
     }
 }

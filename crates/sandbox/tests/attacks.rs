@@ -228,14 +228,21 @@ fn host_loopback_listener_is_unreachable() {
 
 #[test]
 fn host_environment_secrets_are_not_inherited() {
-    // SAFETY: std's env lock serialises this with the sandbox's own reads of the environment;
-    // no C code in this test binary reads the environment concurrently.
-    unsafe {
-        std::env::set_var("AIRLOCK_FAKE_API_TOKEN", "tok-123-secret");
-        std::env::set_var("LD_PRELOAD_AIRLOCK_TEST", "x");
-    }
+    // The program's environment as its `main` hands it over, with a secret and a loader
+    // variable in it.
+    let mut settings = common::settings();
+    settings.inherit.extend([
+        ("AIRLOCK_FAKE_API_TOKEN".into(), "tok-123-secret".into()),
+        ("LD_PRELOAD_AIRLOCK_TEST".into(), "x".into()),
+        ("LANG".into(), "C.UTF-8".into()),
+    ]);
     let fx = Fixture::new();
-    let out = run(&fx.spec("env; cat /proc/1/environ 2>&1; echo; cat /proc/1/cmdline >/dev/null && echo cmdline-readable"));
+    let spec = fx.spec("env; cat /proc/1/environ 2>&1; echo; cat /proc/1/cmdline >/dev/null && echo cmdline-readable");
+    let out = airlock_sandbox::Backend::run(
+        &airlock_sandbox::NamespaceBackend::with_settings(settings),
+        &spec,
+    )
+    .unwrap();
     let text = stdout(&out);
     assert!(!text.contains("tok-123-secret"), "{text}");
     assert!(!text.contains("LD_PRELOAD"), "{text}");
@@ -246,6 +253,8 @@ fn host_environment_secrets_are_not_inherited() {
         "{text}"
     );
     assert!(text.contains("PATH="), "{text}");
+    // The allow-listed part does reach the command.
+    assert!(text.contains("LANG=C.UTF-8"), "{text}");
 }
 
 #[test]
@@ -730,4 +739,38 @@ fn a_run_with_every_cpu_has_no_bandwidth_ceiling_but_a_lower_weight() {
         "{:?}",
         out.limits
     );
+}
+
+/// The library reads no environment of its own: with default settings (nothing handed over by
+/// a program's `main`), a command sees none of this process's variables, only a standard
+/// `PATH` and what its spec sets.
+#[test]
+fn a_run_inherits_only_what_the_settings_hand_over() {
+    let fx = Fixture::new();
+    let out = airlock_sandbox::Backend::run(
+        &airlock_sandbox::NamespaceBackend::with_settings(Default::default()),
+        &fx.spec("env"),
+    )
+    .unwrap();
+    let text = stdout(&out);
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        text.lines()
+            .any(|l| l == "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"),
+        "{text}"
+    );
+    let shell_own = ["PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "_"];
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if !shell_own.contains(&k.as_ref()) {
+            assert!(
+                !names.contains(&k.as_ref()),
+                "{k} leaked from the process: {text}"
+            );
+        }
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use airlock_sandbox::{Backend, NamespaceBackend, Outcome, SandboxSpec};
+use airlock_sandbox::{Backend, NamespaceBackend, Outcome, SandboxSettings, SandboxSpec};
 
 pub struct Fixture {
     pub dir: tempfile::TempDir,
@@ -51,8 +51,13 @@ impl Fixture {
     }
 }
 
+/// The settings a program's `main` would install: from this process's environment.
+pub fn settings() -> SandboxSettings {
+    SandboxSettings::from_vars(|n| std::env::var_os(n), std::env::vars_os())
+}
+
 pub fn run(spec: &SandboxSpec) -> Outcome {
-    NamespaceBackend::new()
+    NamespaceBackend::with_settings(settings())
         .run(spec)
         .unwrap_or_else(|e| panic!("sandbox failed: {e}"))
 }
