@@ -30,7 +30,8 @@ pub(crate) struct Gates<'a> {
     pub(crate) jail: &'a Jail,
     /// The workspace root (canonical).
     pub(crate) root: &'a Path,
-    /// The session's store: the jail refuses writes below staged symlinks and into git's shape.
+    /// The session's store: the jail resolves paths over it (the merged view) and refuses
+    /// writes into git's shape.
     pub(crate) store: &'a Store,
     /// The registry.
     pub(crate) tools: &'a BTreeMap<&'static str, ToolDef>,
@@ -196,9 +197,11 @@ pub(crate) fn decide(
     let mut paths = Vec::with_capacity(subjects.paths.len());
     for arg in &subjects.paths {
         let raw = &arg.raw;
+        // Resolved where the agent sees the path: the disk with the changeset staged over it.
+        let staged = StagedLayer(g.store);
         let proof = match arg.link {
-            Link::Itself => g.jail.confine_nofollow(raw, access),
-            Link::Follow => g.jail.confine(raw, access),
+            Link::Itself => g.jail.confine_nofollow_over(raw, access, &staged),
+            Link::Follow => g.jail.confine_over(raw, access, &staged),
         }
         .inspect_err(|d| trail.push(d.clone()))?;
         let confined = Confined::from_jail(proof, arg.link);
@@ -211,9 +214,6 @@ pub(crate) fn decide(
                 );
                 trail.push(d.clone());
                 return Err(d);
-            }
-            Some(rel) if access == Access::Write => {
-                check_staged_ancestors(g.store, rel).inspect_err(|d| trail.push(d.clone()))?;
             }
             _ => {}
         }
@@ -315,24 +315,30 @@ fn resolve_ask(
     }
 }
 
-/// A write below a staged symlink would land wherever the link points: refuse it.
-fn check_staged_ancestors(store: &Store, rel: &RelPath) -> Result<(), Decision> {
-    let mut cur = rel.parent();
-    while let Some(dir) = cur {
-        if let Ok(Some(entry)) = store.get(&dir)
-            && matches!(entry.change, airlock_stage::Change::Symlink { .. })
-        {
-            return Err(Decision::deny(
-                Stage::Jail,
-                "jail_staged_symlink",
-                format!(
-                    "`{rel}` lies below `{dir}`, which is a staged symbolic link; write to the link's target path instead."
-                ),
-            ));
-        }
-        cur = dir.parent();
+/// The session's changeset as the jail's layer over the disk.
+struct StagedLayer<'a>(&'a Store);
+
+impl airlock_policy::jail::Overlay for StagedLayer<'_> {
+    fn staged(
+        &self,
+        rel: &std::path::Path,
+    ) -> Result<Option<airlock_policy::jail::Staged>, String> {
+        use airlock_policy::jail::Staged;
+        use airlock_stage::StagedNode;
+        let rel = RelPath::new(rel).map_err(|e| e.to_string())?;
+        Ok(self
+            .0
+            .staged_node(&rel)
+            .map_err(|e| e.to_string())?
+            .map(|n| match n {
+                StagedNode::File => Staged::File,
+                StagedNode::Dir { opaque } => Staged::Dir { opaque },
+                StagedNode::Symlink(t) => {
+                    Staged::Symlink(std::os::unix::ffi::OsStringExt::from_vec(t))
+                }
+                StagedNode::Deleted => Staged::Deleted,
+            }))
     }
-    Ok(())
 }
 
 /// A write below a directory that git takes for a repository by its shape (`HEAD`,

@@ -203,6 +203,7 @@ fn staged_symlinks_cannot_be_written_through() {
     );
     let d = o.denial.expect("denied");
     assert_eq!(d.stage.as_str(), "jail");
+    assert_eq!(d.rule, "jail_symlink_escape", "{}", d.reason);
     let o = call(&k, "status", json!({}));
     let entries = o.output["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 1);
@@ -211,6 +212,100 @@ fn staged_symlinks_cannot_be_written_through() {
         "a symlink out of the workspace is flagged: {}",
         o.output
     );
+}
+
+/// The agent's paths resolve in the view it works in, the disk with the changeset over it: a
+/// symlink staged by a command leads where it points, as one on disk does, and a path through
+/// a directory the changeset deleted no longer follows what the disk had there.
+#[test]
+fn staged_symlinks_inside_the_workspace_lead_where_they_point() {
+    let t = ws();
+    std::fs::create_dir(t.path().join("src")).unwrap();
+    std::os::unix::fs::symlink("/etc", t.path().join("old")).unwrap();
+    let k = open(t.path(), "build");
+    let o = call(
+        &k,
+        "bash",
+        json!({"command": "ln -s src lib && rm old && mkdir old"}),
+    );
+    assert!(o.ok, "{}", o.output);
+    let o = call(
+        &k,
+        "write_file",
+        json!({"path": "lib/new.rs", "content": "x"}),
+    );
+    assert!(o.ok, "{}", o.output);
+    let o = call(
+        &k,
+        "write_file",
+        json!({"path": "old/passwd", "content": "y"}),
+    );
+    assert!(o.ok, "{}", o.output);
+    let o = call(&k, "read_file", json!({"path": "lib/new.rs"}));
+    assert!(o.ok, "{}", o.output);
+    let o = call(&k, "status", json!({}));
+    let paths: Vec<&str> = o.output["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"src/new.rs"), "{paths:?}");
+    assert!(!paths.contains(&"lib/new.rs"), "{paths:?}");
+    assert!(paths.contains(&"old/passwd"), "{paths:?}");
+    assert!(
+        std::fs::read_link(t.path().join("old")).is_ok(),
+        "the disk is untouched"
+    );
+}
+
+/// A command that replaces a symlink with a directory, or empties a directory and recreates
+/// it: the changeset deletes what was below the old directory, on disk and staged, and never
+/// lists the directory a replaced symlink pointed to.
+#[test]
+fn a_directory_replaced_by_a_command_leaves_nothing_of_the_old_one() {
+    let t = ws();
+    std::fs::create_dir(t.path().join("gen")).unwrap();
+    std::fs::write(t.path().join("gen/on_disk.txt"), "d").unwrap();
+    std::os::unix::fs::symlink("/etc", t.path().join("old")).unwrap();
+    let k = open(t.path(), "build");
+    let o = call(
+        &k,
+        "write_file",
+        json!({"path": "gen/staged.txt", "content": "s"}),
+    );
+    assert!(o.ok, "{}", o.output);
+    let o = call(
+        &k,
+        "bash",
+        json!({"command": "rm -rf gen old && mkdir gen old && echo n > gen/new.txt"}),
+    );
+    assert!(o.ok, "{}", o.output);
+    let o = call(&k, "status", json!({}));
+    let entries = o.output["entries"].as_array().unwrap();
+    let change = |p: &str| {
+        entries
+            .iter()
+            .find(|e| e["path"] == p)
+            .map(|e| e["status"].as_str().unwrap_or("").to_string())
+    };
+    assert!(
+        !entries
+            .iter()
+            .any(|e| e["path"].as_str().unwrap().starts_with("old/")),
+        "{entries:?}"
+    );
+    assert_eq!(
+        change("gen/on_disk.txt").as_deref(),
+        Some("D"),
+        "{entries:?}"
+    );
+    // Staged only: the command's removal takes it out of the changeset.
+    assert_eq!(change("gen/staged.txt"), None, "{entries:?}");
+    assert_eq!(change("old").as_deref(), Some("M"), "{entries:?}");
+    assert!(change("gen/new.txt").is_some(), "{entries:?}");
+    let o = call(&k, "read_file", json!({"path": "gen/staged.txt"}));
+    assert!(!o.ok, "{}", o.output);
 }
 
 #[test]

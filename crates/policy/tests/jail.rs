@@ -628,3 +628,164 @@ fn every_denial_names_the_path() {
         assert!(d.reason.ends_with('.'), "{}", d.reason);
     }
 }
+
+/// A staged layer over the disk, as a map from relative path to what it holds there.
+struct Layer(std::collections::BTreeMap<PathBuf, airlock_policy::jail::Staged>);
+
+impl airlock_policy::jail::Overlay for Layer {
+    fn staged(&self, rel: &Path) -> Result<Option<airlock_policy::jail::Staged>, String> {
+        Ok(self.0.get(rel).cloned())
+    }
+}
+
+fn layer(entries: &[(&str, airlock_policy::jail::Staged)]) -> Layer {
+    Layer(
+        entries
+            .iter()
+            .map(|(p, s)| (PathBuf::from(p), s.clone()))
+            .collect(),
+    )
+}
+
+/// Paths are confined where they resolve in the merged view: the disk with the staged layer
+/// over it. A staged symlink is expanded and confined like one on disk; a staged file cannot
+/// be walked through; a staged deletion hides what the disk has.
+#[test]
+fn paths_resolve_in_the_merged_view_of_disk_and_staged_layer() {
+    use airlock_policy::jail::Staged;
+    let f = fixture();
+    let link = |t: &str| Staged::Symlink(t.into());
+    let rel = |p: Result<airlock_policy::jail::ConfinedPath, airlock_policy::Decision>| {
+        p.unwrap().rel().unwrap().as_path().to_path_buf()
+    };
+    let rule = |p: Result<airlock_policy::jail::ConfinedPath, airlock_policy::Decision>| {
+        p.unwrap_err().rule
+    };
+    let abs_outside = f.outside.to_str().unwrap().to_string();
+    let l = layer(&[
+        ("escape", link("/etc")),
+        ("far", link(&abs_outside)),
+        ("up", link("../outside")),
+        ("lib", link("src")),
+        ("abs_in", link(f.ws.join("src/nested").to_str().unwrap())),
+        ("notes.txt", Staged::File),
+        ("gen", Staged::Dir { opaque: true }),
+        ("gen/out", link("../../outside")),
+        ("gen/back", link("../src")),
+        ("loop_a", link("loop_b")),
+        ("loop_b", link("loop_a")),
+        ("to_env", link(".env")),
+    ]);
+    let w = Access::Write;
+    // Out of the workspace through a staged link: absolute, relative, and from a staged dir.
+    assert_eq!(
+        rule(f.jail.confine_over("escape/passwd", w, &l)),
+        "jail_symlink_escape"
+    );
+    assert_eq!(
+        rule(f.jail.confine_over("far/secret.txt", Access::Read, &l)),
+        "jail_symlink_escape"
+    );
+    assert_eq!(
+        rule(f.jail.confine_over("up/secret.txt", w, &l)),
+        "jail_symlink_escape"
+    );
+    assert_eq!(
+        rule(f.jail.confine_over("gen/out/x", w, &l)),
+        "jail_symlink_escape"
+    );
+    // Inside: followed to where it leads, on disk or in the layer.
+    assert_eq!(
+        rel(f.jail.confine_over("lib/new.rs", w, &l)),
+        Path::new("src/new.rs")
+    );
+    assert_eq!(
+        rel(f.jail.confine_over("abs_in/x.rs", w, &l)),
+        Path::new("src/nested/x.rs")
+    );
+    assert_eq!(
+        rel(f.jail.confine_over("gen/back/lib.rs", w, &l)),
+        Path::new("src/lib.rs")
+    );
+    assert_eq!(
+        rel(f.jail.confine_over("gen/new/deep.rs", w, &l)),
+        Path::new("gen/new/deep.rs")
+    );
+    // The link itself, for tools that act on the entry.
+    assert_eq!(
+        rel(f.jail.confine_nofollow_over("escape", w, &l)),
+        Path::new("escape")
+    );
+    // A staged file is not a directory; loops and sensitive targets are refused as on disk.
+    assert_eq!(
+        rule(f.jail.confine_over("notes.txt/x", w, &l)),
+        "jail_not_a_directory"
+    );
+    assert_eq!(
+        rule(f.jail.confine_over("loop_a/x", Access::Read, &l)),
+        "jail_symlink_loop"
+    );
+    assert_eq!(
+        rule(f.jail.confine_over("to_env", Access::Read, &l)),
+        "jail_sensitive_file"
+    );
+    // Without the layer the same names are plain new paths (the disk has none of them).
+    assert_eq!(
+        rel(f.jail.confine("escape/passwd", w)),
+        Path::new("escape/passwd")
+    );
+}
+
+/// A staged deletion or an opaque staged directory hides the disk below it: a symlink on disk
+/// that the changeset removed no longer routes the path anywhere.
+#[test]
+fn the_staged_layer_hides_what_it_deleted_or_replaced() {
+    use airlock_policy::jail::Staged;
+    let f = fixture();
+    symlink(&f.outside, f.ws.join("out")).unwrap();
+    fs::create_dir(f.ws.join("d")).unwrap();
+    symlink(&f.outside, f.ws.join("d/inner")).unwrap();
+    let w = Access::Write;
+    // On disk alone both lead out.
+    assert_eq!(
+        f.jail.confine("out/x", w).unwrap_err().rule,
+        "jail_symlink_escape"
+    );
+    assert_eq!(
+        f.jail.confine("d/inner/x", w).unwrap_err().rule,
+        "jail_symlink_escape"
+    );
+    let l = layer(&[
+        ("out", Staged::Deleted),
+        ("d", Staged::Dir { opaque: true }),
+    ]);
+    let p = f.jail.confine_over("out/x", w, &l).unwrap();
+    assert_eq!(p.rel().unwrap().as_path(), Path::new("out/x"));
+    assert!(!p.exists());
+    let p = f.jail.confine_over("d/inner/x", w, &l).unwrap();
+    assert_eq!(p.rel().unwrap().as_path(), Path::new("d/inner/x"));
+    // A staged directory that keeps the disk's below it does not hide the link.
+    let l = layer(&[("d", Staged::Dir { opaque: false })]);
+    assert_eq!(
+        f.jail.confine_over("d/inner/x", w, &l).unwrap_err().rule,
+        "jail_symlink_escape"
+    );
+}
+
+/// A layer that cannot answer is a path the jail cannot resolve: refused, not guessed.
+#[test]
+fn a_layer_that_cannot_answer_fails_closed() {
+    struct Broken;
+    impl airlock_policy::jail::Overlay for Broken {
+        fn staged(&self, _: &Path) -> Result<Option<airlock_policy::jail::Staged>, String> {
+            Err("database is locked".into())
+        }
+    }
+    let f = fixture();
+    let d = f
+        .jail
+        .confine_over("src/lib.rs", Access::Read, &Broken)
+        .unwrap_err();
+    assert_eq!(d.rule, "jail_unresolvable");
+    assert!(d.reason.contains("database is locked"), "{}", d.reason);
+}

@@ -34,5 +34,5 @@ pub mod undo;
 pub use blobs::{BlobPin, BlobStore};
 pub use model::{
     Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry,
-    Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
+    StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
 };

@@ -113,6 +113,24 @@ pub struct StagedEntry {
     pub flagged: Option<String>,
 }
 
+/// What a changeset makes of one path, seen as a layer over the disk
+/// ([`crate::store::Store::staged_node`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StagedNode {
+    /// A regular file.
+    File,
+    /// A directory; `opaque` when none of the disk's entries below it show through (it
+    /// replaced something that was not a directory, or a deleted directory).
+    Dir {
+        /// The disk below it is hidden.
+        opaque: bool,
+    },
+    /// A symbolic link and its target bytes.
+    Symlink(Vec<u8>),
+    /// Deleted, with nothing staged below it.
+    Deleted,
+}
+
 /// An immutable view of a session's changeset at one moment, with its content hash.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChangesetSnapshot {

@@ -15,7 +15,8 @@
 use crate::blobs::BlobStore;
 use crate::model::{
     Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified,
-    SnapshotHasher, StagedEntry, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset,
+    SnapshotHasher, StagedEntry, StagedNode, Verdict, VerdictRecord, VerdictSource,
+    VerifiedChangeset,
 };
 use airlock_types::RelPath;
 use cap_std::ambient_authority;
@@ -446,6 +447,26 @@ impl Store {
         }
         tx.commit().map_err(|e| self.db(e))?;
         Ok(n)
+    }
+
+    /// What the changeset makes of `path` as a layer over the disk, or `None` where the disk
+    /// shows through: the jail resolves the agent's paths in this merged view.
+    pub fn staged_node(&self, path: &RelPath) -> Result<Option<StagedNode>, StageError> {
+        let conn = self.lock();
+        let cx = self.ctx(&conn);
+        let Some(e) = cx.entry(path)? else {
+            return Ok(None);
+        };
+        Ok(Some(match e.change {
+            Change::Write { .. } => StagedNode::File,
+            Change::Symlink { target } => StagedNode::Symlink(target),
+            Change::Dir { .. } => StagedNode::Dir {
+                opaque: e.base != Fingerprint::Dir,
+            },
+            // A directory deleted and then written below again: only what is staged shows.
+            Change::Delete if cx.has_below(path)? => StagedNode::Dir { opaque: true },
+            Change::Delete => StagedNode::Deleted,
+        }))
     }
 
     /// The staged entry at `path`, if any.
@@ -939,8 +960,29 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
-    /// The on-disk node at `p` (no symlink followed at `p`; ancestors are assumed checked).
+    /// The on-disk node at `p`: no symlink followed, at `p` or above it. Where a disk
+    /// ancestor is a symlink or a file, the workspace's own tree has nothing at `p`
+    /// (whatever the link leads to is another path).
     pub(crate) fn disk_node(&self, p: &RelPath) -> Result<Node, StageError> {
+        if let Some(parent) = p.parent() {
+            use rustix::fs::{Mode, OFlags, ResolveFlags};
+            use rustix::io::Errno;
+            match rustix::fs::openat2(
+                self.ws,
+                parent.as_path(),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            ) {
+                Ok(_) => {}
+                Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT | Errno::XDEV) => {
+                    return Ok(Node::Absent);
+                }
+                // A kernel without openat2: the parent is resolved by cap-std below.
+                Err(Errno::NOSYS) => {}
+                Err(e) => return Err(StageError::io("inspect", p, e.into())),
+            }
+        }
         let md = match self.ws.symlink_metadata(p.as_path()) {
             Ok(m) => m,
             Err(e) if is_absent(&e) => return Ok(Node::Absent),

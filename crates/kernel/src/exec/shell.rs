@@ -512,7 +512,7 @@ pub(crate) fn harvest_into_store(
             UpperChange::Dir { mode, opaque, .. } => {
                 if opaque {
                     // The directory was replaced: everything below it in the lower layers is gone.
-                    for gone in lower_entries_below(k, &rel) {
+                    for gone in lower_entries_below(k, &rel)? {
                         let flagged = host_exec::flag(&gone);
                         batch.push(StageOp::Entry {
                             path: gone,
@@ -622,14 +622,21 @@ fn special_bits(mode: u32) -> Option<&'static str> {
     }
 }
 
-fn lower_entries_below(k: &ExecCtx<'_>, dir: &RelPath) -> Vec<RelPath> {
-    let abs = k.root.join(dir.as_path());
-    let Ok(rd) = std::fs::read_dir(&abs) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| dir.join(e.file_name()).ok())
-        .collect()
+fn lower_entries_below(k: &ExecCtx<'_>, dir: &RelPath) -> Result<Vec<RelPath>, String> {
+    use airlock_stage::view::{NodeKind, list_merged, stat_merged};
+    // What the command saw below `dir` before it ran: the disk with the changeset over it, at
+    // `dir` itself and not through a symlink. A symlink the command replaced with a directory
+    // had nothing below it; the directory it pointed to is never listed.
+    let why = |e: airlock_stage::store::StageError| format!("listing what `{dir}` held: {e}");
+    match stat_merged(k.store, dir).map_err(why)? {
+        Some(e) if e.path == *dir && e.kind == NodeKind::Dir => {}
+        _ => return Ok(Vec::new()),
+    }
+    Ok(list_merged(k.store, Some(dir))
+        .map_err(why)?
+        .into_iter()
+        .filter_map(|e| dir.join(&e.name).ok())
+        .collect())
 }
 
 /// A symlink whose target leaves the workspace is flagged (the jail refuses it at apply).

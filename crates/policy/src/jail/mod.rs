@@ -47,8 +47,10 @@
 //!
 //! Only the jail builds a [`ConfinedPath`]. It proves the check happened at that moment; to stay
 //! race-free, open it through [`Jail::dir`] (cap-std), never through [`ConfinedPath::abs`]
-//! alone. Staged state is the kernel's business: the jail looks at the disk only, and a path
-//! that does not exist yet is confined like one that does.
+//! alone. A path that does not exist yet is confined like one that does. The agent's calls see
+//! the disk with the changeset staged over it: [`Jail::confine_over`] resolves a path in that
+//! merged view, asking an [`Overlay`] (the kernel's staged changeset) before the disk at each
+//! component, so a staged symlink is expanded and confined like one on disk.
 //!
 //! ```
 //! use airlock_policy::jail::{Access, Jail};
@@ -72,6 +74,7 @@ use crate::modes::OperatorGrant;
 use crate::path::{MAX_PATH_BYTES, RelPath, escape_bytes};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+pub use resolve::{Overlay, Staged};
 use resolve::{Step, WalkError, Walked, Walker, is_magic_abs, show, steps_of};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{FileType, Mode, OFlags};
@@ -244,7 +247,30 @@ impl Jail {
     /// Confine a path as the agent gave it: relative to the root, or absolute (accepted when it
     /// lies under the root, and made relative).
     pub fn confine(&self, path: &str, access: Access) -> Result<ConfinedPath, Decision> {
-        self.confine_str(path, How::new(access, true))
+        self.confine_str(path, How::new(access, true), None)
+    }
+
+    /// Like [`Jail::confine`], in the merged view of the disk and a staged layer over it: at
+    /// each component the `overlay` is asked first, so a staged symlink is expanded (and
+    /// confined) as one on disk would be, a staged file cannot be walked through, and a staged
+    /// deletion hides what the disk has there.
+    pub fn confine_over(
+        &self,
+        path: &str,
+        access: Access,
+        overlay: &dyn Overlay,
+    ) -> Result<ConfinedPath, Decision> {
+        self.confine_str(path, How::new(access, true), Some(overlay))
+    }
+
+    /// [`Jail::confine_nofollow`] in the merged view (see [`Jail::confine_over`]).
+    pub fn confine_nofollow_over(
+        &self,
+        path: &str,
+        access: Access,
+        overlay: &dyn Overlay,
+    ) -> Result<ConfinedPath, Decision> {
+        self.confine_str(path, How::new(access, false), Some(overlay))
     }
 
     /// Like [`Jail::confine`], but a symlink as the final component is not followed: the result
@@ -252,10 +278,15 @@ impl Jail {
     /// tools that delete or rename the entry rather than use its content. The link's name must
     /// still not be sensitive.
     pub fn confine_nofollow(&self, path: &str, access: Access) -> Result<ConfinedPath, Decision> {
-        self.confine_str(path, How::new(access, false))
+        self.confine_str(path, How::new(access, false), None)
     }
 
-    fn confine_str(&self, path: &str, mut how: How) -> Result<ConfinedPath, Decision> {
+    fn confine_str(
+        &self,
+        path: &str,
+        mut how: How,
+        overlay: Option<&dyn Overlay>,
+    ) -> Result<ConfinedPath, Decision> {
         let shown = path;
         if path.as_bytes().contains(&0) {
             return Err(deny(
@@ -328,7 +359,7 @@ impl Jail {
         } else {
             steps_of(p, false)
         };
-        self.confine_steps(steps, shown, how)
+        self.confine_steps(steps, shown, how, overlay)
     }
 
     /// The jail's verdict for one path as a [`Decision`] (what `airlock jail` prints): an allow
@@ -367,6 +398,7 @@ impl Jail {
             steps_of(rel.as_path(), false),
             &rel.display(),
             How::new(access, true),
+            None,
         )
     }
 
@@ -384,7 +416,7 @@ impl Jail {
         if self.is_unrestricted() {
             return self.confine_outside(&self.root.join(rel.as_path()), &rel.display(), how);
         }
-        self.confine_steps(steps_of(rel.as_path(), false), &rel.display(), how)
+        self.confine_steps(steps_of(rel.as_path(), false), &rel.display(), how, None)
     }
 
     /// An absolute path that reaches the root through `..` among its (canonical, hence
@@ -422,6 +454,7 @@ impl Jail {
         steps: Vec<Step>,
         shown: &str,
         how: How,
+        overlay: Option<&dyn Overlay>,
     ) -> Result<ConfinedPath, Decision> {
         // The path as given, normalised lexically, must not name a sensitive file either (a
         // symlink called `.env` is as off-limits as the file).
@@ -438,6 +471,7 @@ impl Jail {
             confine_to: Some(&self.root),
             confine_alias: Some(&self.given_root),
             follow_last: how.follow_last,
+            overlay,
         };
         let walked = walker.resolve(steps).map_err(|e| walk_denial(e, shown))?;
         self.finish(walked, shown, how, true, &walker)
@@ -464,6 +498,7 @@ impl Jail {
             confine_to: None,
             confine_alias: None,
             follow_last: how.follow_last,
+            overlay: None,
         };
         let mut walked = walker.resolve(steps).map_err(|e| walk_denial(e, shown))?;
         let resolved = walker.abs_of(&walked.names);
@@ -490,6 +525,7 @@ impl Jail {
                 confine_to: Some(&self.root),
                 confine_alias: Some(&self.given_root),
                 follow_last: how.follow_last,
+                overlay: None,
             };
             return self.finish(walked, shown, how, true, &inner);
         }
@@ -776,6 +812,13 @@ fn walk_denial(e: WalkError, shown: &str) -> Decision {
             ),
         ),
         WalkError::NameTooLong => too_long(shown),
+        WalkError::Overlay(names, why) => deny(
+            "jail_unresolvable",
+            format!(
+                "`{shown}` could not be checked at `{}` in the changeset ({why}), so it is refused.",
+                show(&names)
+            ),
+        ),
         WalkError::Io(names, errno) => deny(
             "jail_unresolvable",
             format!(

@@ -22,6 +22,33 @@ use std::path::{Component, Path};
 /// Linux follows at most 40 symlinks in one lookup; so do we.
 pub(crate) const MAX_SYMLINK_HOPS: u32 = 40;
 
+/// What a layer over the disk (the kernel's staged changeset) makes of one path, which the
+/// walk takes instead of the disk's: the agent's later calls see the disk *with* its staged
+/// changes, and a path is confined where it resolves in that merged view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Staged {
+    /// A regular file.
+    File,
+    /// A directory; `opaque` when nothing of the disk below it shows through (it replaced
+    /// something that was not a directory, or a deleted one).
+    Dir {
+        /// The disk's entries below it are hidden.
+        opaque: bool,
+    },
+    /// A symbolic link with this target, expanded as a link on disk would be.
+    Symlink(OsString),
+    /// Deleted: nothing there (and nothing of the disk below it).
+    Deleted,
+}
+
+/// A layer over the disk that the jail's walk consults first, component by component.
+pub trait Overlay {
+    /// What the layer holds at `rel` (a clean relative path), or `None` where the disk shows
+    /// through. An error of the layer itself must be reported as a place the walk cannot
+    /// resolve, never as `None` (fail closed).
+    fn staged(&self, rel: &Path) -> Result<Option<Staged>, String>;
+}
+
 /// One pending component and whether it came out of a symlink target.
 #[derive(Debug, Clone)]
 pub(crate) enum Step {
@@ -62,6 +89,8 @@ pub(crate) enum WalkError {
     NameTooLong,
     /// The disk refused a lookup (permission, race, I/O); the names so far and the error.
     Io(Vec<OsString>, Errno),
+    /// The overlay could not say what it holds at these names.
+    Overlay(Vec<OsString>, String),
 }
 
 /// True for absolute paths into procfs or the fd links of /dev.
@@ -108,15 +137,51 @@ pub(crate) struct Walker<'a> {
     pub confine_alias: Option<&'a Path>,
     /// Follow a symlink in the final given component (false: stop at the link itself).
     pub follow_last: bool,
+    /// The staged layer over the disk, consulted before it (see [`Overlay`]).
+    pub overlay: Option<&'a dyn Overlay>,
 }
 
 impl Walker<'_> {
     /// Resolve `steps`: the one-syscall fast path when it applies, else the full walk.
     pub(crate) fn resolve(&self, steps: Vec<Step>) -> Result<Walked, WalkError> {
         match self.fast(&steps) {
-            Some(w) => Ok(w),
-            None => self.walk(steps),
+            Some(w) if self.overlay_silent_on(&w.names)? => Ok(w),
+            _ => self.walk(steps),
         }
+    }
+
+    /// True when the overlay holds nothing at any prefix of `names` (the disk's answer then
+    /// stands).
+    fn overlay_silent_on(&self, names: &[OsString]) -> Result<bool, WalkError> {
+        let Some(ov) = self.overlay else {
+            return Ok(true);
+        };
+        let mut p = std::path::PathBuf::new();
+        for (i, n) in names.iter().enumerate() {
+            p.push(n);
+            if ov
+                .staged(&p)
+                .map_err(|e| WalkError::Overlay(names[..=i].to_vec(), e))?
+                .is_some()
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// What the overlay holds at `names/name`.
+    fn staged_at(&self, names: &[OsString], name: &OsStr) -> Result<Option<Staged>, WalkError> {
+        let Some(ov) = self.overlay else {
+            return Ok(None);
+        };
+        let mut p: std::path::PathBuf = names.iter().collect();
+        p.push(name);
+        ov.staged(&p).map_err(|e| {
+            let mut at = names.to_vec();
+            at.push(name.to_os_string());
+            WalkError::Overlay(at, e)
+        })
     }
 
     /// The common case in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: with no symlink
@@ -240,6 +305,55 @@ impl Walker<'_> {
             if name.len() > crate::path::MAX_NAME_BYTES {
                 return Err(WalkError::NameTooLong);
             }
+            // The staged layer first: what it holds there is what the path is.
+            match self.staged_at(&names, &name)? {
+                None => {}
+                Some(Staged::Deleted) => {
+                    // Gone: the names after it are new, with nothing on disk to consult.
+                    dangling |= from_link;
+                    names.push(name);
+                    continue;
+                }
+                Some(Staged::File) => {
+                    names.push(name);
+                    if !pending.is_empty() {
+                        return Err(WalkError::NotADirectory(names));
+                    }
+                    final_file = Some((FileType::RegularFile, 1));
+                    continue;
+                }
+                Some(Staged::Dir { opaque }) => {
+                    let at = fds.len() == names.len();
+                    if !opaque && at && self.open_disk_dir(&mut fds, &names, &name)? {
+                        names.push(name);
+                    } else {
+                        // Only in the changeset: the names below are new or staged too.
+                        names.push(name);
+                        if pending.is_empty() {
+                            final_file = Some((FileType::Directory, 2));
+                        }
+                    }
+                    continue;
+                }
+                Some(Staged::Symlink(target)) => {
+                    if !self.follow_last && !from_link && pending.is_empty() {
+                        names.push(name);
+                        final_file = Some((FileType::Symlink, 1));
+                        continue;
+                    }
+                    hops += 1;
+                    if hops > MAX_SYMLINK_HOPS {
+                        return Err(WalkError::Loop);
+                    }
+                    if pending.is_empty() && nofollow.is_none() {
+                        let mut nf = names.clone();
+                        nf.push(name);
+                        nofollow = Some(nf);
+                    }
+                    self.expand_link(target, &mut names, &mut fds, &mut pending)?;
+                    continue;
+                }
+            }
             if fds.len() < names.len() {
                 // Below a missing directory: nothing on disk to consult.
                 names.push(name);
@@ -272,34 +386,12 @@ impl Walker<'_> {
                     let target = rustix::fs::readlinkat(dir, name.as_os_str(), Vec::new())
                         .map_err(|e| WalkError::Io(names.clone(), e))?;
                     let target = OsString::from_vec(target.into_bytes());
-                    let tpath = Path::new(&target);
                     if pending.is_empty() && nofollow.is_none() {
                         let mut nf = names.clone();
                         nf.push(name);
                         nofollow = Some(nf);
                     }
-                    let expanded = if tpath.is_absolute() {
-                        if is_magic_abs(tpath) {
-                            return Err(WalkError::MagicLink(target));
-                        }
-                        let rest = match self.confine_to {
-                            Some(root) => match tpath.strip_prefix(root).or_else(|e| {
-                                self.confine_alias.map_or(Err(e), |a| tpath.strip_prefix(a))
-                            }) {
-                                Ok(rest) => rest,
-                                Err(_) => return Err(WalkError::AbsoluteLink(target)),
-                            },
-                            None => tpath.strip_prefix("/").unwrap_or(tpath),
-                        };
-                        names.clear();
-                        fds.clear();
-                        steps_of(rest, true)
-                    } else {
-                        steps_of(tpath, true)
-                    };
-                    for s in expanded.into_iter().rev() {
-                        pending.push_front(s);
-                    }
+                    self.expand_link(target, &mut names, &mut fds, &mut pending)?;
                 }
                 FileType::Directory => {
                     let fd = rustix::fs::openat(
@@ -341,6 +433,68 @@ impl Walker<'_> {
             final_nlink,
             dangling,
         })
+    }
+
+    /// Puts a symlink's target in front of the pending steps: a relative one continues from
+    /// the link's directory, an absolute one restarts from the base (confined: only when it
+    /// names a place under the root).
+    fn expand_link(
+        &self,
+        target: OsString,
+        names: &mut Vec<OsString>,
+        fds: &mut Vec<OwnedFd>,
+        pending: &mut VecDeque<Step>,
+    ) -> Result<(), WalkError> {
+        let tpath = Path::new(&target);
+        let expanded = if tpath.is_absolute() {
+            if is_magic_abs(tpath) {
+                return Err(WalkError::MagicLink(target));
+            }
+            let rest = match self.confine_to {
+                Some(root) => match tpath
+                    .strip_prefix(root)
+                    .or_else(|e| self.confine_alias.map_or(Err(e), |a| tpath.strip_prefix(a)))
+                {
+                    Ok(rest) => rest,
+                    Err(_) => return Err(WalkError::AbsoluteLink(target)),
+                },
+                None => tpath.strip_prefix("/").unwrap_or(tpath),
+            };
+            names.clear();
+            fds.clear();
+            steps_of(rest, true)
+        } else {
+            steps_of(tpath, true)
+        };
+        for s in expanded.into_iter().rev() {
+            pending.push_front(s);
+        }
+        Ok(())
+    }
+
+    /// Opens `names/name` as a directory handle when the disk has a real directory there
+    /// (pushing it on `fds`); false when it has anything else or nothing.
+    fn open_disk_dir(
+        &self,
+        fds: &mut Vec<OwnedFd>,
+        names: &[OsString],
+        name: &OsStr,
+    ) -> Result<bool, WalkError> {
+        let dir = fds.last().map(|f| f.as_fd()).unwrap_or(self.base);
+        match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
+            Ok(_) | Err(Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(WalkError::Io(names.to_vec(), e)),
+        }
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| WalkError::Io(names.to_vec(), e))?;
+        fds.push(fd);
+        Ok(true)
     }
 
     /// A `..` above the base: follow the names that come next through the base's own
