@@ -14,6 +14,16 @@
 #           same gensync sources and suite, its test script switched to
 #           `vitest run --globals --typecheck`, a tsconfig, and one type test
 #           (test/api.test-d.ts) so the typecheck step has something to check
+#   jest    jsx-ast-utils 3.3.5 (npm tarball with src/ and __tests__/src/*-test.js, eleven test
+#           files; CI runs `npm run tests-only`, i.e. `jest --coverage`): npm install of its
+#           devDependencies with jest 20.0.4 and babel-jest 20.0.3 pinned. The repository's
+#           jest.config.js is not in the tarball; its one setting the suite needs, helper.js
+#           being no test file, goes into package.json's "jest" key
+#   vitest  zod 4.1.12 (npm tarball with src/v3/tests/*.test.ts, 59 test files, importing
+#           `zod/v3`, which the package's exports resolve to src/ under its `@zod/source`
+#           condition): vitest 3.2.4 installed, and a vitest.config.mjs that sets that
+#           condition, as zod's monorepo config does. The v3 suite (`vitest run src/v3`) is
+#           the one used: the v4 suite imports test-only packages of the monorepo
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/realprojects
@@ -92,5 +102,34 @@ if [ ! -x "$out/gensync-vitest/node_modules/.bin/vitest" ]; then
         ""].join("\n"));' \
     && npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
          vitest@3.2.4 typescript@5.6.3 @types/node@20.17.6 util.promisify@1.1.2 >/dev/null)
+fi
+# --- jest: jsx-ast-utils ---------------------------------------------------------------------
+if [ ! -x "$out/jsx-ast-utils/node_modules/.bin/jest" ]; then
+  rm -rf "$out/jsx-ast-utils"
+  mkdir -p "$out/jsx-ast-utils"
+  (cd "$out/jsx-ast-utils" && npm pack --silent jsx-ast-utils@3.3.5 >/dev/null \
+    && tar xzf jsx-ast-utils-3.3.5.tgz --strip-components=1 && rm jsx-ast-utils-3.3.5.tgz \
+    && node -e '
+      const fs = require("fs");
+      const p = JSON.parse(fs.readFileSync("package.json"));
+      p.jest = { testPathIgnorePatterns: ["/node_modules/", "helper.js"] };
+      fs.writeFileSync("package.json", JSON.stringify(p, null, 2) + "\n");' \
+    && npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
+         jest@20.0.4 babel-jest@20.0.3 >/dev/null)
+fi
+
+# --- vitest: zod -----------------------------------------------------------------------------
+if [ ! -x "$out/zod/node_modules/.bin/vitest" ]; then
+  rm -rf "$out/zod"
+  mkdir -p "$out/zod"
+  (cd "$out/zod" && npm pack --silent zod@4.1.12 >/dev/null \
+    && tar xzf zod-4.1.12.tgz --strip-components=1 && rm zod-4.1.12.tgz \
+    && printf '%s\n' \
+         "export default {" \
+         "  resolve: { conditions: [\"@zod/source\"] }," \
+         "  ssr: { resolve: { conditions: [\"@zod/source\"] } }," \
+         "};" > vitest.config.mjs \
+    && npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
+         vitest@3.2.4 >/dev/null)
 fi
 echo "real projects: $(ls "$out" | tr '\n' ' ')"

@@ -494,7 +494,8 @@ enum Relation {
 /// What a change touched, for putting first the tests that exercise it. A failure is the
 /// changed module's own when its file is a changed file; when its test file's name without
 /// test affixes (`test_calc.py`, `calc_test.go`, `calc.test.ts`, `calc.spec.js`,
-/// `tests/calc.rs`) is a changed module's name (`calc.py`, `calc/__init__.py`, `src/calc.rs`,
+/// `calc-test.js`, `tests/calc.rs`), or that name up to a `-` or `_` (`calc-parser-test.js`),
+/// is a changed module's name (`calc.py`, `calc/__init__.py`, `src/calc.rs`,
 /// `calc/index.ts`), a package's root module (`index.js`, `src/lib.rs`) being tested by the
 /// index of a test directory (`test/index.test.js`); when its Rust test path names a changed
 /// module (`calc::tests::adds`) or it is a doc test of a changed file (`src/calc.rs - add
@@ -581,13 +582,17 @@ fn module_of(path: &str) -> Option<&str> {
 }
 
 /// The module a test file is named after: `test_calc.py`, `calc_test.go`, `calc.test.ts`,
-/// `calc.spec.js`, `calc_tests.rs` all name `calc`; an index test names its directory's
-/// module, test directories left out (`test/index.test.js`: the package's root, `""`).
+/// `calc.spec.js`, `calc_tests.rs`, `calc-test.js` all name `calc`; an index test names its
+/// directory's module, test directories left out (`test/index.test.js`: the package's root,
+/// `""`).
 fn tested_module(path: &str) -> Option<&str> {
     let name = file_name(path);
     let stem = name.split('.').next().unwrap_or(name);
-    let stem = stem.strip_prefix("test_").unwrap_or(stem);
-    let stem = ["_test", "_tests", "_spec"]
+    let stem = ["test_", "test-"]
+        .iter()
+        .find_map(|p| stem.strip_prefix(p))
+        .unwrap_or(stem);
+    let stem = ["_test", "_tests", "_spec", "-test", "-tests", "-spec"]
         .iter()
         .find_map(|s| stem.strip_suffix(s))
         .unwrap_or(stem);
@@ -595,6 +600,16 @@ fn tested_module(path: &str) -> Option<&str> {
         return Some(dir_module(parent_dir(path), &TEST_DIRS));
     }
     (!stem.is_empty()).then_some(stem)
+}
+
+/// Whether a test file named after `tested` tests one of `modules`: the same name, or the
+/// name and a variant after `-` or `_` (`getPropValue-babelparser-test.js` tests
+/// `getPropValue`).
+fn names_a_module(tested: &str, modules: &HashSet<String>) -> bool {
+    modules.contains(tested)
+        || tested
+            .match_indices(['-', '_'])
+            .any(|(i, _)| i > 0 && modules.contains(&tested[..i]))
 }
 
 /// The package directory a Go test id names: `./pkg/calc::TestAdd` is in `pkg/calc`,
@@ -605,6 +620,12 @@ fn go_id_dir(id: &str) -> Option<&str> {
         return Some("");
     }
     pkg.strip_prefix("./")
+}
+
+/// The test file a jest or vitest id names first: `test/calc.test.js > adds`.
+fn id_test_file(f: &Failure) -> Option<&str> {
+    let (file, _) = f.id.as_deref()?.split_once(" > ")?;
+    (file.contains('.') && !file.contains(' ')).then_some(file)
 }
 
 /// The file a rustdoc test is written in: `src/calc.rs - calc::add (line 12)`.
@@ -653,8 +674,14 @@ impl Changed {
     fn is_own(&self, f: &Failure) -> bool {
         if let Some(file) = f.file.as_deref()
             && (self.paths.contains(file)
-                || tested_module(file).is_some_and(|m| self.modules.contains(m))
+                || tested_module(file).is_some_and(|m| names_a_module(m, &self.modules))
                 || (file.ends_with(".go") && self.go_dirs.contains(parent_dir(file))))
+        {
+            return true;
+        }
+        // A JS test located where it threw (a source file) is still its test file's test.
+        if let Some(file) = id_test_file(f)
+            && tested_module(file).is_some_and(|m| names_a_module(m, &self.modules))
         {
             return true;
         }
@@ -754,13 +781,22 @@ impl Sanitizer {
     /// Adds a failure; identical ones (same kind, message, file, line) are folded. At most
     /// [`MAX_FAILURES`] distinct failures are kept; beyond that, a failure related to the
     /// change takes the place of the last one kept that is less closely related.
-    pub fn push(&mut self, mut failure: Failure) {
+    pub fn push(&mut self, failure: Failure) {
         // The fold key is taken on the raw failure so that repeats cost one hash, not a clean.
         let key = fold_key(&failure);
         if let Some(&i) = self.index.get(&key)
             && let Some(e) = self.entries[i].as_mut()
         {
             e.count += 1;
+            // The same failure from a test closer to the change (a shared helper failing in
+            // several test files): that test names the folded entry.
+            if e.relation < Relation::Own {
+                let relation = self.changed.relation(&failure);
+                if relation > e.relation {
+                    e.failure = cleaned(failure);
+                    e.relation = relation;
+                }
+            }
             return;
         }
         if self.omitted_fingerprints.contains(&key) {
@@ -772,14 +808,9 @@ impl Sanitizer {
             self.drop_distinct(key, 1);
             return;
         }
-        failure.message = clean_message(&failure.message);
-        failure.test = truncate_marked(strip_ansi(&failure.test).trim(), 200);
-        if let Some(id) = failure.id.take() {
-            failure.id = Some(truncate_marked(strip_ansi(&id).trim(), 400));
-        }
         self.index.insert(key, self.entries.len());
         self.entries.push(Some(Entry {
-            failure,
+            failure: cleaned(failure),
             key,
             count: 1,
             relation,
@@ -890,6 +921,16 @@ impl Sanitizer {
             failures_omitted: self.dropped_distinct,
         }
     }
+}
+
+/// A failure's message cleaned and its names bounded, as it is kept.
+fn cleaned(mut failure: Failure) -> Failure {
+    failure.message = clean_message(&failure.message);
+    failure.test = truncate_marked(strip_ansi(&failure.test).trim(), 200);
+    if let Some(id) = failure.id.take() {
+        failure.id = Some(truncate_marked(strip_ansi(&id).trim(), 400));
+    }
+    failure
 }
 
 /// The name a failure is shown and rerun by: its full id when known.
@@ -1619,6 +1660,74 @@ mod tests {
         assert_eq!(tested_module("cmd/tool/main_test.go"), Some("tool"));
         // A helper in a test directory is not the package.
         assert_eq!(module_of("test/index.js"), Some("test"));
+    }
+
+    #[test]
+    fn a_test_file_named_with_dashes_tests_its_module_and_variants() {
+        // jsx-ast-utils: `src/propName.js` is tested by `__tests__/src/propName-test.js`;
+        // `getPropValue-babelparser-test.js` tests `src/getPropValue.js`.
+        let order = order_of(
+            &["src/propName.js"],
+            vec![
+                failure("t", "other", "__tests__/src/hasProp-test.js", 1),
+                failure("t", "own", "__tests__/src/propName-test.js", 1),
+            ],
+        );
+        assert_eq!(order, ["own", "other"]);
+        let order = order_of(
+            &["src/getPropValue.js"],
+            vec![
+                failure("t", "other", "__tests__/src/getProp-test.js", 1),
+                failure(
+                    "t",
+                    "own",
+                    "__tests__/src/getPropValue-babelparser-test.js",
+                    1,
+                ),
+            ],
+        );
+        assert_eq!(order, ["own", "other"]);
+        assert_eq!(tested_module("test/test-calc.js"), Some("calc"));
+        assert_eq!(tested_module("calc-spec.js"), Some("calc"));
+        // A variant names its module, not a module its name merely starts with.
+        let order = order_of(
+            &["src/get.js"],
+            vec![
+                failure("t", "longer name", "__tests__/getProp-test.js", 1),
+                failure("t", "own", "__tests__/get-parser-test.js", 1),
+            ],
+        );
+        assert_eq!(order, ["own", "longer name"]);
+    }
+
+    #[test]
+    fn a_folded_failure_is_named_by_the_test_closest_to_the_change() {
+        // jsx-ast-utils: a helper of the tests throws in `src/getProp.js` for the tests of
+        // `getPropValue` (reported first) and for those of the changed `propName`.
+        let thrown = |id: &str, msg: &str| Failure {
+            id: Some(id.into()),
+            ..failure(id, msg, "src/getProp.js", 16)
+        };
+        let mut s = Sanitizer::new(4096);
+        s.set_changed(["src/propName.js"]);
+        s.push(failure("t", "unrelated", "__tests__/src/other-test.js", 3));
+        s.push(thrown(
+            "__tests__/src/getPropValue-test.js > a",
+            "TypeError: x",
+        ));
+        s.push(thrown("__tests__/src/propName-test.js > b", "TypeError: x"));
+        let out = s.finish();
+        assert_eq!(out.failures.len(), 2);
+        assert_eq!(
+            out.failures[0].id.as_deref(),
+            Some("__tests__/src/propName-test.js > b")
+        );
+        assert!(
+            out.text
+                .starts_with("(×2) FAIL src/getProp.js:16 __tests__/src/propName-test.js > b"),
+            "{}",
+            out.text
+        );
     }
 
     #[test]

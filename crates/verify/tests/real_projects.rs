@@ -505,3 +505,99 @@ fn go_the_changed_modules_failures_come_first() {
         "{r:#?}"
     );
 }
+
+/// jest: a change to `src/propName.js` (the attribute node returned instead of its name) fails
+/// its own `__tests__/src/propName-test.js` and the tests of the modules that use it
+/// (`hasProp`, `getProp`, and through the test helper most getPropValue tests: 319 of 398,
+/// more than the 200 the failure list keeps),
+/// which jest runs and reports first (largest file first on a fresh cache). The diagnostics
+/// must open with a test of `propName-test.js`, and the counts are jest's own. (jest 20, as
+/// the project pins: airlock passes it no flag it does not know.)
+#[test]
+fn jest_the_changed_modules_failures_come_first() {
+    let ws = in_place("jsx-ast-utils");
+    let own = node_count(&ws.root, &["node_modules/.bin/jest", "--ci", "--json"]);
+    assert_eq!(own, 398);
+
+    let layer = staged(
+        &ws,
+        "src/propName.js",
+        "return prop.name.name;",
+        "return prop.name;",
+    );
+    // What the project's CI runs: `npm run tests-only` (`jest --coverage`).
+    let r = verify_with(
+        &ws,
+        vec![layer.path().to_path_buf()],
+        &options(Some("npm run tests-only")),
+    );
+    assert_eq!(r.runner, RunnerKind::Jest, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert_eq!(total(&r), own, "{r:#?}");
+    // The module's own tests throw in `src/getProp.js` (their helper calls it), as tests of
+    // other files do; jest locates a failure where it threw, and the id names the test file.
+    let of_file = |f: &airlock_verify::Failure, file: &str| {
+        f.line.is_some()
+            && f.id
+                .as_deref()
+                .is_some_and(|id| id.starts_with(&format!("{file} > ")))
+    };
+    assert!(
+        r.failures
+            .iter()
+            .any(|f| of_file(f, "__tests__/src/getPropValue-babelparser-test.js")),
+        "{r:#?}"
+    );
+    assert!(
+        of_file(&r.failures[0], "__tests__/src/propName-test.js"),
+        "{r:#?}"
+    );
+    assert!(
+        first_fail_entry(&r).contains(" __tests__/src/propName-test.js > "),
+        "{r:#?}"
+    );
+}
+
+/// vitest: a change to `src/v3/helpers/parseUtil.ts` (`isValid` true for a dirty result) fails
+/// its own `src/v3/tests/parseUtil.test.ts` and tests of twenty other files that vitest reports
+/// before it (its JUnit report lists files by path). The diagnostics must open with
+/// `parseUtil.test.ts`, and the counts are vitest's own.
+#[test]
+fn vitest_the_changed_modules_failures_come_first() {
+    let ws = in_place("zod");
+    let own = node_count(
+        &ws.root,
+        &[
+            "node_modules/.bin/vitest",
+            "run",
+            "src/v3",
+            "--reporter=json",
+        ],
+    );
+    assert_eq!(own, 545);
+
+    let layer = staged(
+        &ws,
+        "src/v3/helpers/parseUtil.ts",
+        r#"(x as any).status === "valid";"#,
+        r#"(x as any).status !== "aborted";"#,
+    );
+    let r = verify_with(
+        &ws,
+        vec![layer.path().to_path_buf()],
+        &options(Some("npx vitest run src/v3")),
+    );
+    assert_eq!(r.runner, RunnerKind::Vitest, "{r:#?}");
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert_eq!(total(&r), own, "{r:#?}");
+    assert!(structured_in(&r, "src/v3/tests/array.test.ts"), "{r:#?}");
+    assert_eq!(
+        r.failures[0].file.as_deref(),
+        Some("src/v3/tests/parseUtil.test.ts"),
+        "{r:#?}"
+    );
+    assert!(
+        first_fail_entry(&r).starts_with("FAIL src/v3/tests/parseUtil.test.ts:"),
+        "{r:#?}"
+    );
+}

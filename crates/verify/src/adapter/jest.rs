@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::{FailureSink, MAX_REPORT_BYTES, Parsed};
+use crate::detect::FileSource;
 use crate::model::{Failure, FailureKind};
 use crate::sanitize::{Locator, assertion_values};
 
@@ -133,7 +134,7 @@ fn read_report(
             let text = a.failure_messages.join("\n");
             let id = test_id(suite_file.as_deref(), &a.ancestor_titles, &a.title);
             let mut failure = Failure {
-                test: a.full_name,
+                test: full_name(&a),
                 message: strip_error_prefix(&text),
                 id,
                 ..Failure::default()
@@ -166,6 +167,31 @@ fn read_report(
     }
 }
 
+/// The major version of the project's installed jest (`node_modules/jest`, else
+/// `node_modules/jest-cli`), when it can be read.
+pub fn installed_major(src: &dyn FileSource) -> Option<u32> {
+    [
+        "node_modules/jest/package.json",
+        "node_modules/jest-cli/package.json",
+    ]
+    .iter()
+    .find_map(|p| {
+        let json: serde_json::Value = serde_json::from_slice(&src.read(p)?).ok()?;
+        let version = json.get("version")?.as_str()?;
+        version.split('.').next()?.parse().ok()
+    })
+}
+
+/// jest's `fullName` (absent before jest 21): the describe titles and the title, space-joined.
+fn full_name(a: &AssertionResult) -> String {
+    if !a.full_name.is_empty() {
+        return a.full_name.clone();
+    }
+    let mut parts: Vec<&str> = a.ancestor_titles.iter().map(String::as_str).collect();
+    parts.push(&a.title);
+    parts.join(" ")
+}
+
 /// A jest test's full identity: `file > describe > … > title` (what `verify --only` takes).
 fn test_id(file: Option<&str>, ancestors: &[String], title: &str) -> Option<String> {
     if title.is_empty() {
@@ -185,6 +211,78 @@ fn strip_error_prefix(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::RunnerKind;
+
+    struct Files(Vec<(&'static str, &'static str)>);
+
+    impl FileSource for Files {
+        fn read(&self, rel: &str) -> Option<Vec<u8>> {
+            self.0
+                .iter()
+                .find(|(p, _)| *p == rel)
+                .map(|(_, t)| t.as_bytes().to_vec())
+        }
+        fn exists(&self, rel: &str) -> bool {
+            self.0.iter().any(|(p, _)| *p == rel)
+        }
+    }
+
+    fn jest_flags(version: &'static str) -> Vec<String> {
+        let files = Files(vec![
+            ("package.json", r#"{"devDependencies":{"jest":"*"}}"#),
+            ("node_modules/.bin/jest", ""),
+            ("node_modules/jest/package.json", version),
+        ]);
+        let plan = crate::adapter::plan(RunnerKind::Jest, None, Path::new("/ws"), &files);
+        plan.argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn flags_the_installed_jest_does_not_know_are_left_out() {
+        let old = jest_flags(r#"{"version":"20.0.4"}"#);
+        assert!(old.contains(&"--ci".to_string()), "{old:?}");
+        assert!(
+            !old.contains(&"--testLocationInResults".to_string()),
+            "{old:?}"
+        );
+        assert!(!old.contains(&"--passWithNoTests".to_string()), "{old:?}");
+        let v21 = jest_flags(r#"{"version":"21.2.1"}"#);
+        assert!(
+            v21.contains(&"--testLocationInResults".to_string()),
+            "{v21:?}"
+        );
+        assert!(!v21.contains(&"--passWithNoTests".to_string()), "{v21:?}");
+        for v in [r#"{"version":"29.7.0"}"#, "not json"] {
+            let new = jest_flags(v);
+            assert!(
+                new.contains(&"--testLocationInResults".to_string()),
+                "{new:?}"
+            );
+            assert!(new.contains(&"--passWithNoTests".to_string()), "{new:?}");
+        }
+    }
+
+    #[test]
+    fn a_result_without_full_names_names_tests_by_their_titles() {
+        // jest 20 writes neither `fullName` nor `ancestorTitles`.
+        let json = r#"{"numFailedTests":1,"numPassedTests":0,"testResults":[
+            {"name":"/ws/__tests__/src/propName-test.js","status":"failed","message":"",
+             "assertionResults":[{"status":"failed","title":"should return correct name",
+               "failureMessages":["AssertionError: 'x' == 'foo'\n    at Object.<anonymous> (/ws/__tests__/src/propName-test.js:31:12)"]}]}]}"#;
+        let mut failures = Vec::new();
+        parse_str(json, &Locator::new(Path::new("/ws")), &mut |f| {
+            failures.push(f)
+        });
+        assert_eq!(failures[0].test, "should return correct name");
+        assert_eq!(
+            failures[0].id.as_deref(),
+            Some("__tests__/src/propName-test.js > should return correct name")
+        );
+        assert_eq!(failures[0].line, Some(31));
+    }
 
     #[test]
     fn failures_and_suite_errors() {

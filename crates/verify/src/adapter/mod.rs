@@ -170,10 +170,17 @@ pub fn plan(
                 "--ci",
                 "--json",
                 &format!("--outputFile={}", report_abs("jest.json")),
-                "--testLocationInResults",
-                "--passWithNoTests",
-                "--watchAll=false",
             ]));
+            // jest refuses flags it does not know: `--testLocationInResults` came with jest 21,
+            // `--passWithNoTests` with jest 22.
+            let major = jest::installed_major(src);
+            if major.is_none_or(|m| m >= 21) {
+                argv.push("--testLocationInResults".into());
+            }
+            if major.is_none_or(|m| m >= 22) {
+                argv.push("--passWithNoTests".into());
+            }
+            argv.push("--watchAll=false".into());
             Plan {
                 kind,
                 argv,
