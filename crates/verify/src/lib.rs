@@ -69,5 +69,8 @@ pub use error::VerifyError;
 pub use harness::{
     DEFAULT_TIMEOUT, VerifyInput, VerifyOptions, run_verification, run_verification_with,
 };
-pub use model::{BaseReport, Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
+pub use model::{
+    BaseReport, Counts, Failure, FailureKind, ImpactedMode, ImpactedReport, ImpactedStatus,
+    RunnerKind, Scope, Verdict, VerdictReport,
+};
 pub use runner::{CommandRunner, OutputText, PlainRunner, RunOutput, RunRequest};
