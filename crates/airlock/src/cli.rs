@@ -220,6 +220,13 @@ enum Command {
         /// advisory (apply needs the whole suite).
         #[arg(long, value_name = "ID", num_args = 1..)]
         only: Vec<String>,
+        /// Run the tests related to the staged changes first: if they fail, that verdict at
+        /// once (scope `impacted`, advisory); else the whole suite, whose verdict decides.
+        #[arg(long, conflicts_with_all = ["only", "impacted"])]
+        impacted_first: bool,
+        /// Run only the tests related to the staged changes; the verdict is advisory.
+        #[arg(long, conflicts_with = "only")]
+        impacted: bool,
         #[command(flatten)]
         ceilings: Ceilings,
         /// The operator's own test command: its verdict can unlock `apply` (a command an agent
@@ -484,10 +491,17 @@ fn run(mut cli: Cli) -> CliResult {
             baseline,
             budget,
             only,
+            impacted_first,
+            impacted,
             ceilings,
             argv,
         } => {
             let mut args = json!({ "runner": runner.clone(), "baseline": baseline });
+            if impacted_first {
+                args["impacted"] = json!("first");
+            } else if impacted {
+                args["impacted"] = json!("only");
+            }
             if let Some(t) = timeout {
                 args["timeout_secs"] = json!(t);
             }

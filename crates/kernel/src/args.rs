@@ -278,6 +278,13 @@ pub struct VerifyArgs {
     #[serde(default)]
     #[schemars(length(max = 1000), inner(length(min = 1, max = 4096)))]
     pub only: Vec<String>,
+    /// Run the tests related to the staged changes (vitest related, jest
+    /// --findRelatedTests, the changed crates or Go packages, the pytest files importing a
+    /// changed module). `first`: those first; if they fail, that verdict at once (`scope:
+    /// impacted`, advisory), else the whole suite's verdict (`scope: full`, which can unlock
+    /// apply). `only`: just those (advisory). Not with `only` test ids.
+    #[schemars(extend("enum" = ["first", "only"]))]
+    pub impacted: Option<String>,
 }
 
 /// `diff`: staged changes as a unified diff.
@@ -395,6 +402,16 @@ impl Check for VerifyArgs {
         }
         for id in &self.only {
             len("only", id, 1, Some(4096))?;
+        }
+        match self.impacted.as_deref() {
+            None | Some("first" | "only") => {}
+            Some(_) => return Err(Invalid::at("impacted", "must be `first` or `only`")),
+        }
+        if self.impacted.is_some() && !self.only.is_empty() {
+            return Err(Invalid::at(
+                "impacted",
+                "cannot be combined with `only` test ids",
+            ));
         }
         Ok(())
     }

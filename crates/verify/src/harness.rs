@@ -12,11 +12,15 @@ use serde::{Deserialize, Serialize};
 use crate::adapter::cargo::CargoParser;
 use crate::adapter::generic::GenericParser;
 use crate::adapter::gotest::GoParser;
+use crate::adapter::impacted::{self, Related, Selection};
 use crate::adapter::node::LoadErrors;
 use crate::adapter::{self, FailureSink, Parsed, Plan, REPORT_DIR, ReportFormat};
 use crate::detect::{DirSource, FileSource};
 use crate::error::VerifyError;
-use crate::model::{BaseReport, Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
+use crate::model::{
+    BaseReport, Counts, Failure, FailureKind, ImpactedMode, ImpactedReport, ImpactedStatus,
+    RunnerKind, Scope, Verdict, VerdictReport,
+};
 use crate::runner::{CommandRunner, RunOutput, RunRequest};
 use crate::sanitize::{DEFAULT_BUDGET, Locator, Sanitizer, Tail};
 use crate::verdict::{RunFacts, decide};
@@ -43,6 +47,9 @@ pub struct VerifyOptions {
     /// Such a run says nothing about the other tests: the caller must treat its verdict as
     /// advisory.
     pub only: Vec<String>,
+    /// Run the tests related to the changed files: only them (advisory, like `only`), or
+    /// first and then the whole suite (see [`ImpactedMode`]). Not with `only`.
+    pub impacted: ImpactedMode,
     /// Also run the tests on the unchanged base and mark failures that already existed.
     pub baseline: bool,
     /// Toolchain paths under `$HOME` to expose read-only (the caller's allow-list, e.g.
@@ -81,6 +88,7 @@ impl Default for VerifyOptions {
             command: None,
             budget_bytes: DEFAULT_BUDGET,
             only: Vec::new(),
+            impacted: ImpactedMode::Off,
             baseline: false,
             home_binds: Vec::new(),
             masked: Vec::new(),
@@ -137,11 +145,171 @@ pub fn run_verification_with(
     {
         return Err(VerifyError::EmptyCommand);
     }
+    let target = Target {
+        kind,
+        related: None,
+    };
+    if opts.impacted == ImpactedMode::Off {
+        return verify_scoped(runner, input, opts, &src, target);
+    }
+    if !opts.only.is_empty() {
+        return Err(VerifyError::Selection(
+            "`only` and `impacted` cannot be combined".into(),
+        ));
+    }
+    impacted_run(runner, input, opts, &src, kind)
+}
 
+/// Most selected names an [`ImpactedReport`] lists.
+const MAX_SELECTED_LISTED: usize = 50;
+
+/// `--impacted` / `--impacted-first`: the tests related to the change, then (first) the
+/// whole suite unless they failed. The verdict says which tests it covers (`scope`) and what
+/// the impacted phase selected and found (`impacted`).
+fn impacted_run(
+    runner: &dyn CommandRunner,
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    src: &DirSource,
+    kind: RunnerKind,
+) -> Result<VerdictReport, VerifyError> {
+    let start = Instant::now();
+    let changed = adapter::select::changed_paths(&input.layers);
+    let related = impacted::related(kind, input.workspace, &input.layers, &changed);
+    let (status, note, selection) = match related {
+        Related::Selected(sel) => (ImpactedStatus::Ran, sel.note.clone(), Some(sel)),
+        Related::Nothing(why) => (ImpactedStatus::NoneRelated, why, None),
+        Related::Everything(why) => (ImpactedStatus::Everything, why, None),
+        Related::Unsupported(why) => (ImpactedStatus::Unsupported, why, None),
+    };
+    let names = selection.as_ref().map_or(&[][..], |s| &s.names[..]);
+    let mut summary = ImpactedReport {
+        status,
+        note,
+        changed: changed.len(),
+        selected: names.iter().take(MAX_SELECTED_LISTED).cloned().collect(),
+        selected_total: names.len(),
+        verdict: None,
+        tests: None,
+        argv: Vec::new(),
+        duration_ms: 0,
+    };
+    let cancelled = || {
+        opts.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    let mut first_line = format!("impacted first: {}; the full suite ran.", summary.note);
+    if let Some(sel) = &selection {
+        let target = Target {
+            kind,
+            related: Some(sel),
+        };
+        let mut phase = verify_scoped(runner, input, opts, src, target)?;
+        summary.verdict = Some(phase.verdict);
+        summary.tests = Some(phase.tests);
+        summary.argv = phase.argv.clone();
+        summary.duration_ms = phase.duration_ms;
+        let failed = matches!(phase.verdict, Verdict::Failed | Verdict::Timeout);
+        if opts.impacted == ImpactedMode::Only || failed || cancelled() {
+            let head = if opts.impacted == ImpactedMode::Only {
+                format!(
+                    "impacted: only the tests related to the change ran ({}); this verdict says nothing about the rest of the suite.",
+                    summary.note
+                )
+            } else {
+                format!(
+                    "impacted first: the tests related to the change did not pass ({}); the full suite did not run (fix these first: only a full-suite pass can unlock apply).",
+                    summary.note
+                )
+            };
+            phase.diagnostics = format!("{head}\n{}", phase.diagnostics);
+            phase.scope = Some(Scope::Impacted);
+            phase.impacted = Some(summary);
+            return Ok(phase);
+        }
+        first_line = format!(
+            "impacted first: the related tests gave {} ({} passed, {} failed in {} ms; {}); then the full suite ran.",
+            phase.verdict, phase.tests.passed, phase.tests.failed, phase.duration_ms, summary.note
+        );
+    } else if opts.impacted == ImpactedMode::Only && status == ImpactedStatus::NoneRelated {
+        return Ok(nothing_related(input, kind, summary, start));
+    }
+    if opts.impacted == ImpactedMode::Only {
+        first_line = format!("impacted: {}; the full suite ran instead.", summary.note);
+    }
+    let mut full = verify_scoped(
+        runner,
+        input,
+        opts,
+        src,
+        Target {
+            kind,
+            related: None,
+        },
+    )?;
+    full.diagnostics = format!("{first_line}\n{}", full.diagnostics);
+    full.duration_ms = millis(start.elapsed());
+    full.scope = Some(Scope::Full);
+    full.impacted = Some(summary);
+    Ok(full)
+}
+
+/// `--impacted` when no test is related to the change: nothing runs, the verdict is
+/// `no_tests` and says why.
+fn nothing_related(
+    input: &VerifyInput,
+    kind: RunnerKind,
+    summary: ImpactedReport,
+    start: Instant,
+) -> VerdictReport {
+    VerdictReport {
+        verdict: Verdict::NoTests,
+        changeset: input.changeset_hash.clone(),
+        runner: kind,
+        tests: Counts::default(),
+        failures: Vec::new(),
+        diagnostics: format!(
+            "no_tests: impacted: {}, so no test ran (`verify` without `--impacted` runs the whole suite).",
+            summary.note
+        ),
+        duration_ms: millis(start.elapsed()),
+        degraded: false,
+        tier: None,
+        failures_omitted: 0,
+        exit_code: None,
+        baseline: false,
+        base: None,
+        argv: Vec::new(),
+        environment: Vec::new(),
+        ceiling: None,
+        limits: None,
+        scope: Some(Scope::Impacted),
+        impacted: Some(summary),
+    }
+}
+
+/// Which runner runs, and the related tests it is restricted to (none: the whole suite, or
+/// what `only` selects).
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    kind: RunnerKind,
+    related: Option<&'a Selection>,
+}
+
+/// One verification of `target`'s tests: the base run (with a baseline), the run, its verdict.
+fn verify_scoped(
+    runner: &dyn CommandRunner,
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    src: &DirSource,
+    target: Target,
+) -> Result<VerdictReport, VerifyError> {
+    let src = src.clone();
     // The duration covers the base run too: it is part of what this verification cost.
     let start = Instant::now();
     let mut base = if opts.baseline {
-        Some(load_or_run_baseline(runner, input, opts, kind)?)
+        Some(load_or_run_baseline(runner, input, opts, target)?)
     } else {
         None
     };
@@ -153,7 +321,7 @@ pub fn run_verification_with(
         &input.layers,
         scratch.path(),
         opts,
-        kind,
+        target,
         &src,
     )?;
     // An empty changeset: this run *is* the base run. Its failures are the base's, recorded
@@ -225,6 +393,8 @@ pub fn run_verification_with(
                 environment: Vec::new(),
                 ceiling: None,
                 limits: None,
+                scope: None,
+                impacted: None,
             });
         }
         Attempt::Ran {
@@ -293,6 +463,8 @@ pub fn run_verification_with(
             .limits
             .as_ref()
             .and_then(|l| serde_json::to_value(l).ok()),
+        scope: None,
+        impacted: None,
     })
 }
 
@@ -447,11 +619,13 @@ fn run_once(
     layers: &[PathBuf],
     scratch: &Path,
     opts: &VerifyOptions,
-    kind: RunnerKind,
+    target: Target,
     src: &dyn FileSource,
 ) -> Result<Attempt, VerifyError> {
+    let kind = target.kind;
     let visible_root = runner.visible_root(workspace, scratch);
-    let project = selected_plan(kind, opts, &visible_root, src).map_err(VerifyError::Selection)?;
+    let project =
+        selected_plan(target, opts, &visible_root, src).map_err(VerifyError::Selection)?;
     let env = run_env(&project, opts);
     let steps_before_runner = project.steps_before_runner;
     let plan = project.plan;
@@ -499,21 +673,21 @@ fn run_once(
     }
 }
 
-/// The environment a plan runs with: the plan's own, `PATH` (the project's directories first,
-/// then the caller's), then the caller's extra variables (which win).
-/// The project's plan for `kind`, restricted to the tests `opts.only` selects. A selection is
-/// given to the runner's own argv: where the project's command reaches the runner through a
-/// script (`sh -c` over a package.json script, `make test`), the runner is run directly with
-/// the selection instead, with the project's `PATH` and environment (a selected run is
-/// advisory either way, and the verdict's argv says what ran).
+/// The project's plan for the target, restricted to the tests `opts.only` or the target's
+/// related tests select. A selection is given to the runner's own argv: where the project's
+/// command reaches the runner through a script, the runner is run directly with the selection
+/// instead, with the project's `PATH` and environment: a package.json script's runner step with
+/// its own words (`vitest run --globals`, its other steps such as `tsc` left out), else (`make
+/// test`) the bare runner (a selected run is advisory either way, and the verdict's argv says
+/// what ran).
 fn selected_plan(
-    kind: RunnerKind,
+    target: Target,
     opts: &VerifyOptions,
     visible_root: &Path,
     src: &dyn FileSource,
 ) -> Result<crate::project::ProjectPlan, String> {
-    let mut project = crate::project::plan(kind, opts.command.as_deref(), visible_root, src);
-    if opts.only.is_empty() {
+    let mut project = crate::project::plan(target.kind, opts.command.as_deref(), visible_root, src);
+    if opts.only.is_empty() && target.related.is_none() {
         return Ok(project);
     }
     let through_script = matches!(
@@ -521,7 +695,15 @@ fn selected_plan(
         Some("sh" | "make")
     );
     if through_script && project.plan.kind != RunnerKind::Command {
-        let mut direct = adapter::plan(project.plan.kind, None, visible_root, src);
+        let script = match opts.command.as_deref() {
+            Some(cmd) => crate::project::node::script_call(cmd).map(|(name, _)| name),
+            None => Some("test"),
+        };
+        let words = script
+            .and_then(|name| crate::project::node::runner_words(name, src))
+            .filter(|(kind, _)| *kind == project.plan.kind)
+            .map(|(_, words)| words);
+        let mut direct = adapter::plan(project.plan.kind, words.as_deref(), visible_root, src);
         direct.env.extend(
             project
                 .plan
@@ -534,9 +716,14 @@ fn selected_plan(
         project.steps_before_runner = false;
     }
     adapter::select::restrict(&mut project.plan, &opts.only)?;
+    if let Some(selection) = target.related {
+        impacted::apply(&mut project.plan, selection);
+    }
     Ok(project)
 }
 
+/// The environment a plan runs with: the plan's own, `PATH` (the project's directories first,
+/// then the caller's), then the caller's extra variables (which win).
 fn run_env(project: &crate::project::ProjectPlan, opts: &VerifyOptions) -> Vec<(String, String)> {
     let mut env = project.plan.env.clone();
     if !opts.env.iter().any(|(k, _)| k == "PATH") {
@@ -757,10 +944,10 @@ fn load_or_run_baseline(
     runner: &dyn CommandRunner,
     input: &VerifyInput,
     opts: &VerifyOptions,
-    kind: RunnerKind,
+    target: Target,
 ) -> Result<Base, VerifyError> {
     let src = DirSource::new(input.workspace);
-    let key = base_key(input, opts, kind, &src);
+    let key = base_key(input, opts, target, &src);
     let cache_file = match (&key, &input.baseline_cache) {
         (Some(key), Some((dir, _))) => Some(dir.join(format!("verify-base-{key}.json"))),
         _ => None,
@@ -796,7 +983,7 @@ fn load_or_run_baseline(
         &[],
         scratch.path(),
         opts,
-        kind,
+        target,
         &src,
     )?;
     let (verdict, tests, failing) = match attempt {
@@ -866,11 +1053,12 @@ fn layers_are_empty(layers: &[PathBuf]) -> bool {
 fn base_key(
     input: &VerifyInput,
     opts: &VerifyOptions,
-    kind: RunnerKind,
+    target: Target,
     src: &dyn FileSource,
 ) -> Option<String> {
+    let kind = target.kind;
     // A run of selected tests is another base than the whole suite.
-    let project = selected_plan(kind, opts, input.workspace, src).ok()?;
+    let project = selected_plan(target, opts, input.workspace, src).ok()?;
     let env = run_env(&project, opts);
     let plan = project.plan;
     let extra: Vec<(std::ffi::OsString, std::ffi::OsString)> =

@@ -16,6 +16,7 @@
 //! - [`sanitize`]: what goes back to the model — test, message, expected/received,
 //!   workspace-relative `file:line`, workspace-only frames; ANSI stripped, duplicates folded,
 //!   a byte budget that always says what it left out.
+//! - [`adapter::impacted`]: the tests related to a change, for `--impacted-first`.
 //! - [`verdict`]: the rules for passed / failed / no_tests / timeout / error (documented there,
 //!   including compile errors → `failed` and pre-existing failures with a baseline).
 //!
@@ -31,8 +32,8 @@
 //! The [`VerdictReport`] serialises to the verdict JSON of CLI.md (`verdict`, `changeset`,
 //! `runner`, `tests`, `failures[{test,file,line,message}]`, `diagnostics`, `duration_ms`);
 //! optional extras (`column`, `expected`, `received`, `stack`, `kind`, `pre_existing`,
-//! `degraded`, `failures_omitted`, `exit_code`, `baseline`, `environment`) are omitted when
-//! empty.
+//! `degraded`, `failures_omitted`, `exit_code`, `baseline`, `environment`, `scope`, `impacted`)
+//! are omitted when empty.
 //!
 //! ```no_run
 //! use airlock_verify::{run_verification, VerifyInput, VerifyOptions};
@@ -69,5 +70,8 @@ pub use error::VerifyError;
 pub use harness::{
     DEFAULT_TIMEOUT, VerifyInput, VerifyOptions, run_verification, run_verification_with,
 };
-pub use model::{BaseReport, Counts, Failure, FailureKind, RunnerKind, Verdict, VerdictReport};
+pub use model::{
+    BaseReport, Counts, Failure, FailureKind, ImpactedMode, ImpactedReport, ImpactedStatus,
+    RunnerKind, Scope, Verdict, VerdictReport,
+};
 pub use runner::{CommandRunner, OutputText, PlainRunner, RunOutput, RunRequest};

@@ -218,6 +218,85 @@ pub struct VerdictReport {
     /// `limits` object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<serde_json::Value>,
+    /// Which tests the verdict covers, with `--impacted` / `--impacted-first` (absent
+    /// otherwise): `impacted` (only the tests related to the change ran) or `full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+    /// What the impacted phase selected and found (`--impacted`, `--impacted-first`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impacted: Option<ImpactedReport>,
+}
+
+/// Whether a verification runs the tests related to the change (see
+/// [`crate::adapter::impacted`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ImpactedMode {
+    /// The whole suite only.
+    #[default]
+    Off,
+    /// Only the related tests (advisory: the caller must not let it unlock apply).
+    Only,
+    /// The related tests first: if they fail, that verdict (scope `impacted`) at once;
+    /// otherwise the whole suite's verdict (scope `full`).
+    First,
+}
+
+/// Which tests a verdict covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The whole suite.
+    Full,
+    /// Only the tests related to the change: says nothing about the rest of the suite.
+    Impacted,
+}
+
+/// What the impacted phase found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImpactedStatus {
+    /// The related tests ran.
+    Ran,
+    /// No test is related to the changed files: nothing ran in this phase.
+    NoneRelated,
+    /// Every test is related (a lockfile, the runner's configuration, or a selection that is
+    /// the whole suite): nothing smaller ran first.
+    Everything,
+    /// The runner has no related-tests selection.
+    Unsupported,
+}
+
+/// The impacted phase of a verification: what it selected, and what the run of it gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImpactedReport {
+    /// What the phase found.
+    pub status: ImpactedStatus,
+    /// One sentence: how the selection was made, or why nothing was selected.
+    pub note: String,
+    /// How many paths the changeset touches.
+    pub changed: usize,
+    /// The selection: changed modules (vitest, jest), packages (go), crates (cargo), test
+    /// files (pytest); at most 50 (`selected_total` counts them all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selected: Vec<String>,
+    /// How many were selected.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub selected_total: usize,
+    /// The verdict of the related tests' run (when they ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Their counts (when they ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<Counts>,
+    /// The exact command of that run (when they ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+    /// Wall time of that run (0 when nothing ran).
+    pub duration_ms: u64,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The unchanged base a baseline run compared against.
@@ -278,6 +357,8 @@ mod tests {
             environment: Vec::new(),
             ceiling: None,
             limits: None,
+            scope: None,
+            impacted: None,
         };
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(

@@ -235,6 +235,11 @@ pub(crate) fn verify(
         baseline: p.args.baseline,
         budget_bytes: budget,
         only: p.args.only.clone(),
+        impacted: match p.args.impacted.as_deref() {
+            Some("first") => airlock_verify::ImpactedMode::First,
+            Some("only") => airlock_verify::ImpactedMode::Only,
+            _ => airlock_verify::ImpactedMode::Off,
+        },
         home_binds: exposure.home_binds,
         masked: exposure.masked,
         cancel: Some(ctx.cancel.flag()),
@@ -279,6 +284,11 @@ pub(crate) fn verify(
         }
         Err(e) => return failure(format!("Verification could not run: {e}"), Status::Failed),
     };
+    // Only the tests related to the change ran: advice, whoever chose the command.
+    let impacted_only = report.scope == Some(airlock_verify::Scope::Impacted);
+    if impacted_only {
+        source = VerdictSource::Partial;
+    }
     // The gate reads the typed verdict; the JSON below is only what the caller is shown.
     let verdict = report.verdict;
     let mut detail = serde_json::to_value(&report).unwrap_or(Value::Null);
@@ -294,7 +304,10 @@ pub(crate) fn verify(
             if let Some(d) = obj.get_mut("diagnostics")
                 && let Some(text) = d.as_str()
             {
-                let why = if source == VerdictSource::Partial {
+                let why = if impacted_only {
+                    "only the tests related to the change ran (`impacted`), so this verdict \
+                     cannot unlock apply (`airlock verify` runs the whole suite)"
+                } else if source == VerdictSource::Partial {
                     "only the selected tests ran (`only`), so this verdict cannot unlock apply \
                      (`airlock verify` without `--only` runs the whole suite)"
                 } else {

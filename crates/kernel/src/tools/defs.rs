@@ -282,13 +282,14 @@ impl TypedTool for Verify {
     type Args = VerifyArgs;
     const NAME: &'static str = "verify";
     const CLASS: ToolClass = ToolClass::Verify;
-    const DESCRIPTION: &'static str = "Run the project's tests against the workspace plus staged changes in a fresh sandbox and return a verdict (passed, failed, no_tests, timeout, error) with short diagnostics: failing test, message, file:line. Only a passing verify of the project's own test command (detected, or configured by the operator) allows apply; a `command` you choose gives advisory feedback only. Each failure carries an `id`: `only: [ids]` reruns just those tests (advisory too: apply needs the whole suite); `budget` sets the size of the diagnostics text in bytes.";
+    const DESCRIPTION: &'static str = "Run the project's tests against the workspace plus staged changes in a fresh sandbox and return a verdict (passed, failed, no_tests, timeout, error) with short diagnostics: failing test, message, file:line. Only a passing verify of the project's own test command (detected, or configured by the operator) allows apply; a `command` you choose gives advisory feedback only. Each failure carries an `id`: `only: [ids]` reruns just those tests (advisory too: apply needs the whole suite); `impacted: \"first\"` runs the tests related to the staged changes first (vitest related, jest --findRelatedTests, the changed crates or Go packages, pytest files importing a changed module) and returns their failures at once (`scope: impacted`, advisory), else runs the whole suite and returns its verdict (`scope: full`); `impacted: \"only\"` runs just the related tests (advisory); `budget` sets the size of the diagnostics text in bytes.";
     fn examples() -> Vec<Value> {
         vec![
             json!({}),
             json!({"runner": "cargo", "timeout_secs": 600, "baseline": true}),
             json!({"command": ["cargo", "test", "-p", "core"]}),
             json!({"only": ["tests/test_calc.py::TestAdd::test_sum[two]"], "budget": 16384}),
+            json!({"impacted": "first"}),
         ]
     }
     /// A command the agent gives runs just as `bash` would: the guard judges it.

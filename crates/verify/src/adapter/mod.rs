@@ -7,6 +7,7 @@
 pub mod cargo;
 pub mod generic;
 pub mod gotest;
+pub mod impacted;
 pub mod jest;
 pub mod junit;
 pub mod node;

@@ -134,6 +134,17 @@ fn runner_step(script: &str, src: &dyn FileSource) -> Option<(RunnerKind, usize,
     })
 }
 
+/// The words of the script `name`'s runner step from the runner's program on (`vitest run
+/// --globals`), with its runner, when the script runs vitest, jest or `node --test`.
+pub(crate) fn runner_words(name: &str, src: &dyn FileSource) -> Option<(RunnerKind, Vec<String>)> {
+    let script = script(name, src)?;
+    let (kind, at, step) = runner_step(&script, src)?;
+    Some((
+        kind,
+        step.words[at..].iter().map(|w| w.text.clone()).collect(),
+    ))
+}
+
 /// The script `name` run as the package manager runs it, with reporter flags spliced into its
 /// runner step and `extra` appended to it. `None` when the project has no such script, or when the operator chose a
 /// runner other than the one the script runs.
