@@ -653,6 +653,14 @@ fn run_once(
         argv: plan.argv.clone(),
         env,
         timeout: opts.timeout,
+        // The caller's $HOME (its environment, passed down), where the toolchains live.
+        home: opts
+            .host_env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|h| h.is_absolute()),
         home_binds: opts.home_binds.clone(),
         masked: opts.masked.clone(),
         ro_binds: opts.ro_binds.clone(),

@@ -31,6 +31,9 @@ pub struct RunRequest {
     pub env: Vec<(String, String)>,
     /// Wall-clock limit.
     pub timeout: Duration,
+    /// The caller's `$HOME`, under which [`RunRequest::home_binds`] are found (none: the
+    /// sandbox settings' own).
+    pub home: Option<PathBuf>,
     /// Toolchain paths under `$HOME` to expose read-only.
     pub home_binds: Vec<PathBuf>,
     /// Paths hidden from the command besides `.airlock` (see `SandboxSpec::masked`).
@@ -189,6 +192,7 @@ impl CommandRunner for SandboxRunner {
         spec.timeout = req.timeout;
         spec.output_limit = 256 * 1024;
         spec.spool_dir = Some(spool);
+        spec.home = req.home.clone();
         spec.home_binds = req.home_binds.clone();
         spec.ro_binds = req.ro_binds.clone();
         spec.cache_binds = req.cache_binds.clone();
@@ -375,6 +379,7 @@ mod tests {
             argv: vec!["sh".into(), "-c".into(), script.into()],
             env: Vec::new(),
             timeout,
+            home: None,
             home_binds: Vec::new(),
             masked: Vec::new(),
             ro_binds: Vec::new(),

@@ -173,6 +173,8 @@ fn pytest_runs_the_test_files_importing_the_change_first() {
     let fast = verify(&ws, &broken, ImpactedMode::First);
     measured("packaging", "failing change, impacted first", &fast);
     assert_failed_fast(&fast);
+    // The selected tests ran (a broken environment fails too, with nothing passing).
+    assert!(fast.tests.passed > 0, "{fast:#?}");
     let selected = &fast.impacted.as_ref().unwrap().selected;
     eprintln!("[packaging] selected: {selected:?}");
     assert!(
