@@ -2,7 +2,7 @@
 //! (`.airlock/cache/<domain>/<name>`) that sandboxed runs of this workspace, and only they, see
 //! writable at [`airlock_sandbox::CACHE_ROOT`]`/<name>`, pointed at by the variables the tools
 //! read (`GOCACHE`, `CARGO_TARGET_DIR`, `PYTHONPYCACHEPREFIX`, pytest's `cache_dir`,
-//! `XDG_CACHE_HOME`). What a run writes there is neither staged nor applied, and persists
+//! `XDG_CACHE_HOME`, jest's `--cacheDirectory`). What a run writes there is neither staged nor applied, and persists
 //! across runs.
 //!
 //! Two domains keep the agent's commands from writing what a verification reads: `exec`
@@ -81,6 +81,12 @@ const KINDS: &[Kind] = &[
                 format!("-p cacheprovider -o cache_dir={p}"),
             )]
         },
+    },
+    Kind {
+        // jest reads no variable for it: the verify plan passes `--cacheDirectory` when the
+        // run binds this cache (`airlock_verify::adapter::jest::use_cache`).
+        name: "jest",
+        vars: |_| Vec::new(),
     },
     Kind {
         name: "xdg",

@@ -624,8 +624,9 @@ fn run_once(
 ) -> Result<Attempt, VerifyError> {
     let kind = target.kind;
     let visible_root = runner.visible_root(workspace, scratch);
-    let project =
+    let mut project =
         selected_plan(target, opts, &visible_root, src).map_err(VerifyError::Selection)?;
+    adapter::jest::use_cache(&mut project.plan, &opts.cache_binds);
     let env = run_env(&project, opts);
     let steps_before_runner = project.steps_before_runner;
     let plan = project.plan;

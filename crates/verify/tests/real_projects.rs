@@ -606,3 +606,63 @@ fn vitest_the_changed_modules_failures_come_first() {
         "{r:#?}"
     );
 }
+
+/// Every file below `dir` with its modification time.
+fn files_with_times(dir: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let md = std::fs::symlink_metadata(&p).unwrap();
+        if md.is_dir() {
+            out.extend(files_with_times(&p));
+        } else {
+            out.push((p, md.modified().unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// jest keeps its transform and haste-map caches in the workspace's `jest` cache (its default,
+/// under the run's fresh `/tmp`, is lost with each run): the first verification fills it, and
+/// the second finds every transformed file there and writes none again.
+#[test]
+fn jest_keeps_its_cache_across_verifications() {
+    let ws = in_place("gensync-jest");
+    let cache = tempfile::tempdir().unwrap();
+    let mut opts = options(None);
+    opts.cache_binds = vec![airlock_sandbox::CacheBind::named(cache.path(), "jest")];
+    let r = verify_with(&ws, Vec::new(), &opts);
+    assert_eq!(r.verdict, Verdict::Passed, "{r:#?}");
+    assert!(
+        r.argv[2].contains("--cacheDirectory=/var/cache/airlock/jest"),
+        "{:?}",
+        r.argv
+    );
+    let first = files_with_times(cache.path());
+    let name = |p: &PathBuf| p.strip_prefix(cache.path()).unwrap().display().to_string();
+    assert!(
+        first.iter().any(|(p, _)| name(p).contains("haste-map")),
+        "{:?}",
+        first.iter().map(|(p, _)| name(p)).collect::<Vec<_>>()
+    );
+    let transformed: Vec<_> = first
+        .iter()
+        .filter(|(p, _)| name(p).contains("jest-transform-cache"))
+        .cloned()
+        .collect();
+    assert!(!transformed.is_empty(), "{first:?}");
+
+    let r = verify_with(&ws, Vec::new(), &opts);
+    assert_eq!(r.verdict, Verdict::Passed, "{r:#?}");
+    let second = files_with_times(cache.path());
+    for (p, t) in &transformed {
+        let again = second.iter().find(|(q, _)| q == p);
+        assert_eq!(again.map(|(_, t)| t), Some(t), "{} was rewritten", name(p));
+    }
+    let transformed_again = second
+        .iter()
+        .filter(|(p, _)| name(p).contains("jest-transform-cache"))
+        .count();
+    assert_eq!(transformed_again, transformed.len());
+}

@@ -183,6 +183,48 @@ pub fn installed_major(src: &dyn FileSource) -> Option<u32> {
 }
 
 /// jest's `fullName` (absent before jest 21): the describe titles and the title, space-joined.
+/// The name of the per-workspace cache in which jest keeps its transform and haste-map caches
+/// across verifications ([`use_cache`]).
+pub const CACHE_NAME: &str = "jest";
+
+/// Points a jest run at the workspace's jest cache when the run binds one (at
+/// [`airlock_sandbox::CACHE_ROOT`]`/`[`CACHE_NAME`]): jest has no variable for its cache
+/// directory, whose default lies in the run's fresh `/tmp`, so `--cacheDirectory` goes right
+/// after airlock's own report flag, in the argv or in the script step it was spliced into.
+pub fn use_cache(plan: &mut super::Plan, binds: &[airlock_sandbox::CacheBind]) {
+    if plan.kind != crate::model::RunnerKind::Jest {
+        return;
+    }
+    let inside = Path::new(airlock_sandbox::CACHE_ROOT).join(CACHE_NAME);
+    if !binds.iter().any(|b| b.inside == inside) {
+        return;
+    }
+    let flag = format!("--cacheDirectory={}", inside.display());
+    let report = format!("/{}/jest.json", super::REPORT_DIR);
+    let is_report = |a: &std::ffi::OsStr| {
+        a.to_str()
+            .is_some_and(|a| a.starts_with("--outputFile=") && a.ends_with(&report))
+    };
+    if let Some(at) = plan.argv.iter().position(|a| is_report(a)) {
+        plan.argv.insert(at + 1, flag.into());
+        return;
+    }
+    // `sh -c SCRIPT`: after the report flag's word (quoted or not) in the script.
+    if plan.argv.len() >= 3 && plan.argv[0] == "sh" && plan.argv[1] == "-c" {
+        let Some(script) = plan.argv[2].to_str() else {
+            return;
+        };
+        if let Some(i) = script.find(&report) {
+            let mut end = i + report.len();
+            if script[end..].starts_with('\'') {
+                end += 1;
+            }
+            let updated = format!("{} {flag}{}", &script[..end], &script[end..]);
+            plan.argv[2] = updated.into();
+        }
+    }
+}
+
 fn full_name(a: &AssertionResult) -> String {
     if !a.full_name.is_empty() {
         return a.full_name.clone();
@@ -225,6 +267,48 @@ mod tests {
         fn exists(&self, rel: &str) -> bool {
             self.0.iter().any(|(p, _)| *p == rel)
         }
+    }
+
+    /// The cache flag goes right after airlock's report flag: in the argv, in a script step
+    /// where the flag was spliced bare or quoted, and nowhere without the cache's bind.
+    #[test]
+    fn the_jest_cache_is_passed_after_the_report_flag() {
+        let bind =
+            airlock_sandbox::CacheBind::named("/host/ws/.airlock/cache/verify/jest", CACHE_NAME);
+        let cache = "--cacheDirectory=/var/cache/airlock/jest";
+        let plan = |argv: &[&str]| super::super::Plan {
+            kind: RunnerKind::Jest,
+            argv: argv.iter().map(std::ffi::OsString::from).collect(),
+            env: Vec::new(),
+            report: None,
+            format: super::super::ReportFormat::JestJson,
+            requires: None,
+        };
+        let report = "--outputFile=/ws/.airlock-verify/jest.json";
+        let mut p = plan(&["jest", "--ci", "--json", report, "--watchAll=false"]);
+        use_cache(&mut p, std::slice::from_ref(&bind));
+        assert_eq!(p.argv[4], cache);
+        assert_eq!(p.argv[3], report);
+
+        let script = format!("tsc && jest --ci {report} --watchAll=false && echo done");
+        let mut p = plan(&["sh", "-c", &script]);
+        use_cache(&mut p, std::slice::from_ref(&bind));
+        assert_eq!(
+            p.argv[2],
+            format!("tsc && jest --ci {report} {cache} --watchAll=false && echo done").as_str()
+        );
+
+        let quoted = "jest '--outputFile=/my ws/.airlock-verify/jest.json' --ci";
+        let mut p = plan(&["sh", "-c", quoted]);
+        use_cache(&mut p, std::slice::from_ref(&bind));
+        assert_eq!(
+            p.argv[2],
+            format!("jest '--outputFile=/my ws/.airlock-verify/jest.json' {cache} --ci").as_str()
+        );
+
+        let mut p = plan(&["jest", report]);
+        use_cache(&mut p, &[]);
+        assert_eq!(p.argv.len(), 2);
     }
 
     fn jest_flags(version: &'static str) -> Vec<String> {
