@@ -700,6 +700,35 @@ impl Changed {
         })
     }
 
+    /// A rustdoc test's panic is reported at the line of the program rustdoc built around
+    /// the snippet: moved to the line of the source file (see [`crate::adapter::doctest`]).
+    fn place_doc_test(&self, f: &mut Failure) {
+        let (Some(file), Some(line), Some(reader)) =
+            (f.file.as_deref(), f.line, self.reader.as_ref())
+        else {
+            return;
+        };
+        if doc_test_file(&f.test) != Some(file) {
+            return;
+        }
+        let Some(text) = reader(file) else {
+            return;
+        };
+        if let Some(real) = crate::adapter::doctest::source_line(&f.test, &text, line, f.column)
+            && real != line
+        {
+            f.line = Some(real);
+            // At the code block's opening line the column says nothing.
+            let opening = text
+                .lines()
+                .nth(real as usize - 1)
+                .is_some_and(|l| l.contains("```"));
+            if opening {
+                f.column = None;
+            }
+        }
+    }
+
     /// Whether `f` reaches a changed module (see [`Relation::Reaches`]).
     fn reaches(&mut self, f: &Failure) -> bool {
         let frame_file = |frame: &str| -> bool {
@@ -781,7 +810,8 @@ impl Sanitizer {
     /// Adds a failure; identical ones (same kind, message, file, line) are folded. At most
     /// [`MAX_FAILURES`] distinct failures are kept; beyond that, a failure related to the
     /// change takes the place of the last one kept that is less closely related.
-    pub fn push(&mut self, failure: Failure) {
+    pub fn push(&mut self, mut failure: Failure) {
+        self.changed.place_doc_test(&mut failure);
         // The fold key is taken on the raw failure so that repeats cost one hash, not a clean.
         let key = fold_key(&failure);
         if let Some(&i) = self.index.get(&key)

@@ -468,6 +468,16 @@ fn cargo_the_changed_modules_failures_come_first() {
     let first = &r.failures[0];
     assert_eq!(first.file.as_deref(), Some("src/parse.rs"), "{r:#?}");
     assert!(first.test.starts_with("src/parse.rs - "), "{r:#?}");
+    // The doc test of `parse::Error` (its code block opens at line 11) panics at the
+    // `.unwrap_err()` of line 15, which rustdoc reports as line 7 of the program it built.
+    if first.test == "src/parse.rs - parse::Error (line 11)" {
+        assert_eq!((first.line, first.column), (Some(15), Some(39)), "{r:#?}");
+    }
+    let source = std::fs::read_to_string(ws.root.join("src/parse.rs")).unwrap();
+    for f in r.failures.iter().filter(|f| f.test.starts_with("src/parse.rs - ")) {
+        let line = source.lines().nth(f.line.unwrap() as usize - 1).unwrap();
+        assert!(line.trim_start().starts_with("///"), "{f:#?}: {line}");
+    }
     assert!(
         first_fail_entry(&r).starts_with("FAIL src/parse.rs:"),
         "{r:#?}"

@@ -5,6 +5,7 @@
 //! failure to a [`FailureSink`] as soon as it is complete, so memory stays bounded.
 
 pub mod cargo;
+pub mod doctest;
 pub mod generic;
 pub mod gotest;
 pub mod impacted;
