@@ -474,7 +474,11 @@ fn cargo_the_changed_modules_failures_come_first() {
         assert_eq!((first.line, first.column), (Some(15), Some(39)), "{r:#?}");
     }
     let source = std::fs::read_to_string(ws.root.join("src/parse.rs")).unwrap();
-    for f in r.failures.iter().filter(|f| f.test.starts_with("src/parse.rs - ")) {
+    for f in r
+        .failures
+        .iter()
+        .filter(|f| f.test.starts_with("src/parse.rs - "))
+    {
         let line = source.lines().nth(f.line.unwrap() as usize - 1).unwrap();
         assert!(line.trim_start().starts_with("///"), "{f:#?}: {line}");
     }

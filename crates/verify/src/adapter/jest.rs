@@ -276,14 +276,7 @@ mod tests {
         let bind =
             airlock_sandbox::CacheBind::named("/host/ws/.airlock/cache/verify/jest", CACHE_NAME);
         let cache = "--cacheDirectory=/var/cache/airlock/jest";
-        let plan = |argv: &[&str]| super::super::Plan {
-            kind: RunnerKind::Jest,
-            argv: argv.iter().map(std::ffi::OsString::from).collect(),
-            env: Vec::new(),
-            report: None,
-            format: super::super::ReportFormat::JestJson,
-            requires: None,
-        };
+        let plan = |argv: &[&str]| crate::adapter::test_plan(RunnerKind::Jest, argv);
         let report = "--outputFile=/ws/.airlock-verify/jest.json";
         let mut p = plan(&["jest", "--ci", "--json", report, "--watchAll=false"]);
         use_cache(&mut p, std::slice::from_ref(&bind));

@@ -86,6 +86,19 @@ pub struct Parsed {
     pub said_no_tests: bool,
 }
 
+/// A plan of `kind` running `argv`, reading no report (for unit tests of argv rewrites).
+#[cfg(test)]
+pub(crate) fn test_plan(kind: RunnerKind, argv: &[&str]) -> Plan {
+    Plan {
+        kind,
+        argv: os(argv),
+        env: Vec::new(),
+        report: None,
+        format: ReportFormat::Generic,
+        requires: None,
+    }
+}
+
 fn os(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }

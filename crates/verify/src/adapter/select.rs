@@ -226,18 +226,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::ReportFormat;
-
-    fn plan(kind: RunnerKind, argv: &[&str]) -> Plan {
-        Plan {
-            kind,
-            argv: argv.iter().map(OsString::from).collect(),
-            env: Vec::new(),
-            report: None,
-            format: ReportFormat::Generic,
-            requires: None,
-        }
-    }
+    use crate::adapter::test_plan as plan;
 
     fn argv(p: &Plan) -> Vec<String> {
         p.argv
