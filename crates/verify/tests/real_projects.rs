@@ -191,6 +191,26 @@ fn cargo_semver() {
     assert_eq!(r.runner, RunnerKind::Cargo, "{r:#?}");
     assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
     assert!(structured_in(&r, "tests/test_version.rs"), "{r:#?}");
+
+    // A staged type error fails with rustc's diagnostic at its place.
+    let typed = staged(
+        &ws,
+        "src/display.rs",
+        r#""{}.{}.{}", self.major"#,
+        r#""{}.{}.{}", self.major + "1""#,
+    );
+    let r = verify_with(&ws, vec![typed.path().to_path_buf()], &options(None));
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(type_error_in(&r, "src/display.rs"), "{r:#?}");
+}
+
+/// A compile failure located in `file`, with a line.
+fn type_error_in(r: &VerdictReport, file: &str) -> bool {
+    r.failures.iter().any(|f| {
+        f.kind == airlock_verify::FailureKind::Compile
+            && f.file.as_deref() == Some(file)
+            && f.line.is_some()
+    })
 }
 
 #[test]
@@ -285,6 +305,17 @@ fn go_cmp() {
     assert_eq!(r.runner, RunnerKind::Go, "{r:#?}");
     assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
     assert!(structured_in(&r, "cmp/cmpopts/"), "{r:#?}");
+
+    // A staged type error fails with the compiler's diagnostic at its place.
+    let typed = staged(
+        &ws,
+        "cmp/cmpopts/equate.go",
+        "(vx.Len() == 0 && vy.Len() == 0)",
+        r#"(vx.Len() == "0" && vy.Len() == 0)"#,
+    );
+    let r = verify_with(&ws, vec![typed.path().to_path_buf()], &options(None));
+    assert_eq!(r.verdict, Verdict::Failed, "{r:#?}");
+    assert!(type_error_in(&r, "cmp/cmpopts/equate.go"), "{r:#?}");
 }
 
 /// jest's or vitest's own count from its JSON reporter, run on the host.
