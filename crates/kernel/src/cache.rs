@@ -49,6 +49,8 @@ impl CacheDomain {
 /// One cache: its directory name and the variables that point a tool at it.
 struct Kind {
     name: &'static str,
+    /// Only verification runs get it (nothing of an agent's command would use it).
+    verify_only: bool,
     /// Each variable and its value, given the cache's path inside the sandbox.
     vars: fn(&str) -> Vec<(&'static str, String)>,
 }
@@ -56,14 +58,17 @@ struct Kind {
 const KINDS: &[Kind] = &[
     Kind {
         name: "go-build",
+        verify_only: false,
         vars: |p| vec![("GOCACHE", p.to_string())],
     },
     Kind {
         name: "cargo-target",
+        verify_only: false,
         vars: |p| vec![("CARGO_TARGET_DIR", p.to_string())],
     },
     Kind {
         name: "pycache",
+        verify_only: false,
         // Bytecode goes to the cache (never the workspace), so it may be written: an empty
         // PYTHONDONTWRITEBYTECODE is unset for Python.
         vars: |p| {
@@ -75,6 +80,7 @@ const KINDS: &[Kind] = &[
     },
     Kind {
         name: "pytest",
+        verify_only: false,
         vars: |p| {
             vec![(
                 "PYTEST_ADDOPTS",
@@ -86,10 +92,12 @@ const KINDS: &[Kind] = &[
         // jest reads no variable for it: the verify plan passes `--cacheDirectory` when the
         // run binds this cache (`airlock_verify::adapter::jest::use_cache`).
         name: "jest",
+        verify_only: true,
         vars: |_| Vec::new(),
     },
     Kind {
         name: "xdg",
+        verify_only: false,
         vars: |p| vec![("XDG_CACHE_HOME", p.to_string())],
     },
 ];
@@ -123,7 +131,10 @@ pub fn prepare(
     std::fs::create_dir_all(&dir)?;
     set_private(&root.join(CACHE_DIR))?;
     let mut out = RunCaches::default();
-    for kind in KINDS {
+    for kind in KINDS
+        .iter()
+        .filter(|k| domain == CacheDomain::Verify || !k.verify_only)
+    {
         let host = dir.join(kind.name);
         if !host.is_dir() {
             if kind.name == "cargo-target" {
@@ -315,11 +326,14 @@ mod tests {
         std::fs::write(ws.path().join("target/debug/x.rlib"), "rlib").unwrap();
         let exec = prepare(ws.path(), CacheDomain::Exec, &[]).unwrap();
         let verify = prepare(ws.path(), CacheDomain::Verify, &[]).unwrap();
-        for (a, b) in exec.binds.iter().zip(&verify.binds) {
-            assert_eq!(a.inside, b.inside);
+        for a in &exec.binds {
+            let b = verify.binds.iter().find(|b| b.inside == a.inside).unwrap();
             assert_ne!(a.host, b.host);
             assert!(a.host.starts_with(ws.path().join(".airlock/cache")));
         }
+        // jest's cache only for verification runs (only their plan points jest at it).
+        let jest = |c: &RunCaches| c.binds.iter().any(|b| b.inside.ends_with("jest"));
+        assert!(jest(&verify) && !jest(&exec));
         let seeded = domain_dir(ws.path(), CacheDomain::Verify).join("cargo-target/debug/x.rlib");
         assert_eq!(std::fs::read(seeded).unwrap(), b"rlib");
         assert!(exec.env.iter().any(|(k, _)| k == "GOCACHE"));
