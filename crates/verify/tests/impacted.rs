@@ -4,75 +4,19 @@
 //! when they pass the whole suite runs and its verdict is the one returned. Each test prints
 //! the durations it measured (`--nocapture` shows them).
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use airlock_verify::{
-    ImpactedMode, ImpactedStatus, RunnerKind, Scope, Verdict, VerdictReport, VerifyInput,
-    VerifyOptions, run_verification,
-};
+mod realprojects;
 
-struct Workspace {
-    root: PathBuf,
-    scratch: tempfile::TempDir,
-}
-
-fn in_place(name: &str) -> Workspace {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/realprojects")
-        .join(name);
-    assert!(
-        dir.exists(),
-        "{} is missing: run `bash scripts/ci-deps-realprojects.sh`",
-        dir.display()
-    );
-    Workspace {
-        root: dir.canonicalize().unwrap(),
-        scratch: tempfile::tempdir().unwrap(),
-    }
-}
-
-/// A staged layer: `rel` of the project with `from` replaced by `to`.
-fn staged(ws: &Workspace, rel: &str, from: &str, to: &str) -> tempfile::TempDir {
-    let layer = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(ws.root.join(rel)).unwrap();
-    assert!(text.contains(from), "{rel} has no {from:?}");
-    let path = layer.path().join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
-    layer
-}
-
-fn options(impacted: ImpactedMode) -> VerifyOptions {
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
-    VerifyOptions {
-        timeout: Duration::from_secs(300),
-        impacted,
-        home_binds: [".cargo", ".rustup", ".pyenv", "go/pkg/mod"]
-            .iter()
-            .map(|d| home.join(d))
-            .filter(|p| p.exists())
-            .collect(),
-        host_env: std::env::vars_os().collect(),
-        ..VerifyOptions::default()
-    }
-}
+use airlock_verify::{ImpactedMode, ImpactedStatus, RunnerKind, Scope, Verdict, VerdictReport};
+use realprojects::{Workspace, in_place, staged, total};
 
 fn verify(ws: &Workspace, layer: &tempfile::TempDir, mode: ImpactedMode) -> VerdictReport {
-    let input = VerifyInput {
-        workspace: &ws.root,
-        layers: vec![layer.path().to_path_buf()],
-        changeset_hash: "blake3:impacted".into(),
-        scratch_dir: ws.scratch.path(),
-        baseline_cache: None,
+    let opts = airlock_verify::VerifyOptions {
+        impacted: mode,
+        ..realprojects::options(Duration::from_secs(300))
     };
-    let report = run_verification(&input, &options(mode)).expect("verification runs");
-    assert!(!report.degraded, "real projects run with kernel isolation");
-    report
-}
-
-fn total(r: &VerdictReport) -> u64 {
-    r.tests.passed + r.tests.failed + r.tests.skipped
+    realprojects::verify_with(ws, vec![layer.path().to_path_buf()], &opts)
 }
 
 fn measured(project: &str, what: &str, r: &VerdictReport) {

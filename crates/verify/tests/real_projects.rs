@@ -7,21 +7,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use airlock_verify::{
-    RunnerKind, Verdict, VerdictReport, VerifyInput, VerifyOptions, run_verification,
-};
+mod realprojects;
+
+use airlock_verify::{RunnerKind, Verdict, VerdictReport, VerifyOptions};
+use realprojects::{Workspace, in_place, project, staged, total, verify_with};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
 /// A private copy of `dir` as a workspace.
-struct Workspace {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    scratch: tempfile::TempDir,
-}
-
 fn copy_of(dir: &Path) -> Workspace {
     let tmp = tempfile::Builder::new()
         .prefix("verify-real-")
@@ -36,38 +31,17 @@ fn copy_of(dir: &Path) -> Workspace {
         .unwrap();
     assert!(status.success());
     Workspace {
-        _dir: tmp,
+        _dir: Some(tmp),
         root,
         scratch: tempfile::tempdir().unwrap(),
     }
 }
 
 fn options(command: Option<&str>) -> VerifyOptions {
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
     VerifyOptions {
-        timeout: Duration::from_secs(120),
         command: command.map(|c| c.split_whitespace().map(str::to_string).collect()),
-        home_binds: [".cargo", ".rustup", ".pyenv", "go/pkg/mod"]
-            .iter()
-            .map(|d| home.join(d))
-            .filter(|p| p.exists())
-            .collect(),
-        host_env: std::env::vars_os().collect(),
-        ..VerifyOptions::default()
+        ..realprojects::options(Duration::from_secs(120))
     }
-}
-
-fn verify_with(ws: &Workspace, layers: Vec<PathBuf>, opts: &VerifyOptions) -> VerdictReport {
-    let input = VerifyInput {
-        workspace: &ws.root,
-        layers,
-        changeset_hash: "blake3:real".into(),
-        scratch_dir: ws.scratch.path(),
-        baseline_cache: None,
-    };
-    let report = run_verification(&input, opts).expect("verification runs");
-    assert!(!report.degraded, "real projects run with kernel isolation");
-    report
 }
 
 #[test]
@@ -86,39 +60,6 @@ fn explicit_go_test_keeps_the_go_adapter() {
     assert_eq!(r.argv[..3], ["go", "test", "-json"]);
 }
 
-fn project(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/realprojects")
-        .join(name);
-    assert!(
-        dir.exists(),
-        "{} is missing: run `bash scripts/ci-deps-realprojects.sh`",
-        dir.display()
-    );
-    dir.canonicalize().unwrap()
-}
-
-/// The project itself as the (read-only) workspace.
-fn in_place(name: &str) -> Workspace {
-    let tmp = tempfile::tempdir().unwrap();
-    Workspace {
-        _dir: tmp,
-        root: project(name),
-        scratch: tempfile::tempdir().unwrap(),
-    }
-}
-
-/// A staged layer: `rel` of the project with `from` replaced by `to`.
-fn staged(ws: &Workspace, rel: &str, from: &str, to: &str) -> tempfile::TempDir {
-    let layer = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(ws.root.join(rel)).unwrap();
-    assert!(text.contains(from), "{rel} has no {from:?}");
-    let path = layer.path().join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
-    layer
-}
-
 /// Runs `cmd` on the host in `dir` and returns its stdout.
 fn host(dir: &Path, cmd: &[&str], env: &[(&str, &str)]) -> String {
     let out = std::process::Command::new(cmd[0])
@@ -128,10 +69,6 @@ fn host(dir: &Path, cmd: &[&str], env: &[(&str, &str)]) -> String {
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-}
-
-fn total(r: &VerdictReport) -> u64 {
-    r.tests.passed + r.tests.failed + r.tests.skipped
 }
 
 fn structured_in(r: &VerdictReport, file_prefix: &str) -> bool {
@@ -423,7 +360,7 @@ fn a_failing_step_before_the_runner_is_a_failure_with_its_diagnostics() {
     )
     .unwrap();
     let ws = Workspace {
-        _dir: tmp,
+        _dir: Some(tmp),
         root,
         scratch: tempfile::tempdir().unwrap(),
     };
