@@ -99,6 +99,15 @@ pub(crate) fn test_plan(kind: RunnerKind, argv: &[&str]) -> Plan {
     }
 }
 
+/// A plan's argv as strings (for unit tests of argv rewrites).
+#[cfg(test)]
+pub(crate) fn test_argv(p: &Plan) -> Vec<String> {
+    p.argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 fn os(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }

@@ -226,14 +226,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::test_plan as plan;
-
-    fn argv(p: &Plan) -> Vec<String> {
-        p.argv
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect()
-    }
+    use crate::adapter::{test_argv as argv, test_plan as plan};
 
     #[test]
     fn each_runner_gets_its_own_selection() {

@@ -243,6 +243,7 @@ fn finish(selected: BTreeSet<String>, all: usize) -> Related {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapter::impacted::tests::project;
 
     #[test]
     fn module_names_follow_packages() {
@@ -293,16 +294,6 @@ mod tests {
         );
         assert!(reaches("pkg.m", "pkg.m") && reaches("pkg.m.x", "pkg.m"));
         assert!(!reaches("pkg.mod", "pkg.m") && !reaches("pkg", "pkg.m"));
-    }
-
-    fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (rel, text) in files {
-            let path = dir.path().join(rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        dir
     }
 
     #[test]

@@ -1,12 +1,5 @@
 use super::*;
-use crate::adapter::test_plan as plan;
-
-fn argv(p: &Plan) -> Vec<String> {
-    p.argv
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect()
-}
+use crate::adapter::{test_argv as argv, test_plan as plan};
 
 fn sel(names: &[&str], targets: &[&str]) -> Selection {
     Selection {
@@ -16,7 +9,8 @@ fn sel(names: &[&str], targets: &[&str]) -> Selection {
     }
 }
 
-fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+/// A temporary project tree holding `files` (path, text).
+pub(super) fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (rel, text) in files {
         let path = dir.path().join(rel);
