@@ -962,27 +962,59 @@ impl<'a> Ctx<'a> {
 
     /// The on-disk node at `p`: no symlink followed, at `p` or above it. Where a disk
     /// ancestor is a symlink or a file, the workspace's own tree has nothing at `p`
-    /// (whatever the link leads to is another path).
+    /// (whatever the link leads to is another path). The parent is opened in one
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` and `p` looked at from it.
     pub(crate) fn disk_node(&self, p: &RelPath) -> Result<Node, StageError> {
-        if let Some(parent) = p.parent() {
-            use rustix::fs::{Mode, OFlags, ResolveFlags};
-            use rustix::io::Errno;
-            match rustix::fs::openat2(
+        use rustix::fd::AsFd;
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+        use rustix::io::Errno;
+        let parent_fd;
+        let dir = match p.parent() {
+            None => self.ws.as_fd(),
+            Some(parent) => match rustix::fs::openat2(
                 self.ws,
                 parent.as_path(),
                 OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
                 Mode::empty(),
                 ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
             ) {
-                Ok(_) => {}
+                Ok(fd) => {
+                    parent_fd = fd;
+                    parent_fd.as_fd()
+                }
                 Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT | Errno::XDEV) => {
                     return Ok(Node::Absent);
                 }
-                // A kernel without openat2: the parent is resolved by cap-std below.
-                Err(Errno::NOSYS) => {}
+                // A kernel without openat2.
+                Err(Errno::NOSYS) => return self.disk_node_walked(p),
                 Err(e) => return Err(StageError::io("inspect", p, e.into())),
+            },
+        };
+        let name = p.file_name();
+        let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT | Errno::NOTDIR) => return Ok(Node::Absent),
+            Err(e) => return Err(StageError::io("inspect", p, e.into())),
+        };
+        Ok(match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => Node::Dir,
+            FileType::Symlink => {
+                let t = rustix::fs::readlinkat(dir, name, Vec::new())
+                    .map_err(|e| StageError::io("read the link", p, e.into()))?;
+                Node::Symlink(t.into_bytes())
             }
-        }
+            FileType::RegularFile => Node::File {
+                src: FileSrc::Disk,
+                size: u64::try_from(st.st_size).unwrap_or(0),
+                mode: st.st_mode & 0o7777,
+            },
+            _ => Node::Other,
+        })
+    }
+
+    /// [`Ctx::disk_node`] through cap-std's own walk (which refuses escapes but follows
+    /// symlinks inside the root): for kernels without `openat2`.
+    fn disk_node_walked(&self, p: &RelPath) -> Result<Node, StageError> {
         let md = match self.ws.symlink_metadata(p.as_path()) {
             Ok(m) => m,
             Err(e) if is_absent(&e) => return Ok(Node::Absent),
