@@ -22,10 +22,11 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::io::BufRead;
 use std::sync::LazyLock;
 
+use foldhash::fast::RandomState as FoldHasher;
 use regex::Regex;
 
 use crate::model::{Failure, FailureKind};
@@ -65,16 +66,19 @@ static PAREN_POS_RE: LazyLock<Regex> = LazyLock::new(|| {
 /// Removes ANSI escape sequences (colours, cursor moves, OSC titles). A small state machine
 /// rather than a regex: it runs on every output line.
 pub fn strip_ansi(text: &str) -> Cow<'_, str> {
-    if !text.contains('\x1b') {
-        return Cow::Borrowed(text);
-    }
     let bytes = text.as_bytes();
+    let Some(first) = memchr::memchr(0x1b, bytes) else {
+        return Cow::Borrowed(text);
+    };
     let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
-    let mut i = 0;
+    out.extend_from_slice(&bytes[..first]);
+    let mut i = first;
     while i < bytes.len() {
         if bytes[i] != 0x1b {
-            out.push(bytes[i]);
-            i += 1;
+            // Plain text up to the next escape, copied at once.
+            let end = memchr::memchr(0x1b, &bytes[i..]).map_or(bytes.len(), |n| i + n);
+            out.extend_from_slice(&bytes[i..end]);
+            i = end;
             continue;
         }
         i += 1;
@@ -759,8 +763,14 @@ pub struct Sanitizer {
     header: String,
     entries: Vec<Option<Entry>>,
     live: usize,
-    index: HashMap<u64, usize>,
-    omitted_fingerprints: HashSet<u64>,
+    /// Kept failures per [`Relation`] (indexed by it): eviction looks for a kept failure only
+    /// when one less closely related exists.
+    live_by_relation: [usize; 3],
+    /// Seeds the fold keys. Keyed per sanitiser, so output crafted to collide cannot slow the
+    /// folding down.
+    hasher: FoldHasher,
+    index: HashMap<u64, usize, FoldHasher>,
+    omitted_fingerprints: HashSet<u64, FoldHasher>,
     /// Occurrences not kept (beyond [`MAX_FAILURES`] distinct failures).
     dropped: u64,
     /// Distinct failures not kept.
@@ -777,8 +787,10 @@ impl Sanitizer {
             header: String::new(),
             entries: Vec::new(),
             live: 0,
-            index: HashMap::new(),
-            omitted_fingerprints: HashSet::new(),
+            live_by_relation: [0; 3],
+            hasher: FoldHasher::default(),
+            index: HashMap::default(),
+            omitted_fingerprints: HashSet::default(),
             dropped: 0,
             dropped_distinct: 0,
             notes: Vec::new(),
@@ -813,7 +825,7 @@ impl Sanitizer {
     pub fn push(&mut self, mut failure: Failure) {
         self.changed.place_doc_test(&mut failure);
         // The fold key is taken on the raw failure so that repeats cost one hash, not a clean.
-        let key = fold_key(&failure);
+        let key = fold_key(&self.hasher, &failure);
         if let Some(&i) = self.index.get(&key)
             && let Some(e) = self.entries[i].as_mut()
         {
@@ -823,6 +835,8 @@ impl Sanitizer {
             if e.relation < Relation::Own {
                 let relation = self.changed.relation(&failure);
                 if relation > e.relation {
+                    self.live_by_relation[e.relation as usize] -= 1;
+                    self.live_by_relation[relation as usize] += 1;
                     e.failure = cleaned(failure);
                     e.relation = relation;
                 }
@@ -846,11 +860,18 @@ impl Sanitizer {
             relation,
         }));
         self.live += 1;
+        self.live_by_relation[relation as usize] += 1;
     }
 
     /// Drops the last kept failure less closely related to the change than `relation`; false
     /// when there is none.
     fn evict_below(&mut self, relation: Relation) -> bool {
+        if self.live_by_relation[..relation as usize]
+            .iter()
+            .all(|&n| n == 0)
+        {
+            return false;
+        }
         let Some(i) = self
             .entries
             .iter()
@@ -861,6 +882,7 @@ impl Sanitizer {
         if let Some(e) = self.entries[i].take() {
             self.index.remove(&e.key);
             self.live -= 1;
+            self.live_by_relation[e.relation as usize] -= 1;
             self.drop_distinct(e.key, e.count);
         }
         true
@@ -1113,8 +1135,8 @@ fn render_group(group: &[Entry]) -> String {
     render_entry(&first.failure, &name, count)
 }
 
-fn fold_key(f: &Failure) -> u64 {
-    let mut h = DefaultHasher::new();
+fn fold_key(hasher: &FoldHasher, f: &Failure) -> u64 {
+    let mut h = hasher.build_hasher();
     f.kind.hash(&mut h);
     f.message.hash(&mut h);
     f.file.hash(&mut h);
@@ -1227,6 +1249,17 @@ pub fn for_each_line_max<R: BufRead>(
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     loop {
         buf.clear();
+        // Most lines lie whole inside the reader's buffer: handed over from there, uncopied.
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let whole = whole_lines(available, max_line, &mut f);
+        if whole > 0 {
+            reader.consume(whole);
+            continue;
+        }
         let mut overflow = false;
         loop {
             let available = match reader.fill_buf() {
@@ -1268,16 +1301,58 @@ pub fn for_each_line_max<R: BufRead>(
                 return Ok(());
             }
         }
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
+        emit_line(&buf, &mut f);
+    }
+}
+
+/// Calls `f` for each whole, non-empty line at the start of `bytes` (the UTF-8 check done
+/// once for them all) and returns how many bytes they took with their newlines. An empty line
+/// stops it: whether it is the last one (and so dropped) is for the caller to find out.
+fn whole_lines(bytes: &[u8], max_line: usize, f: &mut impl FnMut(&str)) -> usize {
+    let Some(last_newline) = memchr::memrchr(b'\n', bytes) else {
+        return 0;
+    };
+    let lines = &bytes[..last_newline];
+    let valid = match std::str::from_utf8(lines) {
+        Ok(text) => text,
+        // Up to the first invalid byte: the rest goes line by line.
+        Err(e) => std::str::from_utf8(&lines[..e.valid_up_to()]).unwrap_or(""),
+    };
+    let mut taken = 0;
+    while taken <= last_newline {
+        let rest = &bytes[taken..=last_newline];
+        let Some(i) = memchr_newline(rest).filter(|&i| i > 0) else {
+            break;
+        };
+        let end = taken + i;
+        if end <= valid.len() && i <= max_line {
+            let mut line = &valid[taken..end];
+            if let Some(stripped) = line.strip_suffix('\r') {
+                line = stripped;
+            }
+            f(&strip_ansi(line));
+        } else {
+            emit_line(&rest[..i.min(max_line)], f);
         }
-        let text = String::from_utf8_lossy(&buf);
-        f(&strip_ansi(&text));
+        taken = end + 1;
+    }
+    taken
+}
+
+/// Calls `f` with one line's bytes as text: a trailing `\r` dropped, invalid UTF-8 replaced,
+/// ANSI stripped.
+fn emit_line(mut bytes: &[u8], f: &mut impl FnMut(&str)) {
+    if let [rest @ .., b'\r'] = bytes {
+        bytes = rest;
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => f(&strip_ansi(text)),
+        Err(_) => f(&strip_ansi(&String::from_utf8_lossy(bytes))),
     }
 }
 
 fn memchr_newline(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n')
+    memchr::memchr(b'\n', bytes)
 }
 
 /// Keeps the last lines of a stream within a byte bound (for crash and generic diagnostics).
@@ -1921,6 +1996,59 @@ mod tests {
         assert_eq!(lines[1], "");
         assert_eq!(lines[2].len(), MAX_LINE_BYTES);
         assert_eq!(lines[3], "last");
+    }
+
+    /// The lines as `str::split` gives them, each cut to `max` bytes, with the reader's
+    /// rules: a trailing `\r` dropped, invalid UTF-8 replaced, ANSI stripped, no line after a
+    /// final newline, and an empty last line dropped.
+    fn reference_lines(input: &[u8], max: usize) -> Vec<String> {
+        let mut pieces: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+        if pieces.last().is_some_and(|p| p.is_empty()) {
+            pieces.pop();
+        }
+        if pieces.last().is_some_and(|p| p.is_empty()) {
+            pieces.pop();
+        }
+        pieces
+            .into_iter()
+            .map(|p| {
+                let mut p = &p[..p.len().min(max)];
+                if let [rest @ .., b'\r'] = p {
+                    p = rest;
+                }
+                strip_ansi(&String::from_utf8_lossy(p)).into_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn line_reader_gives_the_same_lines_whatever_the_reads() {
+        let inputs: [&[u8]; 8] = [
+            b"",
+            b"\n",
+            b"a\n\n",
+            b"a\n\n\nb",
+            b"one\r\ntwo\r\n\r\nthree",
+            b"caf\xc3\xa9 \xff\xfe bad\n\x1b[31mred\x1b[0m\n",
+            b"0123456789abcdef0123456789\nshort\n0123456789abcdef\r\n",
+            b"\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac\n",
+        ];
+        for input in inputs {
+            for max in [5, 16, 1024] {
+                let expected = reference_lines(input, max);
+                for capacity in [1, 2, 3, 7, 16, 4096] {
+                    let mut lines = Vec::new();
+                    let reader = std::io::BufReader::with_capacity(capacity, input);
+                    for_each_line_max(reader, max, |l| lines.push(l.to_string())).unwrap();
+                    assert_eq!(
+                        lines,
+                        expected,
+                        "input {:?}, max {max}, capacity {capacity}",
+                        String::from_utf8_lossy(input)
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -27,8 +27,6 @@ static VITEST_RE: LazyLock<Regex> =
 static NODE_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:ℹ|#) (pass|fail|skipped|skip|todo|cancelled) (\d+)$").expect("regex")
 });
-static GO_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*--- (PASS|FAIL|SKIP): (\S+)").expect("regex"));
 static PLAIN_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:\w+: )?(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$").expect("regex")
 });
@@ -99,7 +97,8 @@ impl<'a> GenericParser<'a> {
                 sink.failure(f);
             }
         }
-        if trimmed.contains("): error TS")
+        if may_be_tsc(trimmed)
+            && trimmed.contains("): error TS")
             && let Some(caps) = TSC_RE.captures(trimmed)
         {
             let mut f = Failure {
@@ -116,7 +115,8 @@ impl<'a> GenericParser<'a> {
             self.tsc_open = Some(f);
             return;
         }
-        if trimmed.contains(" in ")
+        if may_be_pytest(trimmed)
+            && trimmed.contains(" in ")
             && let Some(caps) = PYTEST_RE.captures(trimmed)
         {
             let mut c = Counts::default();
@@ -157,16 +157,14 @@ impl<'a> GenericParser<'a> {
             self.node.add(c);
             return;
         }
-        if trimmed.starts_with("--- ")
-            && let Some(caps) = GO_RE.captures(line)
-        {
+        if let Some((outcome, test)) = go_result(line) {
             let mut c = Counts::default();
-            match &caps[1] {
+            match outcome {
                 "PASS" => c.passed = 1,
                 "FAIL" => {
                     c.failed = 1;
                     sink.failure(Failure {
-                        test: caps[2].to_string(),
+                        test: test.to_string(),
                         message: "failed".into(),
                         ..Failure::default()
                     });
@@ -176,7 +174,8 @@ impl<'a> GenericParser<'a> {
             self.go.add(c);
             return;
         }
-        if trimmed.contains(" passed, ")
+        if (trimmed.ends_with("failed") || trimmed.ends_with("skipped"))
+            && trimmed.contains(" passed, ")
             && let Some(caps) = PLAIN_RE.captures(trimmed)
         {
             self.plain.add(Counts {
@@ -212,6 +211,38 @@ impl<'a> GenericParser<'a> {
         }
         parsed
     }
+}
+
+// Cheap tests that most lines fail, before the regexes run: each is implied by its regex.
+
+/// [`TSC_RE`]: a path up to the first `(`, which no space or `)` comes before.
+fn may_be_tsc(trimmed: &str) -> bool {
+    memchr::memchr3(b'(', b')', b' ', trimmed.as_bytes())
+        .is_some_and(|i| i > 0 && trimmed.as_bytes()[i] == b'(')
+}
+
+/// [`PYTEST_RE`]: a count after the `=` rule, a duration (or its parenthesised note) before
+/// the closing rule.
+fn may_be_pytest(trimmed: &str) -> bool {
+    let starts_with_count = trimmed
+        .trim_start_matches('=')
+        .trim_start()
+        .starts_with(char::is_numeric);
+    let end = trimmed.trim_end_matches('=').trim_end();
+    starts_with_count && (end.ends_with('s') || end.ends_with(')'))
+}
+
+/// go test's `--- FAIL: TestName (0.00s)` (indented for subtests): the outcome and the test's
+/// name, up to the first whitespace.
+fn go_result(line: &str) -> Option<(&str, &str)> {
+    let rest = line.trim_start().strip_prefix("--- ")?;
+    let (outcome, rest) = rest.split_at_checked(4)?;
+    if !matches!(outcome, "PASS" | "FAIL" | "SKIP") {
+        return None;
+    }
+    let rest = rest.strip_prefix(": ")?;
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    (end > 0).then(|| (outcome, &rest[..end]))
 }
 
 /// `1 failed | 1 passed | 1 skipped` or `1 failed, 1 skipped, 1 passed`.
@@ -278,6 +309,29 @@ mod tests {
         let (p, f) = run("all good\nexit 0");
         assert!(!p.counts_known);
         assert!(f.is_empty());
+    }
+
+    #[test]
+    fn go_results_are_read_like_go_prints_them() {
+        assert_eq!(
+            go_result("    --- FAIL: TestA/sub_case (0.01s)"),
+            Some(("FAIL", "TestA/sub_case"))
+        );
+        assert_eq!(go_result("--- SKIP: TestB"), Some(("SKIP", "TestB")));
+        assert_eq!(
+            go_result("--- PASS: TestC\t(0.00s)"),
+            Some(("PASS", "TestC"))
+        );
+        for not_a_result in [
+            "--- FAIL:  TestA",
+            "--- FAIL:",
+            "--- FAILED: TestA",
+            "---  FAIL: TestA",
+            "x --- FAIL: TestA",
+            "--- é: TestA",
+        ] {
+            assert_eq!(go_result(not_a_result), None, "{not_a_result}");
+        }
     }
 
     #[test]
