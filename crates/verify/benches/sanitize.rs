@@ -1,5 +1,7 @@
 //! Sanitiser and adapter throughput: runner output streamed line by line through the generic
-//! adapter and the sanitiser; a JUnit report with many cases; folding many failures.
+//! adapter and the sanitiser (a synthetic mix, and real runners' output from `outputs/`:
+//! failing cargo, go and jest runs on semver, go-cmp and jsx-ast-utils, passing vitest and
+//! pytest runs on zod and packaging); a JUnit report with many cases; folding many failures.
 
 use std::hint::black_box;
 use std::io::Cursor;
@@ -32,6 +34,28 @@ fn runner_output(bytes: usize) -> Vec<u8> {
     out
 }
 
+/// A real runner's output (`benches/outputs/NAME.txt`) repeated to at least `bytes`.
+fn real_output(name: &str, bytes: usize) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches/outputs")
+        .join(format!("{name}.txt"));
+    let sample = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::with_capacity(bytes + sample.len());
+    while out.len() < bytes {
+        out.extend_from_slice(&sample);
+    }
+    out
+}
+
+fn stream(output: &[u8], locator: &Locator) -> usize {
+    let mut sanitizer = Sanitizer::new(4096);
+    let mut sink = |f: Failure| sanitizer.push(f);
+    let mut parser = GenericParser::new(locator);
+    for_each_line(Cursor::new(output), |l| parser.line(l, &mut sink)).unwrap();
+    parser.finish(&mut sink);
+    sanitizer.finish().text.len()
+}
+
 fn junit_report(cases: usize) -> String {
     let mut xml = String::from("<testsuites><testsuite name=\"s\">");
     for i in 0..cases {
@@ -58,15 +82,15 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(output.len() as u64));
     group.sample_size(10);
     group.bench_function("generic_adapter_and_sanitiser_4MiB", |b| {
-        b.iter(|| {
-            let mut sanitizer = Sanitizer::new(4096);
-            let mut sink = |f: Failure| sanitizer.push(f);
-            let mut parser = GenericParser::new(&locator);
-            for_each_line(Cursor::new(&output), |l| parser.line(l, &mut sink)).unwrap();
-            parser.finish(&mut sink);
-            black_box(sanitizer.finish().text.len())
-        })
+        b.iter(|| black_box(stream(&output, &locator)))
     });
+    for name in ["cargo-fail", "go-fail", "jest-fail", "vitest", "pytest"] {
+        let output = real_output(name, 4 << 20);
+        group.throughput(Throughput::Bytes(output.len() as u64));
+        group.bench_function(format!("{name}_output_4MiB"), |b| {
+            b.iter(|| black_box(stream(&output, &locator)))
+        });
+    }
     group.finish();
 
     let xml = junit_report(2000);

@@ -1,7 +1,10 @@
 //! Streams a large synthetic runner output through the generic adapter and the sanitiser, and
 //! reports throughput and peak memory (VmHWM) — the numbers in docs/bench/verify.md.
 //!
-//! `cargo run --release -p airlock-verify --example sanitize_stream -- [MEGABYTES]`
+//! `cargo run --release -p airlock-verify --example sanitize_stream -- [MEGABYTES] [FILE…]`
+//!
+//! With files (real runners' output), the stream is their contents over and over instead of
+//! the synthetic mix.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -27,6 +30,10 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(100);
+    let samples: Vec<Vec<u8>> = std::env::args()
+        .skip(2)
+        .map(|f| std::fs::read(&f).unwrap_or_else(|e| panic!("{f}: {e}")))
+        .collect();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("stdout.log");
     {
@@ -35,6 +42,12 @@ fn main() {
         let mut w = BufWriter::new(std::fs::File::create(&path).expect("spool"));
         let mut written = 0u64;
         let mut i = 0u64;
+        while !samples.is_empty() && written < mb * 1024 * 1024 {
+            for sample in &samples {
+                w.write_all(sample).expect("write");
+                written += sample.len() as u64;
+            }
+        }
         while written < mb * 1024 * 1024 {
             let chunk = format!(
                 "test suite::case_{i} ... ok\n\

@@ -117,6 +117,14 @@ pub fn strip_ansi(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// Whether some byte for which `before` holds is followed by an ASCII digit (the only digits
+/// a line number parses from).
+fn has_number_after(bytes: &[u8], before: impl Fn(u8) -> bool) -> bool {
+    bytes
+        .windows(2)
+        .any(|w| w[1].is_ascii_digit() && before(w[0]))
+}
+
 /// A source location inside the workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -178,16 +186,21 @@ impl Locator {
     /// Every workspace location mentioned on one line, in order.
     pub fn locations_in(&self, line: &str) -> Vec<Location> {
         let mut found = Vec::new();
-        for caps in PY_FRAME_RE.captures_iter(line) {
-            if let (Some(file), Some(n)) = (self.relative(&caps[1]), caps[2].parse().ok()) {
-                found.push(Location {
-                    file,
-                    line: n,
-                    column: None,
-                });
+        // Each regex runs only on lines that can hold its kind of location (most message
+        // lines hold none): Python's names its `File "`; the others put the line number right
+        // after a `:` or `(`.
+        if line.contains("File \"") {
+            for caps in PY_FRAME_RE.captures_iter(line) {
+                if let (Some(file), Some(n)) = (self.relative(&caps[1]), caps[2].parse().ok()) {
+                    found.push(Location {
+                        file,
+                        line: n,
+                        column: None,
+                    });
+                }
             }
         }
-        if !found.is_empty() {
+        if !found.is_empty() || !has_number_after(line.as_bytes(), |b| matches!(b, b':' | b'(')) {
             return found;
         }
         for caps in FRAME_RE.captures_iter(line) {
@@ -393,22 +406,32 @@ pub fn assertion_values(text: &str) -> Values {
         Regex::new(r"^(?:AssertionError: )?assert (.+?) == (.+)$").expect("regex")
     });
     let text = strip_ansi(text);
-    let grab = |re: &Regex| {
+    // Each regex runs only when the text holds its label: most messages hold none of them.
+    let grab = |label: &str, re: &Regex| {
+        if !text.contains(label) {
+            return None;
+        }
         re.captures(&text)
             .map(|c| truncate_marked(c[1].trim(), 200))
     };
     let mut v = Values::default();
-    if let (Some(e), Some(r)) = (grab(&JEST_E), grab(&JEST_R)) {
+    if let Some(e) = grab("Expected", &JEST_E)
+        && let Some(r) = grab("Received", &JEST_R)
+    {
         v.expected = Some(e);
         v.received = Some(r);
         return v;
     }
-    if let (Some(l), Some(r)) = (grab(&RUST_L), grab(&RUST_R)) {
+    if let Some(l) = grab("left:", &RUST_L)
+        && let Some(r) = grab("right:", &RUST_R)
+    {
         v.left = Some(l);
         v.right = Some(r);
         return v;
     }
-    if let (Some(e), Some(a)) = (grab(&NODE_E), grab(&NODE_A)) {
+    if let Some(e) = grab("expected:", &NODE_E)
+        && let Some(a) = grab("actual:", &NODE_A)
+    {
         v.expected = Some(e);
         v.received = Some(a);
         return v;
@@ -1305,9 +1328,10 @@ pub fn for_each_line_max<R: BufRead>(
     }
 }
 
-/// Calls `f` for each whole, non-empty line at the start of `bytes` (the UTF-8 check done
-/// once for them all) and returns how many bytes they took with their newlines. An empty line
-/// stops it: whether it is the last one (and so dropped) is for the caller to find out.
+/// Calls `f` for each whole line at the start of `bytes` (the UTF-8 check done once for them
+/// all) and returns how many bytes they took with their newlines. An empty line with nothing
+/// after it in `bytes` stops it: whether it is the last one (and so dropped) is for the
+/// caller to find out.
 fn whole_lines(bytes: &[u8], max_line: usize, f: &mut impl FnMut(&str)) -> usize {
     let Some(last_newline) = memchr::memrchr(b'\n', bytes) else {
         return 0;
@@ -1321,7 +1345,7 @@ fn whole_lines(bytes: &[u8], max_line: usize, f: &mut impl FnMut(&str)) -> usize
     let mut taken = 0;
     while taken <= last_newline {
         let rest = &bytes[taken..=last_newline];
-        let Some(i) = memchr_newline(rest).filter(|&i| i > 0) else {
+        let Some(i) = memchr_newline(rest).filter(|&i| i > 0 || taken + 1 < bytes.len()) else {
             break;
         };
         let end = taken + i;

@@ -21,8 +21,6 @@ const MAX_SECTION_LINES: usize = 40;
 static RESULT_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored").expect("regex")
 });
-static SECTION_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^---- (.+) std(?:out|err) ----$").expect("regex"));
 static PANIC_RE: LazyLock<Regex> = LazyLock::new(|| {
     // 1.73+: `thread 'name' (id) panicked at src/lib.rs:16:9:`; older: `panicked at 'msg', src/lib.rs:16:9`
     Regex::new(r"panicked at (?:'(.*)', )?([^\s:]+):(\d+):(\d+):?$").expect("regex")
@@ -31,6 +29,15 @@ static RUSTC_ERROR_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^error(?:\[E\d+\])?: (.+)$").expect("regex"));
 static RUSTC_ARROW_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*--> ([^\s:]+):(\d+):(\d+)$").expect("regex"));
+
+/// The test named by libtest's `---- name stdout ----` (or `stderr`) section header.
+fn section_name(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("---- ")?;
+    let name = rest
+        .strip_suffix(" stdout ----")
+        .or_else(|| rest.strip_suffix(" stderr ----"))?;
+    (!name.is_empty()).then_some(name)
+}
 
 #[derive(Debug, Deserialize)]
 struct CargoMessage {
@@ -142,11 +149,9 @@ impl<'a> CargoParser<'a> {
             self.parsed.counts.skipped += caps[3].parse::<u64>().unwrap_or(0);
             return;
         }
-        if line.starts_with("---- ")
-            && let Some(caps) = SECTION_RE.captures(line)
-        {
+        if let Some(test) = section_name(line) {
             self.close_section(sink);
-            self.section = Some((caps[1].to_string(), Vec::new()));
+            self.section = Some((test.to_string(), Vec::new()));
             return;
         }
         if line == "failures:" || line.starts_with("running ") {
@@ -251,7 +256,12 @@ impl<'a> CargoParser<'a> {
         let mut message: Vec<&str> = Vec::new();
         let mut in_panic = false;
         for line in &lines {
-            if let Some(caps) = PANIC_RE.captures(line) {
+            // The regex runs only on the panic line (a section also holds the backtrace).
+            if let Some(caps) = line
+                .contains("panicked at ")
+                .then(|| PANIC_RE.captures(line))
+                .flatten()
+            {
                 if let Some(file) = self.locator.relative(&caps[2]) {
                     failure.file = Some(file);
                     failure.line = caps[3].parse().ok();
@@ -341,6 +351,27 @@ impl<'a> CargoParser<'a> {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn section_headers_name_their_test() {
+        assert_eq!(
+            section_name("---- calc::tests::adds stdout ----"),
+            Some("calc::tests::adds")
+        );
+        assert_eq!(section_name("---- a stderr ----"), Some("a"));
+        assert_eq!(
+            section_name("---- a stdout ---- stdout ----"),
+            Some("a stdout ----")
+        );
+        for not_a_header in [
+            "----  stdout ----",
+            "---- a stdout",
+            "--- a stdout ----",
+            "",
+        ] {
+            assert_eq!(section_name(not_a_header), None, "{not_a_header}");
+        }
+    }
 
     const FAIL_OUTPUT: &str = r#"{"reason":"compiler-artifact","fresh":true}
 {"reason":"build-finished","success":true}

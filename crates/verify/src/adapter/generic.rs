@@ -157,7 +157,9 @@ impl<'a> GenericParser<'a> {
             self.node.add(c);
             return;
         }
-        if let Some((outcome, test)) = go_result(line) {
+        if trimmed.starts_with("--- ")
+            && let Some((outcome, test)) = go_result(line)
+        {
             let mut c = Counts::default();
             match outcome {
                 "PASS" => c.passed = 1,
@@ -224,6 +226,9 @@ fn may_be_tsc(trimmed: &str) -> bool {
 /// [`PYTEST_RE`]: a count after the `=` rule, a duration (or its parenthesised note) before
 /// the closing rule.
 fn may_be_pytest(trimmed: &str) -> bool {
+    if !trimmed.ends_with(['s', ')', '=']) {
+        return false;
+    }
     let starts_with_count = trimmed
         .trim_start_matches('=')
         .trim_start()
