@@ -4,13 +4,15 @@
 //! `cargo run --release -p airlock-verify --example sanitize_stream -- [MEGABYTES] [FILE…]`
 //!
 //! With files (real runners' output), the stream is their contents over and over instead of
-//! the synthetic mix.
+//! the synthetic mix. `-- junit [MEGABYTES]` writes a JUnit report of that size instead (one
+//! case in ten failing) and reads it with the JUnit adapter.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
 use airlock_verify::adapter::generic::GenericParser;
+use airlock_verify::adapter::junit;
 use airlock_verify::sanitize::{Locator, Sanitizer};
 use airlock_verify::{Failure, OutputText};
 
@@ -25,7 +27,62 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Writes a JUnit report of about `mb` MiB at `path`.
+fn write_junit(path: &Path, mb: u64) {
+    let mut w = BufWriter::new(std::fs::File::create(path).expect("report"));
+    w.write_all(b"<testsuites><testsuite name=\"s\">")
+        .expect("write");
+    let (mut written, mut i) = (0u64, 0u64);
+    while written < mb * 1024 * 1024 {
+        let case = if i % 10 == 0 {
+            format!(
+                "<testcase classname=\"tests/a_{}.test.js\" name=\"case {i}\"><failure message=\"expected {i} to be 0\">AssertionError: expected {i} to be 0\n\n- Expected\n+ Received\n\n- 0\n+ {i}\n\n \u{276f} tests/a_{}.test.js:{}:5\n</failure></testcase>\n",
+                i % 50,
+                i % 50,
+                i % 300 + 1
+            )
+        } else {
+            format!("<testcase classname=\"tests/a.test.js\" name=\"case {i}\"/>\n")
+        };
+        w.write_all(case.as_bytes()).expect("write");
+        written += case.len() as u64;
+        i += 1;
+    }
+    w.write_all(b"</testsuite></testsuites>\n").expect("write");
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("junit") {
+        let mb = std::env::args()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(60);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("report.xml");
+        write_junit(&path, mb);
+        let bytes = std::fs::metadata(&path).expect("size").len();
+        let before = peak_rss_kib();
+        let start = Instant::now();
+        let locator = Locator::new(Path::new("/ws"));
+        let mut sanitizer = Sanitizer::new(4096);
+        let parsed = junit::parse(&path, &locator, false, &mut |f: Failure| sanitizer.push(f));
+        let out = sanitizer.finish();
+        let elapsed = start.elapsed();
+        let after = peak_rss_kib();
+        let mib = bytes as f64 / (1024.0 * 1024.0);
+        println!(
+            "JUnit report {mib:.1} MiB, {:?}, {:.2} s, {:.1} MiB/s, diagnostics {} bytes",
+            parsed.counts,
+            elapsed.as_secs_f64(),
+            mib / elapsed.as_secs_f64(),
+            out.text.len()
+        );
+        println!(
+            "peak RSS before parsing {before} KiB, after {after} KiB (+{:.2} MiB)",
+            (after.saturating_sub(before)) as f64 / 1024.0
+        );
+        return;
+    }
     let mb: u64 = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

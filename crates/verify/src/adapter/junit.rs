@@ -1,18 +1,28 @@
-//! JUnit XML (node:test, vitest, pytest, any `junit` command), read with junit-parser.
+//! JUnit XML (node:test, vitest, pytest, any `junit` command), read as a stream of XML
+//! events (quick-xml): a report is never held whole, whatever its size.
 //!
-//! Counts come from the test cases themselves (node's reporter puts its totals in comments).
-//! A case whose name is its own file (vitest, node) or a pytest collection error is a load
-//! failure: the file did not parse, so it is reported as a compile-kind failure.
+//! Counts come from the test cases themselves (node's reporter puts its totals in comments),
+//! wherever they sit inside the report's root element (`<testsuites>`, `<testsuite>` or
+//! `<testrun>`; node's reporter puts top-level tests right under `<testsuites>`). A case whose
+//! name is its own file (vitest, node) or a pytest collection error is a load failure: the
+//! file did not parse, so it is reported as a compile-kind failure.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use junit_parser::{TestCase, TestStatus, TestSuite};
+use quick_xml::Reader;
+use quick_xml::events::{BytesStart, Event};
 
 use super::{FailureSink, MAX_REPORT_BYTES, Parsed};
 use crate::model::{Failure, FailureKind};
 use crate::sanitize::{Locator, assertion_values, clean_message};
+
+/// Most bytes of a failure's text kept; the rest of a longer one is skipped.
+const MAX_FAILURE_TEXT: usize = 256 * 1024;
+/// Failures held back until the report is known to parse, so that a broken report gives
+/// none; beyond this many they go on as they come (memory stays bounded).
+const HELD_FAILURES: usize = 10_000;
 
 /// Parses the JUnit file at `path`. A missing or unreadable file sets `report_missing`.
 pub fn parse(
@@ -39,25 +49,19 @@ pub fn parse(
         ));
         return parsed;
     }
-    let mut xml = String::new();
-    if let Err(e) = File::open(path).and_then(|f| BufReader::new(f).read_to_string(&mut xml)) {
-        parsed.report_missing = true;
-        parsed.report_problem = Some(format!("the JUnit report could not be read: {e}"));
-        return parsed;
-    }
-    let suites = match parse_document(&xml) {
-        Ok(s) => s,
+    match File::open(path) {
+        Ok(file) => read_report(
+            BufReader::with_capacity(64 * 1024, file),
+            locator,
+            innermost_last,
+            sink,
+        ),
         Err(e) => {
             parsed.report_missing = true;
-            parsed.report_problem = Some(format!("the JUnit report did not parse: {e}"));
-            return parsed;
+            parsed.report_problem = Some(format!("the JUnit report could not be read: {e}"));
+            parsed
         }
-    };
-    parsed.counts_known = true;
-    for suite in &suites.suites {
-        walk(suite, locator, innermost_last, &mut parsed, sink);
     }
-    parsed
 }
 
 /// Parses JUnit XML from a string (tests and benchmarks).
@@ -67,13 +71,51 @@ pub fn parse_str(
     innermost_last: bool,
     sink: &mut dyn FailureSink,
 ) -> Parsed {
+    read_report(xml.as_bytes(), locator, innermost_last, sink)
+}
+
+fn read_report(
+    input: impl BufRead,
+    locator: &Locator,
+    innermost_last: bool,
+    sink: &mut dyn FailureSink,
+) -> Parsed {
     let mut parsed = Parsed::default();
-    match parse_document(xml) {
-        Ok(suites) => {
-            parsed.counts_known = true;
-            for suite in &suites.suites {
-                walk(suite, locator, innermost_last, &mut parsed, sink);
+    let mut held: Vec<Failure> = Vec::new();
+    let mut flowing = false;
+    let read = read_cases(input, |case| {
+        let (message, text, error) = match &case.status {
+            Status::Passed => {
+                parsed.counts.passed += 1;
+                return;
             }
+            Status::Skipped => {
+                parsed.counts.skipped += 1;
+                return;
+            }
+            Status::Failed {
+                message,
+                text,
+                error,
+            } => (message, text, *error),
+        };
+        parsed.counts.failed += 1;
+        let collection = error && message.contains("collection failure");
+        let failure = failure_of(&case, message, text, collection, locator, innermost_last);
+        if flowing {
+            sink.failure(failure);
+            return;
+        }
+        held.push(failure);
+        if held.len() >= HELD_FAILURES {
+            flowing = true;
+            held.drain(..).for_each(|f| sink.failure(f));
+        }
+    });
+    match read {
+        Ok(()) => {
+            parsed.counts_known = true;
+            held.into_iter().for_each(|f| sink.failure(f));
         }
         Err(e) => {
             parsed.report_missing = true;
@@ -83,87 +125,208 @@ pub fn parse_str(
     parsed
 }
 
-/// junit-parser ignores test cases placed directly under a `<testsuites>` root (node's reporter
-/// does that for top-level tests), so the root is renamed to `<testsuite>`: its cases become
-/// cases and its suites nested suites.
-fn parse_document(xml: &str) -> Result<junit_parser::TestSuites, junit_parser::Error> {
-    let open = xml.find("<testsuites");
-    let close = xml.rfind("</testsuites>");
-    let rewritten;
-    let text = match open {
-        Some(start) => {
-            let mut s = String::with_capacity(xml.len());
-            s.push_str(&xml[..start]);
-            s.push_str("<testsuite");
-            let after = start + "<testsuites".len();
-            match close {
-                Some(end) if end > after => {
-                    s.push_str(&xml[after..end]);
-                    s.push_str("</testsuite>");
-                    s.push_str(&xml[end + "</testsuites>".len()..]);
-                }
-                _ => s.push_str(&xml[after..]),
+/// One `<testcase>`, as the report gives it.
+#[derive(Debug, Default)]
+struct Case {
+    /// The `name` attribute.
+    name: String,
+    classname: Option<String>,
+    group: Option<String>,
+    file: Option<String>,
+    line: Option<u64>,
+    status: Status,
+}
+
+#[derive(Debug, Default)]
+enum Status {
+    #[default]
+    Passed,
+    Skipped,
+    /// A `<failure>` or (`error`) an `<error>`: its `message` attribute and its text.
+    Failed {
+        message: String,
+        text: String,
+        error: bool,
+    },
+}
+
+fn is_root(name: &str) -> bool {
+    matches!(name, "testsuites" | "testsuite" | "testrun")
+}
+
+/// Calls `on_case` for each `<testcase>` inside the report's first root element, in order;
+/// what follows that element is not read. An error: malformed XML, no root element, or the
+/// report ending inside an element.
+fn read_cases(input: impl BufRead, mut on_case: impl FnMut(Case)) -> Result<(), String> {
+    let mut reader = Reader::from_reader(input);
+    let mut buf = Vec::new();
+    let mut skipped = Vec::new();
+    // How deep inside the root element the reader is (0: not inside it yet).
+    let mut depth = 0usize;
+    loop {
+        buf.clear();
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| format!("{e} (at byte {})", reader.error_position()))?;
+        match event {
+            Event::Start(e) if depth == 0 && !is_root(e.name().as_ref()) => {
+                skipped.clear();
+                reader
+                    .read_to_end_into(e.name(), &mut skipped)
+                    .map_err(|e| e.to_string())?;
             }
-            rewritten = s;
-            rewritten.as_str()
-        }
-        None => xml,
-    };
-    let text = entities_to_cdata(text);
-    junit_parser::from_reader(std::io::Cursor::new(text.as_bytes()))
-}
-
-/// junit-parser (on quick-xml 0.42) drops entity references inside element text, so
-/// `TestContext.&lt;anonymous&gt;` would lose its brackets and split across lines. Text nodes
-/// holding entities are decoded here and wrapped in CDATA, which it keeps verbatim.
-fn entities_to_cdata(xml: &str) -> String {
-    let mut out = String::with_capacity(xml.len() + xml.len() / 16);
-    let mut rest = xml;
-    while !rest.is_empty() {
-        let (chunk, tail) = if rest.starts_with("<!--") {
-            split_after(rest, "-->")
-        } else if rest.starts_with("<![CDATA[") {
-            split_after(rest, "]]>")
-        } else if rest.starts_with('<') {
-            split_tag(rest)
-        } else {
-            let end = rest.find('<').unwrap_or(rest.len());
-            let (text, tail) = rest.split_at(end);
-            if text.contains('&') {
-                out.push_str("<![CDATA[");
-                out.push_str(&decode_entities(text).replace("]]>", "]]]]><![CDATA[>"));
-                out.push_str("]]>");
-            } else {
-                out.push_str(text);
+            Event::Start(e) if depth > 0 && e.name().as_ref() == "testcase" => {
+                let mut case = case_attributes(&e)?;
+                case.status = case_status(&mut reader)?;
+                on_case(case);
             }
-            rest = tail;
-            continue;
-        };
-        out.push_str(chunk);
-        rest = tail;
-    }
-    out
-}
-
-fn split_after<'s>(s: &'s str, end: &str) -> (&'s str, &'s str) {
-    match s.find(end) {
-        Some(i) => s.split_at(i + end.len()),
-        None => (s, ""),
-    }
-}
-
-/// A tag up to its closing `>`, skipping `>` inside quoted attribute values.
-fn split_tag(s: &str) -> (&str, &str) {
-    let mut quote: Option<u8> = None;
-    for (i, b) in s.bytes().enumerate() {
-        match (quote, b) {
-            (None, b'"' | b'\'') => quote = Some(b),
-            (Some(q), _) if q == b => quote = None,
-            (None, b'>') => return s.split_at(i + 1),
+            Event::Start(_) => depth += 1,
+            Event::Empty(e) if depth == 0 && is_root(e.name().as_ref()) => return Ok(()),
+            Event::Empty(e) if depth > 0 && e.name().as_ref() == "testcase" => {
+                on_case(case_attributes(&e)?);
+            }
+            Event::End(_) if depth == 1 => return Ok(()),
+            Event::End(_) => depth = depth.saturating_sub(1),
+            Event::Eof if depth == 0 => {
+                return Err("no <testsuites> or <testsuite> element".into());
+            }
+            Event::Eof => return Err("the report ends inside an element".into()),
             _ => {}
         }
     }
-    (s, "")
+}
+
+/// A `<testcase>`'s attributes (its status: passed until its children say otherwise).
+fn case_attributes(e: &BytesStart) -> Result<Case, String> {
+    let mut case = Case::default();
+    for attr in e.attributes() {
+        let attr = attr.map_err(|e| e.to_string())?;
+        let value = || attribute_value(&attr.value);
+        match attr.key.as_ref() {
+            "name" => case.name = value()?,
+            "classname" => case.classname = Some(value()?),
+            "group" => case.group = Some(value()?),
+            "file" => case.file = Some(value()?),
+            "line" => case.line = value()?.trim().parse().ok(),
+            _ => {}
+        }
+    }
+    Ok(case)
+}
+
+/// Reads a `<testcase>`'s children up to its end: the last `<skipped>`, `<failure>` or
+/// `<error>` decides its status (flaky and rerun records do not).
+fn case_status(reader: &mut Reader<impl BufRead>) -> Result<Status, String> {
+    let mut status = Status::Passed;
+    let mut buf = Vec::new();
+    let mut skipped = Vec::new();
+    loop {
+        buf.clear();
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| format!("{e} (at byte {})", reader.error_position()))?;
+        match event {
+            Event::Empty(e) => {
+                if let Some(s) = outcome(&e)? {
+                    status = s;
+                }
+            }
+            Event::Start(e) => {
+                let outcome = outcome(&e)?;
+                status = match outcome {
+                    Some(Status::Failed { message, error, .. }) => Status::Failed {
+                        message,
+                        text: element_text(reader, e.name().as_ref())?,
+                        error,
+                    },
+                    other => {
+                        skipped.clear();
+                        reader
+                            .read_to_end_into(e.name(), &mut skipped)
+                            .map_err(|e| e.to_string())?;
+                        other.unwrap_or(status)
+                    }
+                };
+            }
+            Event::End(_) => return Ok(status),
+            Event::Eof => return Err("the report ends inside a <testcase>".into()),
+            _ => {}
+        }
+    }
+}
+
+/// An attribute's value with its entity and character references resolved (white space kept
+/// as written).
+fn attribute_value(raw: &str) -> Result<String, String> {
+    quick_xml::escape::unescape(raw)
+        .map(|v| v.into_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// The status an element of a test case gives it, if it gives one.
+fn outcome(e: &BytesStart) -> Result<Option<Status>, String> {
+    let error = match e.name().as_ref() {
+        "skipped" => return Ok(Some(Status::Skipped)),
+        "failure" => false,
+        "error" => true,
+        _ => return Ok(None),
+    };
+    let mut message = String::new();
+    for attr in e.attributes() {
+        let attr = attr.map_err(|e| e.to_string())?;
+        if attr.key.as_ref() == "message" {
+            message = attribute_value(&attr.value)?;
+        }
+    }
+    Ok(Some(Status::Failed {
+        message,
+        text: String::new(),
+        error,
+    }))
+}
+
+/// The text of the element just opened, up to its end: text, entity references and CDATA,
+/// with elements inside it skipped (a line break in their place), trimmed and bounded by
+/// [`MAX_FAILURE_TEXT`].
+fn element_text(reader: &mut Reader<impl BufRead>, end: &str) -> Result<String, String> {
+    let mut text = String::new();
+    let mut buf = Vec::new();
+    let mut skipped = Vec::new();
+    let push = |text: &mut String, piece: &str| {
+        let room = MAX_FAILURE_TEXT.saturating_sub(text.len());
+        let mut cut = piece.len().min(room);
+        while !piece.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.push_str(&piece[..cut]);
+    };
+    loop {
+        buf.clear();
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| format!("{e} (at byte {})", reader.error_position()))?;
+        match event {
+            Event::Text(t) => push(&mut text, &t.xml10_content()),
+            Event::CData(c) => push(&mut text, &c.xml10_content()),
+            Event::GeneralRef(r) => {
+                push(
+                    &mut text,
+                    &decode_entities(&format!("&{};", r.xml10_content())),
+                );
+            }
+            Event::Start(e) => {
+                skipped.clear();
+                reader
+                    .read_to_end_into(e.name(), &mut skipped)
+                    .map_err(|e| e.to_string())?;
+                push(&mut text, "\n");
+            }
+            Event::End(e) if e.name().as_ref() == end => return Ok(text.trim().to_string()),
+            Event::End(_) => return Err("a mismatched end tag".into()),
+            Event::Eof => return Err("the report ends inside a test's failure".into()),
+            _ => {}
+        }
+    }
 }
 
 fn decode_entities(text: &str) -> String {
@@ -206,59 +369,18 @@ fn decode_entities(text: &str) -> String {
     out
 }
 
-fn walk(
-    suite: &TestSuite,
-    locator: &Locator,
-    innermost_last: bool,
-    parsed: &mut Parsed,
-    sink: &mut dyn FailureSink,
-) {
-    for case in &suite.cases {
-        match &case.status {
-            TestStatus::Success => parsed.counts.passed += 1,
-            TestStatus::Skipped(_) => parsed.counts.skipped += 1,
-            TestStatus::Failure(f) => {
-                parsed.counts.failed += 1;
-                sink.failure(failure_of(
-                    case,
-                    &f.message,
-                    &f.text,
-                    false,
-                    locator,
-                    innermost_last,
-                ));
-            }
-            TestStatus::Error(e) => {
-                parsed.counts.failed += 1;
-                let collection = e.message.contains("collection failure");
-                sink.failure(failure_of(
-                    case,
-                    &e.message,
-                    &e.text,
-                    collection,
-                    locator,
-                    innermost_last,
-                ));
-            }
-        }
-    }
-    for inner in &suite.suites {
-        walk(inner, locator, innermost_last, parsed, sink);
-    }
-}
-
 fn failure_of(
-    case: &TestCase,
+    case: &Case,
     message: &str,
     text: &str,
     collection_error: bool,
     locator: &Locator,
     innermost_last: bool,
 ) -> Failure {
-    let name = if case.original_name.is_empty() {
-        case.name.clone()
-    } else {
-        case.original_name.clone()
+    let name = match (&case.classname, &case.group) {
+        // junit-parser's fallback, kept: the class (or group) and an empty name.
+        (Some(prefix), _) | (None, Some(prefix)) if case.name.is_empty() => format!("{prefix}::"),
+        _ => case.name.clone(),
     };
     let looks_like_file =
         |s: &str| s.starts_with('/') && !s.contains(' ') && Path::new(s).extension().is_some();
@@ -566,6 +688,79 @@ Error: Failed to parse source
         assert_eq!(failures[1].file.as_deref(), Some("tests/bad.test.js"));
     }
 
+    fn counts(p: &Parsed) -> (u64, u64, u64) {
+        (p.counts.passed, p.counts.failed, p.counts.skipped)
+    }
+
+    #[test]
+    fn cases_count_wherever_they_sit_in_the_root() {
+        let xml = r#"<?xml version="1.0"?>
+<testsuites name="all">
+  <testcase name="top" classname="test"/>
+  <testsuite name="outer"><properties><property name="k" value="v"/></properties>
+    <testsuite name="inner">
+      <testcase name="skipped"><skipped message="later"/></testcase>
+      <testcase name="flaky but passed"><flakyFailure message="once">x</flakyFailure><system-out>out</system-out></testcase>
+      <testcase name="last word"><skipped/><failure message="no">boom</failure></testcase>
+      <testcase name="errored"><error message="collection failure"/></testcase>
+    </testsuite>
+  </testsuite>
+</testsuites>
+<testcase name="after the root is not read"/>"#;
+        let (p, failures) = run(xml, "/ws", false);
+        assert!(p.counts_known);
+        assert_eq!(counts(&p), (2, 2, 1));
+        assert_eq!(failures.len(), 2);
+        assert_eq!(failures[0].test, "last word");
+        assert_eq!(failures[0].message, "boom");
+        assert_eq!(failures[1].kind, FailureKind::Compile);
+
+        let (p, failures) = run("<testsuites/>", "/ws", false);
+        assert!(p.counts_known && !p.report_missing && failures.is_empty());
+        assert_eq!(counts(&p), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_broken_report_gives_no_failures() {
+        let mut xml = String::from("<testsuite>");
+        for i in 0..50 {
+            xml.push_str(&format!(
+                r#"<testcase name="c{i}"><failure message="m{i}"/></testcase>"#
+            ));
+        }
+        for broken in [
+            format!("{xml}<testcase name=\"x\">"),
+            format!("{xml}</testsuites>"),
+            format!("{xml}<testcase name=\"x\"><failure>text"),
+            "<other/>".to_string(),
+        ] {
+            let (p, failures) = run(&broken, "/ws", false);
+            assert!(p.report_missing, "{broken}");
+            assert!(!p.counts_known, "{broken}");
+            assert!(
+                p.report_problem
+                    .is_some_and(|m| m.contains("did not parse"))
+            );
+            assert!(failures.is_empty(), "{broken}");
+        }
+        let (p, failures) = run(&format!("{xml}</testsuite>"), "/ws", false);
+        assert_eq!((p.counts.failed, failures.len()), (50, 50));
+    }
+
+    #[test]
+    fn a_huge_failure_text_is_bounded() {
+        let text = "x".repeat(3 * MAX_FAILURE_TEXT);
+        let xml = format!(
+            r#"<testsuite><testcase name="big"><failure>{text}</failure></testcase></testsuite>"#
+        );
+        let mut case = None;
+        read_cases(xml.as_bytes(), |c| case = Some(c)).unwrap();
+        match case.map(|c| c.status) {
+            Some(Status::Failed { text, .. }) => assert_eq!(text.len(), MAX_FAILURE_TEXT),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn entities_in_text_survive() {
         let xml = r#"<testsuite><testcase name="t &amp; u" classname="c"><failure message="m &lt;x&gt;">at TestContext.&lt;anonymous&gt; (file:///ws/a.test.js:3:1)
@@ -578,8 +773,10 @@ Error: Failed to parse source
             decode_entities("&gt;  x == &apos;a&apos; &#x41;&#66; &bogus; & tail"),
             ">  x == 'a' AB &bogus; & tail"
         );
-        let body = entities_to_cdata("<a b=\"x>y\">1 &lt; 2<!-- &amp; --></a>");
-        assert_eq!(body, "<a b=\"x>y\"><![CDATA[1 < 2]]><!-- &amp; --></a>");
+        // Text, references and CDATA make one text; a comment adds nothing.
+        let xml = r#"<testsuite><testcase name="v"><failure>1 &lt; 2<!-- &amp; --><![CDATA[ & 3 > 2]]></failure></testcase></testsuite>"#;
+        let (_, failures) = run(xml, "/ws", false);
+        assert_eq!(failures[0].message, "1 < 2 & 3 > 2");
     }
 
     #[test]
