@@ -272,8 +272,9 @@ impl Policy {
                 Stage::Permission,
                 "mode_discuss_readonly",
                 format!(
-                    "DISCUSS mode allows read-only tools only, and `{}` is a {} tool; switch to --mode build to change files.",
-                    req.tool, req.class
+                    "DISCUSS mode allows read-only tools only, and `{}` is {} tool; switch to --mode build to change files.",
+                    req.tool,
+                    req.class.with_article()
                 ),
             )),
             WorkMode::Plan => self.plan_ceiling(req, "mode_plan_no_exec", "PLAN mode"),
@@ -298,8 +299,9 @@ impl Policy {
                 Stage::Permission,
                 "profile_readonly",
                 format!(
-                    "The readonly profile allows read-only tools only, and `{}` is a {} tool.",
-                    req.tool, req.class
+                    "The readonly profile allows read-only tools only, and `{}` is {} tool.",
+                    req.tool,
+                    req.class.with_article()
                 ),
             )),
             Profile::Plan => self.plan_ceiling(req, "profile_plan_no_exec", "The plan profile"),

@@ -61,6 +61,20 @@ impl ToolClass {
         }
     }
 
+    /// The name with its indefinite article, for sentences: `an exec`, `a write`.
+    pub fn with_article(self) -> &'static str {
+        match self {
+            ToolClass::Read => "a read",
+            ToolClass::Write => "a write",
+            ToolClass::Exec => "an exec",
+            ToolClass::Verify => "a verify",
+            ToolClass::Apply => "an apply",
+            ToolClass::Meta => "a meta",
+            ToolClass::AskUser => "an ask_user",
+            ToolClass::Publish => "a publish",
+        }
+    }
+
     /// True for classes whose rule subjects are command text rather than paths: `bash`, and
     /// `verify` with an explicit command.
     pub fn takes_commands(self) -> bool {
@@ -107,5 +121,19 @@ mod tests {
         assert_eq!(ToolClass::of("git_push"), Some(ToolClass::Publish));
         assert!(!ToolClass::Publish.is_read_only());
         assert!(!ToolClass::Verify.is_read_only());
+    }
+
+    #[test]
+    fn class_names_take_their_article() {
+        assert_eq!(ToolClass::Exec.with_article(), "an exec");
+        assert_eq!(ToolClass::Write.with_article(), "a write");
+        for class in [
+            ToolClass::Read,
+            ToolClass::Apply,
+            ToolClass::AskUser,
+            ToolClass::Meta,
+        ] {
+            assert!(class.with_article().ends_with(class.as_str()));
+        }
     }
 }
