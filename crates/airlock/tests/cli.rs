@@ -512,6 +512,55 @@ fn exec_stages_writes_and_later_commands_see_them() {
 }
 
 #[test]
+fn exec_reports_only_what_it_staged() {
+    let (_t, ws) = workspace();
+    let exec = |script: &str| {
+        let o = airlock(
+            &ws,
+            &[
+                "--json",
+                "--mode",
+                "build",
+                "call",
+                "bash",
+                &serde_json::json!({ "command": script }).to_string(),
+            ],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        json_line(&o)["output"]["staged"].clone()
+    };
+    let staged = |ws: &Path| stdout(&airlock(ws, &["status"]));
+    // `sed -i` rewrites the file even when nothing matches: the content is the workspace's,
+    // so nothing is staged, and nothing is said to be.
+    assert_eq!(
+        exec("sed -i 's/absent/x/' README.md"),
+        serde_json::json!([])
+    );
+    assert_eq!(staged(&ws), "");
+    // A command that puts back what an earlier one changed unstages it, and says so.
+    assert_eq!(
+        exec("echo changed > README.md"),
+        serde_json::json!(["M README.md"])
+    );
+    assert_eq!(
+        exec("printf '# sample\\n' > README.md"),
+        serde_json::json!(["= README.md (as in the workspace again: no longer staged)"])
+    );
+    assert_eq!(staged(&ws), "");
+    assert_eq!(exec("echo new > new.txt"), serde_json::json!(["A new.txt"]));
+    assert_eq!(
+        exec("rm new.txt"),
+        serde_json::json!(["= new.txt (as in the workspace again: no longer staged)"])
+    );
+    assert_eq!(staged(&ws), "");
+}
+
+#[test]
 fn exec_exit_codes_pass_through_and_guard_denies() {
     let (_t, ws) = workspace();
     let o = airlock(

@@ -411,6 +411,8 @@ pub(crate) fn harvest_into_store(
         .pin()
         .map_err(|e| format!("locking the blob store: {e}"))?;
     let mut summary = Vec::new();
+    // Summary lines of changes that may leave their path as the workspace has it.
+    let mut unsure: Vec<Unsure> = Vec::new();
     // Ignored build outputs: one line for all of them, by top-level directory.
     let mut local = std::collections::BTreeMap::<String, u64>::new();
     // Harvest lists parents before children, so a directory's delete precedes anything staged
@@ -564,6 +566,14 @@ pub(crate) fn harvest_into_store(
                     ""
                 };
                 summary.push(format!("{code} {rel}{local}{flag}{bits}"));
+                if code != 'A' {
+                    unsure.push(Unsure {
+                        line: summary.len() - 1,
+                        had_entry: code == 'D'
+                            || k.store.get(&rel).map_err(|e| e.to_string())?.is_some(),
+                        path: rel.clone(),
+                    });
+                }
             }
         }
         batch.push(StageOp::Entry {
@@ -585,6 +595,38 @@ pub(crate) fn harvest_into_store(
         .sync()
         .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
+    settle_summary(k, summary, unsure)
+}
+
+/// A summary line whose change may have left its path as the workspace has it: a rewrite
+/// with the same content (`sed -i` that matched nothing) or the undoing of a staged change.
+struct Unsure {
+    line: usize,
+    path: RelPath,
+    /// Something was staged at (or, for a delete, possibly below) the path before.
+    had_entry: bool,
+}
+
+/// The summary as the changeset now stands: a path the command left as the workspace has it
+/// is not said to be staged; one whose staged change it undid says so.
+fn settle_summary(
+    k: &ExecCtx<'_>,
+    mut summary: Vec<String>,
+    unsure: Vec<Unsure>,
+) -> Result<Vec<String>, String> {
+    let mut keep = vec![true; summary.len()];
+    for u in unsure {
+        if k.store.get(&u.path).map_err(|e| e.to_string())?.is_some() {
+            continue;
+        }
+        if u.had_entry {
+            summary[u.line] = format!("= {} (as in the workspace again: no longer staged)", u.path);
+        } else {
+            keep[u.line] = false;
+        }
+    }
+    let mut kept = keep.into_iter();
+    summary.retain(|_| kept.next().unwrap_or(true));
     Ok(summary)
 }
 
