@@ -27,6 +27,13 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+fn print_peak(before: u64, after: u64) {
+    println!(
+        "peak RSS before parsing {before} KiB, after {after} KiB (+{:.2} MiB)",
+        (after.saturating_sub(before)) as f64 / 1024.0
+    );
+}
+
 /// Writes a JUnit report of about `mb` MiB at `path`.
 fn write_junit(path: &Path, mb: u64) {
     let mut w = BufWriter::new(std::fs::File::create(path).expect("report"));
@@ -77,10 +84,7 @@ fn main() {
             mib / elapsed.as_secs_f64(),
             out.text.len()
         );
-        println!(
-            "peak RSS before parsing {before} KiB, after {after} KiB (+{:.2} MiB)",
-            (after.saturating_sub(before)) as f64 / 1024.0
-        );
+        print_peak(before, after);
         return;
     }
     let mb: u64 = std::env::args()
@@ -150,8 +154,5 @@ fn main() {
         out.text.len(),
         out.omitted
     );
-    println!(
-        "peak RSS before parsing {before} KiB, after {after} KiB (+{:.2} MiB)",
-        (after.saturating_sub(before)) as f64 / 1024.0
-    );
+    print_peak(before, after);
 }

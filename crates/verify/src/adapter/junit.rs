@@ -164,16 +164,9 @@ fn read_cases(input: impl BufRead, mut on_case: impl FnMut(Case)) -> Result<(), 
     // How deep inside the root element the reader is (0: not inside it yet).
     let mut depth = 0usize;
     loop {
-        buf.clear();
-        let event = reader
-            .read_event_into(&mut buf)
-            .map_err(|e| format!("{e} (at byte {})", reader.error_position()))?;
-        match event {
+        match next_event(&mut reader, &mut buf)? {
             Event::Start(e) if depth == 0 && !is_root(e.name().as_ref()) => {
-                skipped.clear();
-                reader
-                    .read_to_end_into(e.name(), &mut skipped)
-                    .map_err(|e| e.to_string())?;
+                skip(&mut reader, &e, &mut skipped)?;
             }
             Event::Start(e) if depth > 0 && e.name().as_ref() == "testcase" => {
                 let mut case = case_attributes(&e)?;
@@ -194,6 +187,30 @@ fn read_cases(input: impl BufRead, mut on_case: impl FnMut(Case)) -> Result<(), 
             _ => {}
         }
     }
+}
+
+/// The next event, into `buf` (cleared first); an error says where the report broke.
+fn next_event<'b>(
+    reader: &mut Reader<impl BufRead>,
+    buf: &'b mut Vec<u8>,
+) -> Result<Event<'b>, String> {
+    buf.clear();
+    reader
+        .read_event_into(buf)
+        .map_err(|e| format!("{e} (at byte {})", reader.error_position()))
+}
+
+/// Skips the element `start` opened, up to its end (`scratch` holds what is read meanwhile).
+fn skip(
+    reader: &mut Reader<impl BufRead>,
+    start: &BytesStart,
+    scratch: &mut Vec<u8>,
+) -> Result<(), String> {
+    scratch.clear();
+    reader
+        .read_to_end_into(start.name(), scratch)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// A `<testcase>`'s attributes (its status: passed until its children say otherwise).
@@ -221,11 +238,7 @@ fn case_status(reader: &mut Reader<impl BufRead>) -> Result<Status, String> {
     let mut buf = Vec::new();
     let mut skipped = Vec::new();
     loop {
-        buf.clear();
-        let event = reader
-            .read_event_into(&mut buf)
-            .map_err(|e| format!("{e} (at byte {})", reader.error_position()))?;
-        match event {
+        match next_event(reader, &mut buf)? {
             Event::Empty(e) => {
                 if let Some(s) = outcome(&e)? {
                     status = s;
@@ -240,10 +253,7 @@ fn case_status(reader: &mut Reader<impl BufRead>) -> Result<Status, String> {
                         error,
                     },
                     other => {
-                        skipped.clear();
-                        reader
-                            .read_to_end_into(e.name(), &mut skipped)
-                            .map_err(|e| e.to_string())?;
+                        skip(reader, &e, &mut skipped)?;
                         other.unwrap_or(status)
                     }
                 };
@@ -301,11 +311,7 @@ fn element_text(reader: &mut Reader<impl BufRead>, end: &str) -> Result<String, 
         text.push_str(&piece[..cut]);
     };
     loop {
-        buf.clear();
-        let event = reader
-            .read_event_into(&mut buf)
-            .map_err(|e| format!("{e} (at byte {})", reader.error_position()))?;
-        match event {
+        match next_event(reader, &mut buf)? {
             Event::Text(t) => push(&mut text, &t.xml10_content()),
             Event::CData(c) => push(&mut text, &c.xml10_content()),
             Event::GeneralRef(r) => {
@@ -315,10 +321,7 @@ fn element_text(reader: &mut Reader<impl BufRead>, end: &str) -> Result<String, 
                 );
             }
             Event::Start(e) => {
-                skipped.clear();
-                reader
-                    .read_to_end_into(e.name(), &mut skipped)
-                    .map_err(|e| e.to_string())?;
+                skip(reader, &e, &mut skipped)?;
                 push(&mut text, "\n");
             }
             Event::End(e) if e.name().as_ref() == end => return Ok(text.trim().to_string()),
