@@ -2,14 +2,22 @@
 //! shipped as an index for the binary: each entry as its own JSON text, and every program name
 //! with the entries that name it, sorted. A call then parses only the entries of the programs
 //! it meets, never the whole table. A table that does not parse here fails the build.
+//!
+//! The names are also laid out in open-addressing slots by their hash ([`name_hash`], the
+//! lookup's own function), so that a process finds a name without building a hash map of the
+//! whole table first.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+#[path = "src/guard/programs/name_hash.rs"]
+mod name_hash;
+
 fn main() {
     let src = "src/guard/programs.toml";
     println!("cargo:rerun-if-changed={src}");
+    println!("cargo:rerun-if-changed=src/guard/programs/name_hash.rs");
     let text = std::fs::read_to_string(src).expect("read src/guard/programs.toml");
     let value: toml::Value = toml::from_str(&text)
         .unwrap_or_else(|e| panic!("src/guard/programs.toml does not parse: {e}"));
@@ -38,6 +46,27 @@ fn main() {
         writeln!(out, "    ({n:?}, &{of:?}),").unwrap();
     }
     out.push_str("];\n");
+    // Twice as many slots as names, a power of two: a probe ends at an empty slot soon.
+    let slots = (names.len() * 2).next_power_of_two();
+    assert!(
+        names.len() < usize::from(u16::MAX),
+        "too many program names for u16 slots"
+    );
+    let mut table = vec![u16::MAX; slots];
+    for (k, n) in names.keys().enumerate() {
+        let mut i = usize::try_from(name_hash::name_hash(n) % slots as u64).expect("a slot");
+        while table[i] != u16::MAX {
+            i = (i + 1) % slots;
+        }
+        table[i] = u16::try_from(k).expect("fewer names than u16::MAX");
+    }
+    out.push_str("/// [`NAME_INDEX`] positions by name hash (open addressing, linear probing); `u16::MAX` is\n");
+    out.push_str("/// an empty slot.\n");
+    writeln!(
+        out,
+        "pub(super) static NAME_SLOTS: [u16; {slots}] = {table:?};"
+    )
+    .unwrap();
     let dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     std::fs::write(dir.join("programs_index.rs"), out).expect("write programs_index.rs");
 }

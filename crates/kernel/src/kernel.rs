@@ -211,7 +211,7 @@ impl Kernel {
             .values()
             .map(|t| ToolSpec {
                 name: t.name.to_string(),
-                description: t.description.clone(),
+                description: t.description(),
                 input_schema: t.schema().clone(),
                 read_only: matches!(t.class, airlock_policy::permission::ToolClass::Read),
             })

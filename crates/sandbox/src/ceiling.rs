@@ -13,9 +13,14 @@ use crate::spec::Ceiling;
 
 /// Free bytes (for unprivileged users) and total bytes of the filesystem holding `path`.
 fn fs_space(path: &CString) -> Option<(u64, u64)> {
+    fs_stat(path).map(|(free, total, _)| (free, total))
+}
+
+/// [`fs_space`] and the filesystem's id (`f_fsid`; zero where the filesystem gives none).
+fn fs_stat(path: &CString) -> Option<(u64, u64, u64)> {
     let st = rustix::fs::statvfs(path.as_c_str()).ok()?;
     let unit = st.f_frsize;
-    Some((st.f_bavail * unit, st.f_blocks * unit))
+    Some((st.f_bavail * unit, st.f_blocks * unit, st.f_fsid))
 }
 
 /// Bytes under `dir`: for a regular file its size or its blocks, whichever is larger (a sparse
@@ -65,7 +70,7 @@ pub(crate) struct DiskWatch {
     reserve: u64,
     /// The filesystems of the run's writable caches ([`crate::CacheBind`]), which the upper
     /// ceiling does not count: each with the free space it must keep and its free space when
-    /// the run started.
+    /// the run started, once per filesystem (a workspace's caches usually share one).
     caches: Vec<(CString, u64, u64)>,
 }
 
@@ -93,10 +98,14 @@ impl DiskWatch {
     /// one of them, having lost space since the start, is below its reserve (a fiftieth of it,
     /// 64 MiB to 1 GiB).
     pub(crate) fn with_caches<'a>(mut self, dirs: impl IntoIterator<Item = &'a Path>) -> Self {
+        let mut seen = Vec::new();
         for d in dirs {
             if let Ok(c) = CString::new(d.as_os_str().as_bytes())
-                && let Some((free, total)) = fs_space(&c)
+                && let Some((free, total, fsid)) = fs_stat(&c)
+                // A zero id (an older tmpfs) names no filesystem: watched on its own.
+                && (fsid == 0 || !seen.contains(&fsid))
             {
+                seen.push(fsid);
                 let reserve = (total / 50).clamp(64 << 20, 1 << 30);
                 self.caches.push((c, reserve, free));
             }
@@ -212,6 +221,21 @@ mod tests {
         let mut w = DiskWatch::new(d.path(), 100 << 20);
         assert!(!w.over());
         assert!(w.used() >= 10 << 20);
+    }
+
+    /// The caches of one filesystem are watched once (a run checks them at every poll).
+    #[test]
+    fn caches_on_one_filesystem_are_watched_once() {
+        let upper = tempfile::tempdir().unwrap();
+        let caches = tempfile::tempdir().unwrap();
+        let (a, b) = (caches.path().join("a"), caches.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let w = DiskWatch::new(upper.path(), 1 << 20).with_caches([a.as_path(), b.as_path()]);
+        let fsid = fs_stat(&CString::new(a.as_os_str().as_bytes()).unwrap())
+            .unwrap()
+            .2;
+        assert_eq!(w.caches.len(), if fsid == 0 { 2 } else { 1 });
     }
 
     /// A cache's writes are not the upper's: the run is stopped when the cache's filesystem

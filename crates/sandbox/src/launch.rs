@@ -65,6 +65,11 @@ pub(crate) fn reset_workdir(work: &Path) -> Result<(), SandboxError> {
 }
 
 fn existing_dir(what: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
+    // A directory named by its own canonical path (the usual case): one `openat2` instead of
+    // `realpath`'s `readlink` per component.
+    if is_canonical_dir(p) {
+        return Ok(p.to_path_buf());
+    }
     let canon = p.canonicalize().map_err(|e| SandboxError::io(what, p, e))?;
     if !canon.is_dir() {
         return Err(SandboxError::InvalidSpec(format!(

@@ -263,8 +263,6 @@ pub struct ToolDef {
     pub name: &'static str,
     /// Capability class for the permission stage.
     pub class: ToolClass,
-    /// Description shown to models.
-    pub description: String,
     tool: &'static dyn Tool,
     /// The per-file limit, which bounds write contents in the schema and in validation.
     max_file_bytes: u64,
@@ -282,7 +280,6 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
                 ToolDef {
                     name: tool.name(),
                     class: tool.class(),
-                    description: format!("{}\n\n{LOOP}", tool.description()),
                     tool,
                     max_file_bytes: max_content_bytes,
                     schema: std::sync::OnceLock::new(),
@@ -294,6 +291,12 @@ pub fn registry(max_content_bytes: u64) -> BTreeMap<&'static str, ToolDef> {
 }
 
 impl ToolDef {
+    /// Description shown to models (made when asked: a call that lists no tools writes none
+    /// of them).
+    pub fn description(&self) -> String {
+        format!("{}\n\n{LOOP}", self.tool.description())
+    }
+
     /// The JSON Schema of the tool's arguments.
     pub fn schema(&self) -> &Value {
         self.schema

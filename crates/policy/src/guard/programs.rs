@@ -33,8 +33,6 @@
 //! credential stores.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -46,10 +44,13 @@ use super::normalize::Arg;
 /// The table source, embedded at build time.
 #[cfg(test)]
 const SOURCE: &str = include_str!("programs.toml");
-/// The table as the build script indexes it: each entry's JSON and the sorted name index.
+/// The table as the build script indexes it: each entry's JSON, the sorted name index and its
+/// hash slots.
 mod index {
     include!(concat!(env!("OUT_DIR"), "/programs_index.rs"));
 }
+
+mod name_hash;
 
 /// What a program does, as far as the rules care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -511,43 +512,35 @@ impl Program {
     }
 }
 
-/// A hasher for program names: short ASCII keys, looked up a dozen times per command, where
-/// the default SipHash or a binary search over the sorted names costs more than the rest of the
-/// lookup. The keys are the table's own names, so no input can choose collisions that matter.
-#[derive(Default)]
-struct NameHasher(u64);
-
-impl Hasher for NameHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let word = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
+/// The position in [`index::NAME_INDEX`] of the name `name`: its hash's slot, then the next
+/// ones until the name or an empty slot (the build script laid the names out this way).
+fn position(name: &str) -> Option<usize> {
+    let slots = &index::NAME_SLOTS;
+    // The slot count is a power of two: the remainder is the hash's low bits.
+    let mut i = (name_hash::name_hash(name) % slots.len() as u64) as usize;
+    loop {
+        if slots[i] == u16::MAX {
+            return None;
         }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        let k = usize::from(slots[i]);
+        if index::NAME_INDEX[k].0 == name {
+            return Some(k);
         }
-    }
-    fn write_u8(&mut self, b: u8) {
-        self.write(&[b]);
-    }
-    fn finish(&self) -> u64 {
-        self.0
+        i = (i + 1) % slots.len();
     }
 }
 
 /// The loaded table.
 #[derive(Debug)]
 pub(crate) struct Table {
-    /// Each name of [`index::NAME_INDEX`] and its position there.
-    names: HashMap<&'static str, usize, BuildHasherDefault<NameHasher>>,
-    /// Each entry, parsed on first use (`None`: it failed to parse).
-    entries: Vec<OnceLock<Option<Entry>>>,
+    /// Each entry, parsed on first use (`None`: it failed to parse). Boxed: the slots of the
+    /// entries and programs never used stay small (a slot is written when the table is made,
+    /// and a process pays a page fault for each page of them).
+    entries: Box<[OnceLock<Option<Box<Entry>>>]>,
     /// Each name of [`index::NAME_INDEX`], compiled on its first lookup (`None`: one of its
     /// entries failed to parse). A call judges a handful of programs; parsing and compiling
     /// the whole table for every process would cost more than the judgement.
-    programs: Vec<OnceLock<Option<Program>>>,
+    programs: Box<[OnceLock<Option<Box<Program>>>]>,
     /// An entry failed to parse: every command is denied from then on (fail closed).
     broken: AtomicBool,
 }
@@ -596,11 +589,6 @@ fn compile(entries: &[&Entry]) -> Program {
 impl Table {
     fn new() -> Table {
         Table {
-            names: index::NAME_INDEX
-                .iter()
-                .enumerate()
-                .map(|(k, (n, _))| (*n, k))
-                .collect(),
             entries: index::ENTRY_JSON.iter().map(|_| OnceLock::new()).collect(),
             programs: index::NAME_INDEX.iter().map(|_| OnceLock::new()).collect(),
             broken: AtomicBool::new(false),
@@ -611,13 +599,15 @@ impl Table {
     fn entry(&self, i: usize) -> Option<&Entry> {
         self.entries[i]
             .get_or_init(|| {
-                let e = serde_json::from_str(index::ENTRY_JSON[i]).ok();
+                let e = serde_json::from_str(index::ENTRY_JSON[i])
+                    .ok()
+                    .map(Box::new);
                 if e.is_none() {
                     self.broken.store(true, Ordering::Relaxed);
                 }
                 e
             })
-            .as_ref()
+            .as_deref()
     }
 
     /// Every entry, in table order (the example check's).
@@ -630,7 +620,7 @@ impl Table {
 
     /// The compiled program named exactly `name`.
     fn get(&self, name: &str) -> Option<&Program> {
-        let k = *self.names.get(name)?;
+        let k = position(name)?;
         self.programs[k]
             .get_or_init(|| {
                 let of: Option<Vec<&Entry>> = index::NAME_INDEX[k]
@@ -638,9 +628,9 @@ impl Table {
                     .iter()
                     .map(|&i| self.entry(i))
                     .collect();
-                of.map(|of| compile(&of))
+                of.map(|of| Box::new(compile(&of)))
             })
-            .as_ref()
+            .as_deref()
     }
 
     fn is_broken(&self) -> bool {
@@ -757,6 +747,24 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// The build script's slots find every name at its own position, and nothing else.
+    #[test]
+    fn every_name_is_found_through_the_hash_slots() {
+        for (k, (name, _)) in index::NAME_INDEX.iter().enumerate() {
+            assert_eq!(position(name), Some(k), "{name}");
+        }
+        for absent in [
+            "",
+            "no-such-program",
+            "PYTHON",
+            "python3.12",
+            "rm ",
+            "/bin/rm",
+        ] {
+            assert_eq!(position(absent), None, "{absent}");
+        }
     }
 
     #[test]

@@ -114,11 +114,15 @@ struct Header {
     network: bool,
 }
 
-/// A run as it travels from a client (or the host) to a host (or a spare).
+/// A run as it travels from a client (or the host) to a host (or a spare). The first three
+/// fields are [`Header`]'s, written out here rather than flattened: serde reads a flattened
+/// struct through a buffered copy of the whole message, which a host and a spare pay on every
+/// run's path.
 #[derive(Serialize, Deserialize)]
 struct Request {
-    #[serde(flatten)]
-    header: Header,
+    protocol: String,
+    identity: String,
+    network: bool,
     workspace: Bytes,
     layers: Vec<Bytes>,
     upper: Bytes,
@@ -142,11 +146,9 @@ struct Request {
 pub(crate) fn encode(req: &RunRequest) -> Vec<u8> {
     let v = &req.v;
     let wire = Request {
-        header: Header {
-            protocol: PROTOCOL.into(),
-            identity: identity().into(),
-            network: req.network,
-        },
+        protocol: PROTOCOL.into(),
+        identity: identity().into(),
+        network: req.network,
         workspace: bytes(&v.workspace),
         layers: all_bytes(&v.layers),
         upper: bytes(&v.upper),
@@ -193,11 +195,24 @@ pub(crate) enum Check {
 
 /// Decodes a request and validates it as a fresh one is validated ([`RunRequest::check`]).
 pub(crate) fn decode(buf: &[u8], network: bool, check: Check) -> Result<RunRequest, DecodeError> {
-    let header: Header = serde_json::from_slice(buf).map_err(|_| DecodeError::Stale)?;
-    if header.protocol != PROTOCOL || header.identity != identity() || header.network != network {
+    let current = |protocol: &str, id: &str, net: bool| {
+        protocol == PROTOCOL && id == identity() && net == network
+    };
+    let w: Request = match serde_json::from_slice(buf) {
+        Ok(w) => w,
+        // Not a request of this build: whatever its header says decides how it is refused.
+        Err(e) => {
+            return Err(match serde_json::from_slice::<Header>(buf) {
+                Ok(h) if current(&h.protocol, &h.identity, h.network) => {
+                    DecodeError::Bad(e.to_string())
+                }
+                _ => DecodeError::Stale,
+            });
+        }
+    };
+    if !current(&w.protocol, &w.identity, w.network) {
         return Err(DecodeError::Stale);
     }
-    let w: Request = serde_json::from_slice(buf).map_err(|e| DecodeError::Bad(e.to_string()))?;
     let req = RunRequest {
         v: Validated {
             workspace: path(w.workspace),
@@ -413,6 +428,19 @@ mod tests {
         for cut in [3, 10, bytes.len() - 1] {
             assert!(decode(&bytes[..cut], false, Check::Full).is_err());
         }
+        // Another protocol is stale; this build's header over a malformed body is bad.
+        let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        value["protocol"] = "airlock-host/1".into();
+        assert!(matches!(
+            decode(&serde_json::to_vec(&value).unwrap(), false, Check::Full),
+            Err(DecodeError::Stale)
+        ));
+        value["protocol"] = PROTOCOL.into();
+        value["workspace"] = 7.into();
+        assert!(matches!(
+            decode(&serde_json::to_vec(&value).unwrap(), false, Check::Full),
+            Err(DecodeError::Bad(_))
+        ));
     }
     /// A request that a fresh spec could never have produced is refused, whoever sent it.
     #[test]
