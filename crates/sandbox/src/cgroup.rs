@@ -170,6 +170,10 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Removes groups an earlier process of ours left behind (it died before it could), named
 /// `airlock-PID-N` with PID no longer alive. Best effort.
+///
+/// A warm host's groups are removed by the client that ran in them; one the client could not
+/// remove before it exited is renamed after the client first (see [`RunCgroup::drop`]), so the
+/// next group made in that parent removes it, although the host that made it lives on.
 fn sweep(parent: &Path) {
     let Ok(rd) = std::fs::read_dir(parent) else {
         return;
@@ -190,23 +194,40 @@ fn sweep(parent: &Path) {
     }
 }
 
-/// Makes `parent/airlock-PID-N`.
-fn make_child(parent: &Path) -> Option<PathBuf> {
-    static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-    if let Ok(mut swept) = SWEPT.lock()
-        && !swept.iter().any(|p| p == parent)
-    {
-        swept.push(parent.to_path_buf());
-        sweep(parent);
-    }
-    let name = format!(
+/// `airlock-PID-N` for this process, a new N each time.
+fn own_name() -> String {
+    format!(
         "airlock-{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
-    );
-    let dir = parent.join(name);
+    )
+}
+
+/// Makes `parent/airlock-PID-N`, after sweeping what earlier processes left in `parent`.
+fn make_child(parent: &Path) -> Option<PathBuf> {
+    sweep(parent);
+    let dir = parent.join(own_name());
     std::fs::create_dir(&dir).ok()?;
     Some(dir)
+}
+
+/// Renames a group this process holds but did not make (a warm host's, handed to this client)
+/// after this process, so that it is swept once this process is gone. The new path, or the old
+/// one when it cannot be renamed.
+fn adopt(dir: PathBuf) -> PathBuf {
+    let own = format!("airlock-{}-", std::process::id());
+    let named_after_us = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(&own));
+    let Some(parent) = dir.parent().filter(|_| !named_after_us) else {
+        return dir;
+    };
+    let renamed = parent.join(own_name());
+    match std::fs::rename(&dir, &renamed) {
+        Ok(()) => renamed,
+        Err(_) => dir,
+    }
 }
 
 /// Whether runs should use control groups at all.
@@ -625,6 +646,9 @@ impl Drop for RunCgroup {
             }
             std::thread::sleep(Duration::from_micros(500));
         }
+        // A short-lived client may exit before the thread below is done: named after it, the
+        // groups are swept once it is gone.
+        let dirs: Vec<PathBuf> = dirs.into_iter().map(adopt).collect();
         let _ = std::thread::Builder::new()
             .name("airlock-cgroup-rm".into())
             .spawn(move || {
@@ -667,6 +691,35 @@ mod tests {
         cg.disown();
         assert!(RunCgroup::decode(b"dir 0 /etc\n").is_none());
         assert!(RunCgroup::decode(b"memory 1 relative/airlock-1\n").is_none());
+    }
+
+    #[test]
+    fn a_group_left_behind_is_renamed_after_the_client_and_swept_once_it_is_gone() {
+        // Plain directories stand in for a hierarchy: a group that cannot be removed yet is
+        // one that is not empty.
+        let t = tempfile::tempdir().unwrap();
+        let hosts = t.path().join("airlock-1-7"); // made by a live process (PID 1)
+        std::fs::create_dir_all(hosts.join("busy")).unwrap();
+        let mut cg = RunCgroup::default();
+        cg.dirs.push(hosts.clone());
+        drop(cg);
+        assert!(!hosts.exists(), "left under the host's name");
+        let own = format!("airlock-{}-", std::process::id());
+        let names: Vec<String> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(names[0].starts_with(&own), "{names:?}");
+        // Our own groups stay ours; a dead process's empty group is swept when the next group
+        // is made beside it.
+        let ours = t.path().join(&names[0]);
+        assert_eq!(adopt(ours.clone()), ours);
+        let dead = t.path().join(format!("airlock-{}-0", u32::MAX - 1));
+        std::fs::create_dir(&dead).unwrap();
+        let made = make_child(t.path()).unwrap();
+        assert!(!dead.exists());
+        assert!(made.exists() && ours.exists());
     }
 
     #[test]
