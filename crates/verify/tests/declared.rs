@@ -2,9 +2,9 @@
 //! `make test`, and airlock still reads pytest's structured results. Needs pytest (installed by
 //! `scripts/ci-deps-verify.sh`) and make.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+mod host;
 use airlock_verify::{RunnerKind, Verdict, VerifyInput, VerifyOptions, run_verification};
 
 #[test]
@@ -23,14 +23,9 @@ fn make_test_runs_and_pytest_results_are_read() {
         "def test_one():\n    assert 1 + 1 == 2\n\n\ndef test_two():\n    assert 2 * 2 == 5\n",
     )
     .unwrap();
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
     let opts = VerifyOptions {
         timeout: Duration::from_secs(60),
-        home_binds: [".pyenv", ".local/lib"]
-            .iter()
-            .map(|d| home.join(d))
-            .filter(|p| p.exists())
-            .collect(),
+        home_binds: host::home_binds(&[".pyenv", ".local/lib"]),
         host_env: std::env::vars_os().collect(),
         ..VerifyOptions::default()
     };

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod host;
 use airlock_verify::{VerdictReport, VerifyInput, VerifyOptions, run_verification};
 use serde_json::Value;
 
@@ -85,15 +86,10 @@ fn stage(ws: &Workspace, rel: &str, comment: &str) {
 }
 
 fn options(budget: usize) -> VerifyOptions {
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
     VerifyOptions {
         timeout: Duration::from_secs(180),
         budget_bytes: budget,
-        home_binds: [".cargo", ".rustup", ".pyenv"]
-            .iter()
-            .map(|d| home.join(d))
-            .filter(|p| p.exists())
-            .collect(),
+        home_binds: host::home_binds(&[".cargo", ".rustup", ".pyenv"]),
         ro_binds: vec![node_modules()],
         host_env: std::env::vars_os().collect(),
         ..VerifyOptions::default()

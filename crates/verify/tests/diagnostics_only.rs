@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod host;
 use airlock_verify::{VerdictReport, VerifyError, VerifyInput, VerifyOptions, run_verification};
 
 fn fixtures() -> PathBuf {
@@ -51,15 +52,10 @@ fn workspace(name: &str) -> Workspace {
 }
 
 fn run(ws: &Workspace, only: &[&str]) -> Result<VerdictReport, VerifyError> {
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
     let opts = VerifyOptions {
         timeout: Duration::from_secs(180),
         only: only.iter().map(|s| s.to_string()).collect(),
-        home_binds: [".cargo", ".rustup", ".pyenv"]
-            .iter()
-            .map(|d| home.join(d))
-            .filter(|p| p.exists())
-            .collect(),
+        home_binds: host::home_binds(&[".cargo", ".rustup", ".pyenv"]),
         ro_binds: vec![node_modules()],
         host_env: std::env::vars_os().collect(),
         ..VerifyOptions::default()
@@ -164,16 +160,12 @@ fn a_command_without_selection_is_refused() {
 fn a_partial_base_is_not_the_whole_suites_base() {
     let ws = workspace("pytest");
     let cache = tempfile::tempdir().unwrap();
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
     let run = |only: &[&str]| {
         let opts = VerifyOptions {
             timeout: Duration::from_secs(180),
             baseline: true,
             only: only.iter().map(|s| s.to_string()).collect(),
-            home_binds: vec![home.join(".pyenv")]
-                .into_iter()
-                .filter(|p| p.exists())
-                .collect(),
+            home_binds: host::home_binds(&[".pyenv"]),
             host_env: std::env::vars_os().collect(),
             ..VerifyOptions::default()
         };

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod host;
 use airlock_verify::{
     Counts, FailureKind, RunnerKind, Verdict, VerdictReport, VerifyInput, VerifyOptions,
     run_verification,
@@ -60,15 +61,10 @@ fn workspace(runner: &str, state: &str) -> Workspace {
 }
 
 fn options(timeout_secs: u64) -> VerifyOptions {
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
     VerifyOptions {
         timeout: Duration::from_secs(timeout_secs),
         budget_bytes: BUDGET,
-        home_binds: [".cargo", ".rustup", ".pyenv"]
-            .iter()
-            .map(|d| home.join(d))
-            .filter(|p| p.exists())
-            .collect(),
+        home_binds: host::home_binds(&[".cargo", ".rustup", ".pyenv"]),
         ro_binds: vec![node_modules()],
         // What a front end passes: this process's environment.
         host_env: std::env::vars_os().collect(),

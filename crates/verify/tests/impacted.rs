@@ -8,6 +8,7 @@ use std::time::Duration;
 
 mod realprojects;
 
+mod host;
 use airlock_verify::{ImpactedMode, ImpactedStatus, RunnerKind, Scope, Verdict, VerdictReport};
 use realprojects::{Workspace, in_place, staged, total};
 

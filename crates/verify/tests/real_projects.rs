@@ -9,6 +9,7 @@ use std::time::Duration;
 
 mod realprojects;
 
+mod host;
 use airlock_verify::{RunnerKind, Verdict, VerdictReport, VerifyOptions};
 use realprojects::{Workspace, in_place, project, staged, total, verify_with};
 

@@ -51,14 +51,9 @@ pub fn staged(ws: &Workspace, rel: &str, from: &str, to: &str) -> tempfile::Temp
 
 /// Options with the host's toolchains exposed and its environment passed down.
 pub fn options(timeout: Duration) -> VerifyOptions {
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
     VerifyOptions {
         timeout,
-        home_binds: [".cargo", ".rustup", ".pyenv", "go/pkg/mod"]
-            .iter()
-            .map(|d| home.join(d))
-            .filter(|p| p.exists())
-            .collect(),
+        home_binds: crate::host::home_binds(&[".cargo", ".rustup", ".pyenv", "go/pkg/mod"]),
         host_env: std::env::vars_os().collect(),
         ..VerifyOptions::default()
     }
