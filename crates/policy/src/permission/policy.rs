@@ -272,9 +272,10 @@ impl Policy {
                 Stage::Permission,
                 "mode_discuss_readonly",
                 format!(
-                    "DISCUSS mode allows read-only tools only, and `{}` is {} tool; switch to --mode build to change files.",
+                    "DISCUSS mode allows read-only tools only, and `{}` is {} {} tool; switch to --mode build to change files.",
                     req.tool,
-                    req.class.with_article()
+                    req.class.article(),
+                    req.class
                 ),
             )),
             WorkMode::Plan => self.plan_ceiling(req, "mode_plan_no_exec", "PLAN mode"),
@@ -299,9 +300,10 @@ impl Policy {
                 Stage::Permission,
                 "profile_readonly",
                 format!(
-                    "The readonly profile allows read-only tools only, and `{}` is {} tool.",
+                    "The readonly profile allows read-only tools only, and `{}` is {} {} tool.",
                     req.tool,
-                    req.class.with_article()
+                    req.class.article(),
+                    req.class
                 ),
             )),
             Profile::Plan => self.plan_ceiling(req, "profile_plan_no_exec", "The plan profile"),

@@ -61,17 +61,11 @@ impl ToolClass {
         }
     }
 
-    /// The name with its indefinite article, for sentences: `an exec`, `a write`.
-    pub fn with_article(self) -> &'static str {
+    /// The indefinite article before the name, for sentences: `an exec`, `a write`.
+    pub fn article(self) -> &'static str {
         match self {
-            ToolClass::Read => "a read",
-            ToolClass::Write => "a write",
-            ToolClass::Exec => "an exec",
-            ToolClass::Verify => "a verify",
-            ToolClass::Apply => "an apply",
-            ToolClass::Meta => "a meta",
-            ToolClass::AskUser => "an ask_user",
-            ToolClass::Publish => "a publish",
+            ToolClass::Exec | ToolClass::Apply | ToolClass::AskUser => "an",
+            _ => "a",
         }
     }
 
@@ -125,15 +119,11 @@ mod tests {
 
     #[test]
     fn class_names_take_their_article() {
-        assert_eq!(ToolClass::Exec.with_article(), "an exec");
-        assert_eq!(ToolClass::Write.with_article(), "a write");
-        for class in [
-            ToolClass::Read,
-            ToolClass::Apply,
-            ToolClass::AskUser,
-            ToolClass::Meta,
-        ] {
-            assert!(class.with_article().ends_with(class.as_str()));
-        }
+        let named = |c: ToolClass| format!("{} {c}", c.article());
+        assert_eq!(named(ToolClass::Exec), "an exec");
+        assert_eq!(named(ToolClass::Write), "a write");
+        assert_eq!(named(ToolClass::Apply), "an apply");
+        assert_eq!(named(ToolClass::AskUser), "an ask_user");
+        assert_eq!(named(ToolClass::Read), "a read");
     }
 }
