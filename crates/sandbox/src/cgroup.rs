@@ -18,9 +18,9 @@
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::spec::{Limits, Mechanism};
 
@@ -51,6 +51,9 @@ pub(crate) struct RunCgroup {
     pub(crate) quota_cpus: Option<f64>,
     /// The scheduling weight written, when the run may use every CPU.
     pub(crate) weight: Option<u64>,
+    /// A warm host's groups, as its client sees them ([`RunCgroup::decode`]): the client reads
+    /// them but never removes them; the host does, once the client hangs up.
+    host_owned: bool,
 }
 
 /// The cgroup v2 `cpu.weight` of a run that may use every CPU: half the default (100) of the
@@ -146,8 +149,14 @@ fn discover() -> io::Result<Vec<Hierarchy>> {
     Ok(out)
 }
 
+/// Writes an interface file of a group (never creates one: a group has every file its
+/// controllers give it).
 fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
-    std::fs::write(dir.join(file), value)
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(file))?
+        .write_all(value.as_bytes())
 }
 
 fn read(dir: &Path, file: &str) -> Option<String> {
@@ -171,9 +180,10 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 /// Removes groups an earlier process of ours left behind (it died before it could), named
 /// `airlock-PID-N` with PID no longer alive. Best effort.
 ///
-/// A warm host's groups are removed by the client that ran in them; one the client could not
-/// remove before it exited is renamed after the client first (see [`RunCgroup::drop`]), so the
-/// next group made in that parent removes it, although the host that made it lives on.
+/// A warm host removes the groups it made itself (see [`RunCgroup::drop`]): a run's once its
+/// client hangs up, retrying what is still busy ([`retry_deferred`]). Only what a host left
+/// when it died is swept here. (Renaming a leftover after some other process is not an option:
+/// cgroup v2 refuses to rename groups.)
 fn sweep(parent: &Path) {
     let Ok(rd) = std::fs::read_dir(parent) else {
         return;
@@ -209,25 +219,6 @@ fn make_child(parent: &Path) -> Option<PathBuf> {
     let dir = parent.join(own_name());
     std::fs::create_dir(&dir).ok()?;
     Some(dir)
-}
-
-/// Renames a group this process holds but did not make (a warm host's, handed to this client)
-/// after this process, so that it is swept once this process is gone. The new path, or the old
-/// one when it cannot be renamed.
-fn adopt(dir: PathBuf) -> PathBuf {
-    let own = format!("airlock-{}-", std::process::id());
-    let named_after_us = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(&own));
-    let Some(parent) = dir.parent().filter(|_| !named_after_us) else {
-        return dir;
-    };
-    let renamed = parent.join(own_name());
-    match std::fs::rename(&dir, &renamed) {
-        Ok(()) => renamed,
-        Err(_) => dir,
-    }
 }
 
 /// Whether runs should use control groups at all.
@@ -471,6 +462,7 @@ impl RunCgroup {
     pub(crate) fn decode(bytes: &[u8]) -> Option<RunCgroup> {
         let text = std::str::from_utf8(bytes).ok()?;
         let mut cg = RunCgroup::default();
+        cg.host_owned = true;
         for line in text.lines() {
             let mut it = line.splitn(3, ' ');
             let (role, fl, path) = (it.next()?, it.next()?, it.next()?);
@@ -502,11 +494,6 @@ impl RunCgroup {
             }
         }
         Some(cg)
-    }
-
-    /// Hands the groups over (to a warm host's client): this value no longer removes them.
-    pub(crate) fn disown(&mut self) {
-        self.dirs.clear();
     }
 
     /// `cgroup.procs` of every group, opened for the run's PID 1 to join (fresh descriptors
@@ -628,17 +615,74 @@ fn kill_dirs(dirs: &[PathBuf]) {
     }
 }
 
+/// Set in a warm host ([`serve_as_host`]): its groups that cannot be removed yet wait in
+/// [`DEFERRED`] for the host's next turn, instead of a thread's retries (a host clones its
+/// spares only while it has one thread) or a wait on its serving loop.
+static IN_HOST: AtomicBool = AtomicBool::new(false);
+
+/// A warm host's groups that could not be removed yet, with when that was first tried.
+static DEFERRED: Mutex<Vec<(PathBuf, Instant)>> = Mutex::new(Vec::new());
+
+/// How long a host retries a group that stays busy. Then it leaves it to the sweep that follows
+/// its own exit (the processes of a run die with its PID 1, so this is never expected).
+const DEFER_FOR: Duration = Duration::from_secs(10);
+
+/// Makes this process a warm host as far as its groups go: see [`IN_HOST`].
+pub(crate) fn serve_as_host() {
+    IN_HOST.store(true, Ordering::Relaxed);
+}
+
+/// Tries again to remove the groups this host could not remove before. True while some are
+/// still waiting (the host should come back soon).
+pub(crate) fn retry_deferred() -> bool {
+    let Ok(mut deferred) = DEFERRED.lock() else {
+        return false;
+    };
+    if deferred.is_empty() {
+        return false;
+    }
+    let dirs: Vec<PathBuf> = deferred.iter().map(|(d, _)| d.clone()).collect();
+    kill_dirs(&dirs);
+    deferred.retain(|(d, since)| {
+        let gone = match std::fs::remove_dir(d) {
+            Ok(()) => true,
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
+        };
+        !gone && since.elapsed() < DEFER_FOR
+    });
+    !deferred.is_empty()
+}
+
+/// Removes what it can of `dirs` now and leaves the rest to [`retry_deferred`].
+fn defer(mut dirs: Vec<PathBuf>) {
+    RunCgroup::try_remove(&mut dirs);
+    if let Ok(mut deferred) = DEFERRED.lock() {
+        let now = Instant::now();
+        deferred.extend(dirs.into_iter().map(|d| (d, now)));
+    }
+}
+
 impl Drop for RunCgroup {
     /// Removes the groups. A PID 1 that reported may still be exiting: what cannot be removed
-    /// yet is killed and removed by a short-lived thread (or by the next process's sweep).
+    /// yet is killed and removed later: by a short-lived thread (or by the next process's
+    /// sweep) in a caller, on the host's next turn in a warm host ([`retry_deferred`]). A warm
+    /// host's client leaves its groups to the host.
     fn drop(&mut self) {
+        if self.host_owned {
+            return;
+        }
         let mut dirs = std::mem::take(&mut self.dirs);
         if dirs.is_empty() {
             return;
         }
         kill_dirs(&dirs);
+        if IN_HOST.load(Ordering::Relaxed) {
+            defer(dirs);
+            return;
+        }
         // PID 1 is usually gone within a few milliseconds of its report; nobody waits longer
-        // than 2 ms for it here (a short-lived caller leaves the rest to the next sweep).
+        // than 2 ms for it here (a short-lived caller leaves the rest to the next sweep: the
+        // groups are named after it).
         for _ in 0..4 {
             Self::try_remove(&mut dirs);
             if dirs.is_empty() {
@@ -646,9 +690,6 @@ impl Drop for RunCgroup {
             }
             std::thread::sleep(Duration::from_micros(500));
         }
-        // A short-lived client may exit before the thread below is done: named after it, the
-        // groups are swept once it is gone.
-        let dirs: Vec<PathBuf> = dirs.into_iter().map(adopt).collect();
         let _ = std::thread::Builder::new()
             .name("airlock-cgroup-rm".into())
             .spawn(move || {
@@ -670,14 +711,20 @@ mod tests {
 
     #[test]
     fn groups_travel_to_the_client_and_nothing_else_is_accepted() {
-        let mut cg = RunCgroup {
-            dirs: vec!["/c/a/airlock-1-0".into(), "/c/m/airlock-1-1".into()],
-            memory: Some(("/c/m/airlock-1-1".into(), Flavour::V1)),
+        // Plain directories stand in for a hierarchy.
+        let t = tempfile::tempdir().unwrap();
+        let (a, m) = (t.path().join("airlock-1-0"), t.path().join("airlock-1-1"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&m).unwrap();
+        let cg = RunCgroup {
+            dirs: vec![a.clone(), m.clone()],
+            memory: Some((m.clone(), Flavour::V1)),
             pids: None,
-            cpu: Some(("/c/a/airlock-1-0".into(), Flavour::V2)),
-            cpuacct: Some(("/c/a/airlock-1-0".into(), Flavour::V2)),
+            cpu: Some((a.clone(), Flavour::V2)),
+            cpuacct: Some((a.clone(), Flavour::V2)),
             quota_cpus: Some(1.5),
             weight: Some(RUN_WEIGHT),
+            host_owned: false,
         };
         let back = RunCgroup::decode(&cg.encode()).unwrap();
         assert_eq!(back.dirs, cg.dirs);
@@ -686,40 +733,43 @@ mod tests {
         assert_eq!(back.quota_cpus, Some(1.5));
         assert_eq!(back.weight, Some(RUN_WEIGHT));
         assert_eq!(back.mask(), cg.mask());
-        let mut back = back;
-        back.disown();
-        cg.disown();
+        // The client leaves the host's groups to the host.
+        drop(back);
+        assert!(a.is_dir() && m.is_dir());
+        drop(cg);
+        assert!(!a.exists() && !m.exists());
         assert!(RunCgroup::decode(b"dir 0 /etc\n").is_none());
         assert!(RunCgroup::decode(b"memory 1 relative/airlock-1\n").is_none());
     }
 
     #[test]
-    fn a_group_left_behind_is_renamed_after_the_client_and_swept_once_it_is_gone() {
+    fn a_hosts_group_that_is_still_busy_is_retried_until_it_can_be_removed() {
         // Plain directories stand in for a hierarchy: a group that cannot be removed yet is
         // one that is not empty.
         let t = tempfile::tempdir().unwrap();
-        let hosts = t.path().join("airlock-1-7"); // made by a live process (PID 1)
-        std::fs::create_dir_all(hosts.join("busy")).unwrap();
-        let mut cg = RunCgroup::default();
-        cg.dirs.push(hosts.clone());
-        drop(cg);
-        assert!(!hosts.exists(), "left under the host's name");
-        let own = format!("airlock-{}-", std::process::id());
-        let names: Vec<String> = std::fs::read_dir(t.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        assert_eq!(names.len(), 1, "{names:?}");
-        assert!(names[0].starts_with(&own), "{names:?}");
-        // Our own groups stay ours; a dead process's empty group is swept when the next group
-        // is made beside it.
-        let ours = t.path().join(&names[0]);
-        assert_eq!(adopt(ours.clone()), ours);
+        let (busy, idle) = (t.path().join("airlock-1-7"), t.path().join("airlock-1-8"));
+        std::fs::create_dir_all(busy.join("task")).unwrap();
+        std::fs::create_dir(&idle).unwrap();
+        defer(vec![busy.clone(), idle.clone()]);
+        assert!(!idle.exists(), "removed at once");
+        assert!(busy.exists());
+        assert!(retry_deferred(), "still waiting");
+        assert!(busy.exists());
+        std::fs::remove_dir(busy.join("task")).unwrap();
+        assert!(!retry_deferred(), "nothing left to wait for");
+        assert!(!busy.exists());
+    }
+
+    #[test]
+    fn the_groups_of_a_process_that_is_gone_are_swept_beside_a_new_one() {
+        let t = tempfile::tempdir().unwrap();
         let dead = t.path().join(format!("airlock-{}-0", u32::MAX - 1));
+        let live = t.path().join("airlock-1-0"); // PID 1 is alive
         std::fs::create_dir(&dead).unwrap();
+        std::fs::create_dir(&live).unwrap();
         let made = make_child(t.path()).unwrap();
         assert!(!dead.exists());
-        assert!(made.exists() && ours.exists());
+        assert!(made.exists() && live.exists());
     }
 
     #[test]

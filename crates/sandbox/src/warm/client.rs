@@ -119,7 +119,8 @@ pub(crate) fn try_run(
     if let (Some(p), Ok(o)) = (proxy, outcome.as_mut()) {
         o.net = Some(p.finish());
     }
-    // Closing the connection tells the host this run is over for us (or that we gave up).
+    // Closing the connection tells the host this run is over for us (or that we gave up): it
+    // then removes the groups it made for the run.
     drop(conn);
     outcome.map(Some)
 }

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
@@ -73,21 +73,43 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     let listener = UnixListener::bind(&tmp)?;
     std::fs::rename(&tmp, socket)?;
     let ino = std::fs::metadata(socket)?.ino();
+    crate::cgroup::serve_as_host();
     let mut spare = Spare::fork(newroot.path(), network, None, true).ok();
     // The last request: the next spare prepares its mounts for the same shape.
     let mut last: Option<RunRequest> = None;
-    let timeout = rustix::event::Timespec {
-        tv_sec: i64::try_from(idle.as_secs()).unwrap_or(i64::MAX),
-        tv_nsec: 0,
-    };
+    // Runs that are over for the host, with the groups made for them: their clients read the
+    // groups' accounting, then hang up; the groups are removed then.
+    let mut ended: Vec<(UnixStream, crate::cgroup::RunCgroup)> = Vec::new();
+    let mut busy_until = Instant::now();
+    let mut retrying = false;
 
     loop {
-        let mut pfd = [PollFd::new(&listener, PollFlags::IN)];
-        match rustix::event::poll(&mut pfd, Some(&timeout)) {
-            Ok(0) => break, // idle
-            Ok(_) => {}
+        let idle_left = (busy_until + idle).saturating_duration_since(Instant::now());
+        let wait = if retrying {
+            idle_left.min(RETRY_EVERY)
+        } else {
+            idle_left
+        };
+        let mut pfd: Vec<PollFd<'_>> = std::iter::once(PollFd::new(&listener, PollFlags::IN))
+            .chain(ended.iter().map(|(c, _)| PollFd::new(c, PollFlags::RDHUP)))
+            .collect();
+        let woke = match rustix::event::poll(&mut pfd, Some(&timespec(wait))) {
+            Ok(n) => n,
             Err(rustix::io::Errno::INTR) => continue,
             Err(_) => break,
+        };
+        let request = pfd[0].revents().contains(PollFlags::IN);
+        let hung_up: Vec<bool> = pfd[1..].iter().map(|p| !p.revents().is_empty()).collect();
+        drop(pfd);
+        let mut gone = hung_up.into_iter();
+        // Dropping a run's groups removes them, or defers what is still busy.
+        ended.retain(|_| !gone.next().unwrap_or(false));
+        retrying = crate::cgroup::retry_deferred();
+        if woke == 0 && idle_left.is_zero() {
+            break; // idle
+        }
+        if !request {
+            continue;
         }
         let Ok((conn, _)) = listener.accept() else {
             continue;
@@ -96,10 +118,16 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
             continue;
         }
         match handle(&conn, network, newroot.path(), &mut spare) {
-            Ok(Some(req)) => last = Some(req),
+            Ok(Some((req, groups))) => {
+                last = Some(req);
+                if let Some(cg) = groups {
+                    ended.push((conn, cg));
+                }
+            }
             Ok(None) => {}
             Err(Stop) => break,
         }
+        busy_until = Instant::now();
         if spare.is_none() {
             let with_cgroup = last.as_ref().is_none_or(|r| r.limits.cgroup);
             spare = Spare::fork(newroot.path(), network, last.clone(), with_cgroup).ok();
@@ -113,12 +141,29 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
         let _ = std::fs::remove_file(socket);
     }
     drop(spare);
+    // The clients still reading their runs' groups lose them now: this host's own groups must
+    // not outlive it under its name.
+    drop(ended);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while crate::cgroup::retry_deferred() && Instant::now() < deadline {
+        std::thread::sleep(RETRY_EVERY);
+    }
     // The new root is a mount point only in this process's namespace: detach it so the
     // directory can be removed.
     let _ = rustix::mount::unmount(newroot.path(), rustix::mount::UnmountFlags::DETACH);
     drop(newroot);
     drop(lock);
     Ok(())
+}
+
+/// How often a host tries again to remove groups that were still busy.
+const RETRY_EVERY: Duration = Duration::from_millis(20);
+
+fn timespec(d: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec {
+        tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(d.subsec_nanos()),
+    }
 }
 
 /// The peer runs as this host's uid (mapped to root in the host's user namespace).
@@ -145,7 +190,7 @@ fn handle(
     network: bool,
     newroot: &Path,
     spare: &mut Option<Spare>,
-) -> Result<Option<RunRequest>, Stop> {
+) -> Result<Option<(RunRequest, Option<crate::cgroup::RunCgroup>)>, Stop> {
     let Ok((data, fds)) = recv_with_fds(conn, 6 + launch::MAX_CGROUPS, MAX_REQUEST) else {
         return Ok(None);
     };
@@ -217,7 +262,7 @@ fn handle(
     };
     let pidfd = launch::pidfd(pid);
     // The reply names the groups the run is in, if the host made them: the client reads its
-    // accounting there and removes them.
+    // accounting there; the host removes them once the client hangs up.
     let reply = Reply::Started {
         cgroup: handed
             .as_ref()
@@ -227,19 +272,14 @@ fn handle(
         .as_ref()
         .is_ok_and(|fd| send_with_fds(conn, &reply.encode(), &[fd.as_fd()]).is_ok());
     match pidfd {
-        Ok(pidfd) if sent => {
-            if let Some(mut cg) = handed.take() {
-                cg.disown();
-            }
-            wait_run(conn, pid, &pidfd);
-        }
+        Ok(pidfd) if sent => wait_run(conn, pid, &pidfd),
         _ => launch::kill_and_reap(pid),
     }
     drop(alive_w);
     // The overlay is gone with the run: leave its work directory clean for the next one, while
     // the client is still busy harvesting.
     let _ = launch::reset_workdir(&req.v.work);
-    Ok(Some(req))
+    Ok(Some((req, handed)))
 }
 
 /// Waits for the run to end; a client that hangs up first (it died, or gave up) ends the run.

@@ -15,6 +15,10 @@
 //! supervises it through the pidfd and reads its report from the same pipes as in a cold run,
 //! so both paths share one implementation of everything the command can observe.
 //!
+//! A host also makes the spare's control groups ([`crate::cgroup`]) ahead of its request, and
+//! removes them itself once the run's client has read their accounting and hung up, whether it
+//! finished or was killed; groups it cannot remove yet it retries on its next turns.
+//!
 //! Every request a host decodes is validated as a fresh one is ([`wire::decode`],
 //! `RunRequest::check`); a spare re-checks what it can see once it has pivoted. A spare
 //! allocates after its clone, which is sound only in a process of one thread: the host clones
