@@ -77,9 +77,7 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     let mut spare = Spare::fork(newroot.path(), network, None, true).ok();
     // The last request: the next spare prepares its mounts for the same shape.
     let mut last: Option<RunRequest> = None;
-    // Runs that are over for the host, with the groups made for them: their clients read the
-    // groups' accounting, then hang up; the groups are removed then.
-    let mut ended: Vec<(UnixStream, crate::cgroup::RunCgroup)> = Vec::new();
+    let mut ended = Ended(Vec::new());
     let mut busy_until = Instant::now();
     let mut retrying = false;
 
@@ -90,20 +88,11 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
         } else {
             idle_left
         };
-        let mut pfd: Vec<PollFd<'_>> = std::iter::once(PollFd::new(&listener, PollFlags::IN))
-            .chain(ended.iter().map(|(c, _)| PollFd::new(c, PollFlags::RDHUP)))
-            .collect();
-        let woke = match rustix::event::poll(&mut pfd, Some(&timespec(wait))) {
-            Ok(n) => n,
+        let (woke, request) = match ended.wait(Some(&listener), wait) {
+            Ok(w) => w,
             Err(rustix::io::Errno::INTR) => continue,
             Err(_) => break,
         };
-        let request = pfd[0].revents().contains(PollFlags::IN);
-        let hung_up: Vec<bool> = pfd[1..].iter().map(|p| !p.revents().is_empty()).collect();
-        drop(pfd);
-        let mut gone = hung_up.into_iter();
-        // Dropping a run's groups removes them, or defers what is still busy.
-        ended.retain(|_| !gone.next().unwrap_or(false));
         retrying = crate::cgroup::retry_deferred();
         if woke == 0 && idle_left.is_zero() {
             break; // idle
@@ -121,7 +110,7 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
             Ok(Some((req, groups))) => {
                 last = Some(req);
                 if let Some(cg) = groups {
-                    ended.push((conn, cg));
+                    ended.0.push((conn, cg));
                 }
             }
             Ok(None) => {}
@@ -141,10 +130,15 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
         let _ = std::fs::remove_file(socket);
     }
     drop(spare);
-    // The clients still reading their runs' groups lose them now: this host's own groups must
-    // not outlive it under its name.
-    drop(ended);
+    // Clients still reading their runs' accounting get a moment to finish; then this host's
+    // groups go, whatever the clients do: they must not outlive it under its name.
     let deadline = Instant::now() + Duration::from_secs(1);
+    while !ended.0.is_empty() && Instant::now() < deadline {
+        if ended.wait(None, RETRY_EVERY).is_err() {
+            break;
+        }
+    }
+    drop(ended);
     while crate::cgroup::retry_deferred() && Instant::now() < deadline {
         std::thread::sleep(RETRY_EVERY);
     }
@@ -154,6 +148,39 @@ fn serve(socket: &Path, network: bool, idle: Duration) -> io::Result<()> {
     drop(newroot);
     drop(lock);
     Ok(())
+}
+
+/// Runs that are over for the host, each with its client's connection and the groups made for
+/// it: the client reads the groups' accounting, then hangs up, and the groups are removed then
+/// (dropping a [`crate::cgroup::RunCgroup`] in a host removes it, or defers what is still busy).
+struct Ended(Vec<(UnixStream, crate::cgroup::RunCgroup)>);
+
+impl Ended {
+    /// Waits up to `wait` for a request on `listener` or a client hanging up, and removes the
+    /// groups of the clients that did. Returns how many descriptors woke and whether a request
+    /// is waiting.
+    fn wait(
+        &mut self,
+        listener: Option<&UnixListener>,
+        wait: Duration,
+    ) -> Result<(usize, bool), rustix::io::Errno> {
+        let mut pfd: Vec<PollFd<'_>> = listener
+            .map(|l| PollFd::new(l, PollFlags::IN))
+            .into_iter()
+            .chain(self.0.iter().map(|(c, _)| PollFd::new(c, PollFlags::RDHUP)))
+            .collect();
+        let woke = rustix::event::poll(&mut pfd, Some(&timespec(wait)))?;
+        let skip = usize::from(listener.is_some());
+        let request = listener.is_some() && pfd[0].revents().contains(PollFlags::IN);
+        let hung_up: Vec<bool> = pfd[skip..]
+            .iter()
+            .map(|p| !p.revents().is_empty())
+            .collect();
+        drop(pfd);
+        let mut gone = hung_up.into_iter();
+        self.0.retain(|_| !gone.next().unwrap_or(false));
+        Ok((woke, request))
+    }
 }
 
 /// How often a host tries again to remove groups that were still busy.
