@@ -248,6 +248,9 @@ fn handle(
         ready.then_some(s)
     });
     let mut handed: Option<crate::cgroup::RunCgroup> = None;
+    // What a spare now holds copies of (the run's descriptors, its control socket) is closed only
+    // once the client has its reply: the client waits for nothing that closing them does.
+    let mut linger = None;
     let (pid, alive_w) = match fitting {
         Some(mut s) => {
             let cg = s.cg.take();
@@ -262,7 +265,8 @@ fn handle(
                 None => data.clone(),
             };
             let taken = s.take_run(&payload, &raw);
-            drop(fds);
+            drop(raw);
+            linger = Some((fds, s));
             match taken {
                 Ok(x) => {
                     handed = cg;
@@ -298,6 +302,7 @@ fn handle(
     let sent = pidfd
         .as_ref()
         .is_ok_and(|fd| send_with_fds(conn, &reply.encode(), &[fd.as_fd()]).is_ok());
+    drop(linger);
     match pidfd {
         Ok(pidfd) if sent => wait_run(conn, pid, &pidfd),
         _ => launch::kill_and_reap(pid),

@@ -111,7 +111,7 @@ impl Spare {
     /// Gives the spare a run: forwards the request and its descriptors. Returns the PID 1 and
     /// the alive pipe's write end, to keep until that PID 1 is reaped.
     pub(crate) fn take_run(
-        mut self,
+        &mut self,
         data: &[u8],
         fds: &[BorrowedFd<'_>],
     ) -> io::Result<(libc::pid_t, OwnedFd)> {

@@ -272,7 +272,8 @@ impl Reply {
     }
 }
 
-/// Sends one message: its length with `fds` attached, then `data`.
+/// Sends one message: its length with `fds` attached, then `data`, in one call as far as the
+/// socket takes it.
 pub(crate) fn send_with_fds(
     sock: &UnixStream,
     data: &[u8],
@@ -284,15 +285,20 @@ pub(crate) fn send_with_fds(
     if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::other("too many descriptors"));
     }
+    // One call for the whole message: the peer wakes once, with all of it there to read.
     let n = rustix::net::sendmsg(
         sock,
-        &[IoSlice::new(&header)],
+        &[IoSlice::new(&header), IoSlice::new(data)],
         &mut control,
         SendFlags::NOSIGNAL,
     )?;
+    // What that call did not take (the socket's buffer was full) follows it.
     let mut w = sock;
     w.write_all(header.get(n..).unwrap_or_default())?;
-    w.write_all(data)
+    w.write_all(
+        data.get(n.saturating_sub(header.len())..)
+            .unwrap_or_default(),
+    )
 }
 
 /// Receives one message sent by [`send_with_fds`]: its bytes and up to `max_fds` descriptors.
@@ -571,5 +577,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A message sent in one call arrives whole with its descriptors, also when it is larger
+    /// than the socket takes at once, and two messages in a row stay apart.
+    #[test]
+    fn messages_arrive_whole_with_their_descriptors() {
+        use std::os::fd::AsFd;
+        let (a, b) = UnixStream::pair().unwrap();
+        let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let (r, w) = crate::launch::pipe().unwrap();
+        let sent = big.clone();
+        let sender = std::thread::spawn(move || {
+            send_with_fds(&a, &sent, &[r.as_fd(), w.as_fd()]).unwrap();
+            send_with_fds(&a, b"second", &[]).unwrap();
+        });
+        let (data, fds) = recv_with_fds(&b, 4, 4 << 20).unwrap();
+        assert_eq!(data.len(), big.len());
+        assert!(data == big, "the bytes changed on the way");
+        assert_eq!(fds.len(), 2);
+        let (data, fds) = recv_with_fds(&b, 4, 4 << 20).unwrap();
+        assert_eq!((data.as_slice(), fds.len()), (&b"second"[..], 0));
+        sender.join().unwrap();
     }
 }
