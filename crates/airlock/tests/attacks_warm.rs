@@ -20,30 +20,15 @@ include!("attacks/suite.rs");
 /// The control groups named after the live warm host whose command line contains `marker`: (its
 /// pid, every such group with the processes in it). Empty when no such host runs.
 fn host_groups(marker: &str) -> (String, Vec<(PathBuf, String)>) {
-    let hosts = host_processes_with(marker);
-    let pids: Vec<String> = hosts
-        .iter()
-        .map(|l| l.split(':').next().unwrap().to_string())
-        .collect();
-    // The host is the one whose parent is no host (its spare and runs are forks of it).
-    let host = pids.iter().find(|pid| {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let ppid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .map(|p| p.trim().to_string())
-            .unwrap_or_default();
-        !pids.contains(&ppid)
-    });
-    let Some(host) = host.cloned() else {
+    let Some(host) = warm_hosts(marker).into_iter().next() else {
         return (String::new(), Vec::new());
     };
     let prefix = format!("airlock-{host}-");
     let mut found = Vec::new();
     let mut dirs = vec![PathBuf::from("/sys/fs/cgroup")];
-    // The hierarchies and the groups under them, a few levels down (v1 memory groups may sit
-    // under a parent group of the machine's own).
-    for _ in 0..4 {
+    // The hierarchies and the groups under them, some levels down (the host's groups sit beside
+    // its own, which may be deep in a systemd tree).
+    for _ in 0..8 {
         let mut next = Vec::new();
         for d in dirs {
             for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {

@@ -23,6 +23,28 @@ fn hidden_marker() -> &'static str {
     }
 }
 
+/// The pids of the warm hosts whose command line contains `marker`. A run's PID 1 and a spare
+/// are forks of their host, with its command line: the host is the one whose parent is none of
+/// them.
+fn warm_hosts(marker: &str) -> Vec<String> {
+    let pids: Vec<String> = host_processes_with(marker)
+        .iter()
+        .map(|line| line.split(':').next().unwrap().to_string())
+        .collect();
+    let parent = |pid: &String| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .map(|p| p.trim().to_string())
+            .unwrap_or_default()
+    };
+    pids.iter()
+        .filter(|pid| !pids.contains(&parent(pid)))
+        .cloned()
+        .collect()
+}
+
 /// A temporary workspace with a private `HOME` and config home beside it.
 struct Fx {
     _t: tempfile::TempDir,
@@ -967,23 +989,12 @@ fn a_fork_bomb_of_busy_loops_is_held_to_its_cpu_share() {
     assert_eq!(v["warm_host"] == true, HOST_MODE == "always", "{text}");
     // Hosts only: a run's PID 1 (and a spare) is a fork of its host, with the same command
     // line, and belongs in the run's group; the host is the one whose parent is no host.
-    let hosts = host_processes_with("__airlock-sandbox-host");
-    let pid_of = |line: &String| line.split(':').next().unwrap().to_string();
-    let host_pids: Vec<String> = hosts.iter().map(pid_of).collect();
+    let hosts = warm_hosts("__airlock-sandbox-host");
     assert!(
-        HOST_MODE != "always" || !host_pids.is_empty(),
+        HOST_MODE != "always" || !hosts.is_empty(),
         "no warm host to check"
     );
-    for pid in &host_pids {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let ppid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .map(|p| p.trim().to_string())
-            .unwrap_or_default();
-        if host_pids.contains(&ppid) {
-            continue;
-        }
+    for pid in &hosts {
         let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
         assert!(!groups.contains("airlock-"), "a warm host is in a run's group: {groups}");
     }
