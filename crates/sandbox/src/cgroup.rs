@@ -1,8 +1,9 @@
 //! A control group per run: memory, process-count and CPU-bandwidth ceilings on everything the
 //! run starts, and the kernel's own account of what it used.
 //!
-//! The caller makes the groups before the run (a warm host makes them for its spare, the next
-//! run's PID 1, which joins while it waits; see [`crate::host`]): on the unified hierarchy
+//! A cold run's caller makes the groups before the run; a warm host makes them for its runs,
+//! ahead of the request for its spare (the next run's PID 1, which joins while it waits; see
+//! [`crate::warm`]), and removes them once the run's client hangs up: on the unified hierarchy
 //! (cgroup v2) when our parent group has the controller and lets us write, else on a v1
 //! hierarchy of that controller, else not at all (then [`crate::spec::Limits`] falls back to
 //! rlimits for that resource; see [`Mechanism`]). It opens each group's `cgroup.procs`; the

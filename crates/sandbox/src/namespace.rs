@@ -97,26 +97,26 @@ fn run_with(
 ) -> Result<Outcome, SandboxError> {
     let v = validate(spec, settings)?;
     crate::timing::mark("sandbox: validated");
+    let mut req = RunRequest::new(spec, v);
+    req.check()?;
+    // A warm host uses groups only when this run wants them (the operator's switch is read
+    // here, not in the host), and makes them itself.
+    req.limits.cgroup = with_cgroup;
+    let cold_only = !spec.rw_binds.is_empty();
+    if !cold_only && let Some(outcome) = warm::client::try_run(spec, settings, &req)? {
+        return Ok(outcome);
+    }
     let cg = if with_cgroup {
         crate::cgroup::RunCgroup::create(&spec.limits)
     } else {
         crate::cgroup::RunCgroup::default()
     };
     crate::timing::mark("sandbox: control group");
-    let mut req = RunRequest::new(spec, v);
-    req.check()?;
-    // A warm host uses groups only when this run wants them (the operator's switch is read
-    // here, not in the host).
-    req.limits.cgroup = with_cgroup;
     if cg.memory_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_MEMORY;
     }
     if cg.cpu_time_by() == crate::Mechanism::Cgroup {
         req.cgroup_mask |= CG_CPU_TIME;
-    }
-    let cold_only = !spec.rw_binds.is_empty();
-    if !cold_only && let Some(outcome) = warm::client::try_run(spec, settings, &req, &cg)? {
-        return Ok(outcome);
     }
     let outcome = cold::run_cold(spec, &req, &cg);
     if outcome.is_ok() && !cold_only {

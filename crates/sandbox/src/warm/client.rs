@@ -54,7 +54,6 @@ pub(crate) fn try_run(
     spec: &SandboxSpec,
     settings: &SandboxSettings,
     req: &RunRequest,
-    cg: &crate::cgroup::RunCgroup,
 ) -> Result<Option<Outcome>, SandboxError> {
     let (Some(socket), Some(_)) = (spec.warm_host.as_deref(), executable(settings)) else {
         return Ok(None);
@@ -62,8 +61,8 @@ pub(crate) fn try_run(
     let Some(conn) = connect(spec, settings, socket) else {
         return Ok(None);
     };
+    // The run's control groups are the host's to make (its spare is in them already).
     let (mut child_io, parent) = launch::io_pipes()?;
-    child_io.cgroups = cg.join_fds();
     let net_r = match &spec.net {
         Some(access) => {
             let (ours, theirs) = crate::net::proxy::socket_pair()?;
@@ -73,8 +72,6 @@ pub(crate) fn try_run(
         None => None,
     };
     let start = Instant::now();
-    // The run's control groups travel with its pipes: the host's PID 1 joins them, the host
-    // itself never does.
     if send_with_fds(&conn, &encode(req), &child_io.fds()).is_err() {
         return Ok(None);
     }
@@ -86,18 +83,13 @@ pub(crate) fn try_run(
         // The host refused (another build, or it could not launch): run cold.
         return Ok(None);
     };
-    // The run is in groups the host made for it ahead of time (ours stay unjoined, and go).
-    let adopted = cgroup.and_then(|text| crate::cgroup::RunCgroup::decode(text.as_bytes()));
-    let adopted_req;
-    let (req, cg) = match &adopted {
-        Some(a) => {
-            let mut r = req.clone();
-            r.cgroup_mask = a.mask();
-            adopted_req = r;
-            (&adopted_req, a)
-        }
-        None => (req, cg),
-    };
+    // The groups the host put the run in (none: it could make none, and rlimits hold).
+    let cg = cgroup
+        .and_then(|text| crate::cgroup::RunCgroup::decode(text.as_bytes()))
+        .unwrap_or_default();
+    let mut req = req.clone();
+    req.cgroup_mask = cg.mask();
+    let (req, cg) = (&req, &cg);
     let pidfd = got.remove(0);
     // A second descriptor of the same pidfd, for the kill switch: it names exactly the run's
     // PID 1, whatever happens to its pid.

@@ -218,13 +218,9 @@ fn handle(
     newroot: &Path,
     spare: &mut Option<Spare>,
 ) -> Result<Option<(RunRequest, Option<crate::cgroup::RunCgroup>)>, Stop> {
-    let Ok((data, fds)) = recv_with_fds(conn, 6 + launch::MAX_CGROUPS, MAX_REQUEST) else {
+    let Ok((data, fds)) = recv_with_fds(conn, 6, MAX_REQUEST) else {
         return Ok(None);
     };
-    if fds.len() < 5 || fds.len() > 6 + launch::MAX_CGROUPS {
-        reply_error(conn, "expected 5 descriptors and the run's control groups");
-        return Ok(None);
-    }
     let req = match decode(&data, network, Check::Full) {
         Ok(r) => r,
         Err(DecodeError::Stale) => {
@@ -236,42 +232,52 @@ fn handle(
             return Ok(None);
         }
     };
-    // A spare that fits takes the request as it came; otherwise a PID 1 is cloned for it now.
-    // A spare already in groups of its own takes it only once they carry the run's ceilings
-    // (written here, before the run can start); it then leaves the client's groups unjoined.
+    // Exactly the run's pipes (and its proxy socket): the host makes the run's groups itself.
+    let base = 5 + usize::from(req.net_port.is_some());
+    if fds.len() != base {
+        reply_error(conn, &format!("expected {base} descriptors"));
+        return Ok(None);
+    }
+    // A spare that fits takes the request; otherwise a PID 1 is cloned for it now. A spare
+    // already in groups of its own takes it only once they carry the run's ceilings (written
+    // here, before the run can start).
     let fitting = spare.take().and_then(|mut s| s.fits(&req).then_some(s));
-    let fitting = fitting.and_then(|mut s| {
+    let mut fitting = fitting.and_then(|mut s| {
         let ready = match s.cg.as_mut() {
             None => true,
             Some(cg) => req.limits.cgroup && cg.apply(&req.limits),
         };
         ready.then_some(s)
     });
-    let mut handed: Option<crate::cgroup::RunCgroup> = None;
+    // The run's groups: the spare's, joined already; else made now for the run's PID 1 to join
+    // first thing. None when the run wants none or none can be made here (rlimits then).
+    let (groups, joined) = match fitting.as_mut().and_then(|s| s.cg.take()) {
+        Some(cg) => (Some(cg), true),
+        None => (
+            req.limits
+                .cgroup
+                .then(|| crate::cgroup::RunCgroup::create(&req.limits))
+                .filter(|cg| !cg.is_empty()),
+            false,
+        ),
+    };
+    let mut req = req;
+    req.cgroup_mask = groups.as_ref().map_or(0, crate::cgroup::RunCgroup::mask);
+    let join = match (&groups, joined) {
+        (Some(cg), false) => cg.join_fds(),
+        _ => Vec::new(),
+    };
     // What a spare now holds copies of (the run's descriptors, its control socket) is closed only
     // once the client has its reply: the client waits for nothing that closing them does.
     let mut linger = None;
     let (pid, alive_w) = match fitting {
         Some(mut s) => {
-            let cg = s.cg.take();
-            let mut raw: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
-            let payload = match &cg {
-                Some(cg) => {
-                    raw.truncate(5 + usize::from(req.net_port.is_some()));
-                    let mut r = req.clone();
-                    r.cgroup_mask = cg.mask();
-                    encode(&r)
-                }
-                None => data.clone(),
-            };
-            let taken = s.take_run(&payload, &raw);
+            let raw: Vec<_> = fds.iter().chain(join.iter()).map(AsFd::as_fd).collect();
+            let taken = s.take_run(&encode(&req), &raw);
             drop(raw);
-            linger = Some((fds, s));
+            linger = Some((fds, join, s));
             match taken {
-                Ok(x) => {
-                    handed = cg;
-                    x
-                }
+                Ok(x) => x,
                 Err(_) => {
                     reply_error(conn, "the spare sandbox did not take the run");
                     return Ok(None);
@@ -279,6 +285,8 @@ fn handle(
             }
         }
         None => {
+            let mut fds = fds;
+            fds.extend(join);
             let Some(io) = child_io(fds, req.net_port) else {
                 return Ok(None);
             };
@@ -291,9 +299,10 @@ fn handle(
             }
         }
     };
+    let handed = groups;
     let pidfd = launch::pidfd(pid);
-    // The reply names the groups the run is in, if the host made them: the client reads its
-    // accounting there; the host removes them once the client hangs up.
+    // The reply names the groups the run is in: the client reads its accounting there; the host
+    // removes them once the client hangs up.
     let reply = Reply::Started {
         cgroup: handed
             .as_ref()
