@@ -3,7 +3,6 @@
 //! ([`crate::cold`]).
 
 use crate::Backend;
-use crate::cgroup::{CG_CPU_TIME, CG_MEMORY};
 use crate::error::SandboxError;
 use crate::launch::{RunRequest, validate};
 use crate::settings::SandboxSettings;
@@ -112,12 +111,7 @@ fn run_with(
         crate::cgroup::RunCgroup::default()
     };
     crate::timing::mark("sandbox: control group");
-    if cg.memory_by() == crate::Mechanism::Cgroup {
-        req.cgroup_mask |= CG_MEMORY;
-    }
-    if cg.cpu_time_by() == crate::Mechanism::Cgroup {
-        req.cgroup_mask |= CG_CPU_TIME;
-    }
+    req.cgroup_mask |= cg.mask();
     let outcome = cold::run_cold(spec, &req, &cg);
     if outcome.is_ok() && !cold_only {
         warm::client::start_for(spec, settings);
