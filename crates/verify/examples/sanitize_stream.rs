@@ -27,11 +27,45 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn print_peak(before: u64, after: u64) {
-    println!(
-        "peak RSS before parsing {before} KiB, after {after} KiB (+{:.2} MiB)",
-        (after.saturating_sub(before)) as f64 / 1024.0
-    );
+/// One timed read of a file: its size, how long it took, and the peak memory around it.
+struct Run {
+    mib: f64,
+    secs: f64,
+    before_kib: u64,
+    after_kib: u64,
+}
+
+impl Run {
+    /// Times `work`, which reads the file at `path`, with a locator for a workspace at `/ws` and
+    /// a fresh sanitiser.
+    fn measure<R>(path: &Path, work: impl FnOnce(&Locator, Sanitizer) -> R) -> (R, Run) {
+        let bytes = std::fs::metadata(path).expect("size").len();
+        let before_kib = peak_rss_kib();
+        let start = Instant::now();
+        let locator = Locator::new(Path::new("/ws"));
+        let result = work(&locator, Sanitizer::new(4096));
+        let secs = start.elapsed().as_secs_f64();
+        let run = Run {
+            mib: bytes as f64 / (1024.0 * 1024.0),
+            secs,
+            before_kib,
+            after_kib: peak_rss_kib(),
+        };
+        (result, run)
+    }
+
+    fn mib_per_s(&self) -> f64 {
+        self.mib / self.secs
+    }
+
+    fn print_peak(&self) {
+        println!(
+            "peak RSS before parsing {} KiB, after {} KiB (+{:.2} MiB)",
+            self.before_kib,
+            self.after_kib,
+            (self.after_kib.saturating_sub(self.before_kib)) as f64 / 1024.0
+        );
+    }
 }
 
 /// Writes a JUnit report of about `mb` MiB at `path`.
@@ -67,24 +101,19 @@ fn main() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("report.xml");
         write_junit(&path, mb);
-        let bytes = std::fs::metadata(&path).expect("size").len();
-        let before = peak_rss_kib();
-        let start = Instant::now();
-        let locator = Locator::new(Path::new("/ws"));
-        let mut sanitizer = Sanitizer::new(4096);
-        let parsed = junit::parse(&path, &locator, false, &mut |f: Failure| sanitizer.push(f));
-        let out = sanitizer.finish();
-        let elapsed = start.elapsed();
-        let after = peak_rss_kib();
-        let mib = bytes as f64 / (1024.0 * 1024.0);
+        let ((parsed, out), run) = Run::measure(&path, |locator, mut sanitizer| {
+            let parsed = junit::parse(&path, locator, false, &mut |f: Failure| sanitizer.push(f));
+            (parsed, sanitizer.finish())
+        });
         println!(
-            "JUnit report {mib:.1} MiB, {:?}, {:.2} s, {:.1} MiB/s, diagnostics {} bytes",
+            "JUnit report {:.1} MiB, {:?}, {:.2} s, {:.1} MiB/s, diagnostics {} bytes",
+            run.mib,
             parsed.counts,
-            elapsed.as_secs_f64(),
-            mib / elapsed.as_secs_f64(),
+            run.secs,
+            run.mib_per_s(),
             out.text.len()
         );
-        print_peak(before, after);
+        run.print_peak();
         return;
     }
     let mb: u64 = std::env::args()
@@ -126,33 +155,26 @@ fn main() {
         w.write_all(b"summary: 10 passed, 2 failed\n")
             .expect("write");
     }
-    let bytes = std::fs::metadata(&path).expect("size").len();
-    let before = peak_rss_kib();
-    let start = Instant::now();
-    let locator = Locator::new(Path::new("/ws"));
-    let mut sanitizer = Sanitizer::new(4096);
-    let mut failures = 0u64;
-    {
+    let ((failures, out), run) = Run::measure(&path, |locator, mut sanitizer| {
+        let mut failures = 0u64;
         let mut sink = |f: Failure| {
             failures += 1;
             sanitizer.push(f);
         };
-        let mut parser = GenericParser::new(&locator);
+        let mut parser = GenericParser::new(locator);
         OutputText::Spool(path.clone())
             .for_each_line(|l| parser.line(l, &mut sink))
             .expect("read spool");
         parser.finish(&mut sink);
-    }
-    let out = sanitizer.finish();
-    let elapsed = start.elapsed();
-    let after = peak_rss_kib();
-    let mib = bytes as f64 / (1024.0 * 1024.0);
+        (failures, sanitizer.finish())
+    });
     println!(
-        "input {mib:.1} MiB, {failures} failures, {:.2} s, {:.1} MiB/s, diagnostics {} bytes, omitted {}",
-        elapsed.as_secs_f64(),
-        mib / elapsed.as_secs_f64(),
+        "input {:.1} MiB, {failures} failures, {:.2} s, {:.1} MiB/s, diagnostics {} bytes, omitted {}",
+        run.mib,
+        run.secs,
+        run.mib_per_s(),
         out.text.len(),
         out.omitted
     );
-    print_peak(before, after);
+    run.print_peak();
 }
