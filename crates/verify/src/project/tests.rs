@@ -118,7 +118,7 @@ fn cargo_aliases_expand_and_json_is_added() {
     );
     assert_eq!(
         argv(&pp).join(" "),
-        "cargo test --message-format=json-diagnostic-short --offline --workspace --all-features --release -- --nocapture"
+        "cargo test --message-format=json-diagnostic-short --offline --workspace --all-features --release -- --nocapture --logfile /dev/stderr"
     );
     assert_eq!(
         kind(None, Some(&words("cargo test-all")), &s),
@@ -132,7 +132,7 @@ fn cargo_aliases_expand_and_json_is_added() {
     );
     assert_eq!(
         argv(&pp).join(" "),
-        "cargo test --offline --message-format=json -p a"
+        "cargo test --offline --message-format=json -p a -- --logfile /dev/stderr"
     );
 }
 
@@ -330,7 +330,7 @@ fn a_makefile_test_target_that_runs_pytest_is_the_command() {
         .map(|(_, v)| v.as_str());
     assert_eq!(
         addopts,
-        Some("-p no:cacheprovider --junitxml=/ws/.airlock-verify/pytest.xml")
+        Some("-p airlock_witness --junitxml=/ws/.airlock-verify/pytest.xml")
     );
     // A test target that does not run pytest is not read as pytest's.
     let other = src(&[
