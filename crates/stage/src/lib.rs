@@ -29,10 +29,13 @@ pub mod view;
 pub mod apply;
 pub mod journal;
 pub mod recover;
+pub mod seal;
 pub mod undo;
 
+pub use airlock_types::Concern;
 pub use blobs::{BlobPin, BlobStore};
 pub use model::{
     Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry,
     StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
 };
+pub use seal::{BaseFingerprint, VerdictKey, VerdictSeal};
