@@ -14,6 +14,9 @@
 
 #![forbid(unsafe_code)]
 
+/// airlock's state directory in the workspace.
+pub const STATE_DIR: &str = ".airlock";
+
 pub mod blobs;
 pub mod gc;
 pub mod model;

@@ -105,7 +105,7 @@ impl BaseFingerprint {
         names.sort_by_key(|e| e.file_name());
         for e in names {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name == ".git" || name == crate::store::STATE_DIR {
+            if name == ".git" || name == crate::STATE_DIR {
                 continue;
             }
             let mut h = blake3::Hasher::new();

@@ -30,8 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// airlock's state directory in the workspace.
-pub const STATE_DIR: &str = ".airlock";
+pub use crate::STATE_DIR;
 /// Schema version stored in `PRAGMA user_version`.
 const SCHEMA_VERSION: i64 = 3;
 /// How long a writer waits for another process holding the session's lock.

@@ -645,7 +645,7 @@ fn run_once(
     adapter::jest::use_cache(&mut project.plan, &opts.cache_binds);
     if project.plan.libtest_log && crate::integrity::libtest::custom_harness(workspace, layers) {
         // A target with its own harness may not take libtest's options: no ledger then.
-        crate::integrity::libtest::drop_log_args(&mut project.plan);
+        drop_log_args(&mut project.plan);
     }
     let mut env = run_env(&project, opts);
     let steps_before_runner = project.steps_before_runner;
@@ -666,7 +666,7 @@ fn run_once(
     let report_dir = report_layer.join(REPORT_DIR);
     std::fs::create_dir_all(&report_dir).map_err(|e| VerifyError::io(&report_dir, e))?;
     if let Some(key) = &plan.witness {
-        arm_witness(key, &report_layer, &visible_root, &mut env)?;
+        arm_witness(plan.kind, key, &report_layer, &visible_root, &mut env)?;
     }
     let mut all_layers = layers.to_vec();
     all_layers.push(report_layer);
@@ -789,22 +789,40 @@ fn run_env(project: &crate::project::ProjectPlan, opts: &VerifyOptions) -> Vec<(
     env
 }
 
+/// Removes libtest's log arguments from a plan (and a `--` left with nothing after it).
+fn drop_log_args(plan: &mut Plan) {
+    if let Some(at) = plan.argv.windows(2).position(|w| {
+        w[0] == crate::integrity::libtest::LOGFILE_ARGS[0]
+            && w[1] == crate::integrity::libtest::LOGFILE_ARGS[1]
+    }) {
+        plan.argv.drain(at..at + 2);
+    }
+    if plan.argv.last().is_some_and(|a| a == "--") {
+        plan.argv.pop();
+    }
+    plan.libtest_log = false;
+}
+
 /// Prepares airlock's pytest witness for a run: the plugin and its key in the run's private
 /// report layer, the key file named by [`crate::integrity::witness::KEY_ENV`] (the plugin
 /// reads it and removes it as it loads, before any test code is imported) and the plugin's
 /// directory first on `PYTHONPATH`.
 fn arm_witness(
+    kind: RunnerKind,
     key: &str,
     report_layer: &Path,
     visible_root: &Path,
     env: &mut Vec<(String, String)>,
 ) -> Result<(), VerifyError> {
     use crate::integrity::witness;
-    let rel = Path::new(REPORT_DIR).join("witness");
+    let Some((file, source)) = witness::module_for(kind) else {
+        return Ok(());
+    };
+    let rel = Path::new(REPORT_DIR).join(witness::DIR);
     let dir = report_layer.join(&rel);
     std::fs::create_dir_all(&dir).map_err(|e| VerifyError::io(&dir, e))?;
-    let plugin = dir.join(format!("{}.py", witness::MODULE));
-    std::fs::write(&plugin, witness::PLUGIN).map_err(|e| VerifyError::io(&plugin, e))?;
+    let plugin = dir.join(file);
+    std::fs::write(&plugin, source).map_err(|e| VerifyError::io(&plugin, e))?;
     let key_file = dir.join("key");
     std::fs::write(&key_file, key).map_err(|e| VerifyError::io(&key_file, e))?;
     let inside = visible_root.join(&rel);
@@ -812,6 +830,9 @@ fn arm_witness(
         witness::KEY_ENV.to_string(),
         inside.join("key").to_string_lossy().into_owned(),
     ));
+    if kind != RunnerKind::Pytest {
+        return Ok(());
+    }
     let inside = inside.to_string_lossy().into_owned();
     match env.iter_mut().rev().find(|(k, _)| k == "PYTHONPATH") {
         Some((_, v)) if !v.is_empty() => *v = format!("{inside}:{v}"),
@@ -909,7 +930,7 @@ fn parse_run(
             let mut witness = plan
                 .witness
                 .as_deref()
-                .map(crate::integrity::witness::PytestWitness::new);
+                .map(|key| crate::integrity::witness::Witness::new(plan.kind, key));
             let _ = output.stderr.for_each_line_max(1024 * 1024, |l| {
                 if let Some(w) = &mut witness
                     && w.line(l)
@@ -925,17 +946,21 @@ fn parse_run(
                 collector.node_load_errors = Some(load);
             }
             let path = report_path.unwrap_or_default();
-            if plan.format == ReportFormat::JestJson {
+            let mut parsed = if plan.format == ReportFormat::JestJson {
                 adapter::jest::parse(&path, &locator, collector)
             } else {
                 let innermost_last = plan.kind == RunnerKind::Pytest;
-                let mut parsed = adapter::junit::parse(&path, &locator, innermost_last, collector);
-                if let Some(w) = &witness {
-                    parsed.disagreements = w.disagreements(output.exit_code, &parsed);
-                    parsed.signals = vec!["pytest_witness".into(), "junit".into(), "exit".into()];
-                }
-                parsed
+                adapter::junit::parse(&path, &locator, innermost_last, collector)
+            };
+            if let Some(w) = &witness {
+                parsed.disagreements = w.disagreements(output.exit_code, parsed.counts);
+                parsed.signals = vec![
+                    format!("{}_witness", plan.kind.name()),
+                    "report".into(),
+                    "exit".into(),
+                ];
             }
+            parsed
         }
         ReportFormat::CargoLibtest => {
             let mut p = CargoParser::new(&locator);

@@ -169,6 +169,12 @@ pub fn plan(
         ("TERM".to_string(), "dumb".to_string()),
     ];
     let explicit_argv = explicit.map(|c| c.iter().map(OsString::from).collect::<Vec<_>>());
+    // airlock's witness module for the runner (see `crate::integrity::witness`).
+    let witness_abs = |kind: RunnerKind| {
+        crate::integrity::witness::module_for(kind).map_or_else(String::new, |(file, _)| {
+            report_abs(&format!("{}/{file}", crate::integrity::witness::DIR))
+        })
+    };
     match kind {
         RunnerKind::Node => {
             let report = format!("{REPORT_DIR}/node.xml");
@@ -182,6 +188,8 @@ pub fn plan(
                     &format!("--test-reporter-destination={}", report_abs("node.xml")),
                     "--test-reporter=spec",
                     "--test-reporter-destination=stdout",
+                    &format!("--test-reporter={}", witness_abs(RunnerKind::Node)),
+                    "--test-reporter-destination=stderr",
                 ]),
             );
             Plan {
@@ -191,7 +199,7 @@ pub fn plan(
                 report: Some(report),
                 format: ReportFormat::Junit,
                 requires: None,
-                witness: None,
+                witness: Some(crate::integrity::witness::random_key()),
                 libtest_log: false,
             }
         }
@@ -203,6 +211,7 @@ pub fn plan(
                 "--reporter=junit",
                 &format!("--outputFile.junit={}", report_abs("vitest.xml")),
                 "--reporter=default",
+                &format!("--reporter={}", witness_abs(RunnerKind::Vitest)),
                 "--passWithNoTests",
                 "--watch=false",
             ]));
@@ -213,7 +222,7 @@ pub fn plan(
                 report: Some(format!("{REPORT_DIR}/vitest.xml")),
                 format: ReportFormat::Junit,
                 requires: explicit.is_none().then_some(requires).flatten(),
-                witness: None,
+                witness: Some(crate::integrity::witness::random_key()),
                 libtest_log: false,
             }
         }
@@ -225,6 +234,8 @@ pub fn plan(
                 "--ci",
                 "--json",
                 &format!("--outputFile={}", report_abs("jest.json")),
+                "--reporters=default",
+                &format!("--reporters={}", witness_abs(RunnerKind::Jest)),
             ]));
             // jest refuses flags it does not know: `--testLocationInResults` came with jest 21,
             // `--passWithNoTests` with jest 22.
@@ -243,7 +254,7 @@ pub fn plan(
                 report: Some(format!("{REPORT_DIR}/jest.json")),
                 format: ReportFormat::JestJson,
                 requires: explicit.is_none().then_some(requires).flatten(),
-                witness: None,
+                witness: Some(crate::integrity::witness::random_key()),
                 libtest_log: false,
             }
         }
@@ -265,7 +276,7 @@ pub fn plan(
                 report: Some(format!("{REPORT_DIR}/pytest.xml")),
                 format: ReportFormat::Junit,
                 requires: None,
-                witness: Some(crate::integrity::random_key()),
+                witness: Some(crate::integrity::witness::random_key()),
                 libtest_log: false,
             }
         }

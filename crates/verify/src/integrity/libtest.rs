@@ -57,21 +57,6 @@ pub(crate) fn custom_harness(workspace: &Path, layers: &[PathBuf]) -> bool {
         .any(|root| walk(root, 0, &mut budget))
 }
 
-/// Removes [`LOGFILE_ARGS`] from a plan (and a `--` left with nothing after it).
-pub(crate) fn drop_log_args(plan: &mut crate::adapter::Plan) {
-    if let Some(at) = plan
-        .argv
-        .windows(2)
-        .position(|w| w[0] == LOGFILE_ARGS[0] && w[1] == LOGFILE_ARGS[1])
-    {
-        plan.argv.drain(at..at + 2);
-    }
-    if plan.argv.last().is_some_and(|a| a == "--") {
-        plan.argv.pop();
-    }
-    plan.libtest_log = false;
-}
-
 #[derive(Debug, Default, Clone)]
 struct Section {
     announced: u64,

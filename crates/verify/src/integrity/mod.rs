@@ -45,23 +45,3 @@ impl Integrity {
         self.disagreements.is_empty() && self.concerns.is_empty()
     }
 }
-
-/// A fresh random key, hex (for the witness channel).
-pub(crate) fn random_key() -> String {
-    use std::io::Read;
-    let mut buf = [0u8; 16];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_ok();
-    if !ok {
-        // No randomness source: a key from the clock and the process (weaker, still unknown
-        // to the tested code before it runs).
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let h = blake3::hash(format!("{t}:{}", std::process::id()).as_bytes());
-        buf.copy_from_slice(&h.as_bytes()[..16]);
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
-}

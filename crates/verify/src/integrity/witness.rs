@@ -1,19 +1,42 @@
-//! The pytest witness: airlock's own plugin (`airlock_witness.py`, loaded with
-//! `-p airlock_witness`) streams pytest's decisions test by test on a duplicate of the
-//! standard error taken before any test code is imported, each line keyed with a secret
-//! that only the plugin holds. [`PytestWitness`] reads that stream back and names every way
-//! it disagrees with pytest's report and with how the process ended.
+//! Witnesses: airlock's own plugin or reporter inside the runner's main process (pytest:
+//! `airlock_witness.py` with `-p airlock_witness`; `node --test`, vitest and jest: a reporter
+//! module) streams what the runner decided to standard error, each line keyed with a secret that
+//! only the witness holds (it reads the key from a file and removes the file as it loads, before
+//! any test code runs). [`Witness`] reads that stream back and names every way it disagrees with
+//! the runner's report and with how the process ended: a run that ended before the runner's own
+//! finish, a report rewritten after the fact, a hook that turned a failure into a pass.
 
 use std::collections::HashSet;
 
 use serde::Deserialize;
 
-use crate::adapter::Parsed;
+use crate::model::{Counts, RunnerKind};
 
-/// The plugin's source, written next to the run for `-p airlock_witness`.
-pub(crate) const PLUGIN: &str = include_str!("airlock_witness.py");
 /// The module name pytest loads.
 pub(crate) const MODULE: &str = "airlock_witness";
+/// The directory, below the report directory, holding the witness files.
+pub(crate) const DIR: &str = "witness";
+
+/// The witness module for a runner: its file name and source; `None` for runners without
+/// one.
+pub(crate) fn module_for(kind: RunnerKind) -> Option<(&'static str, &'static str)> {
+    match kind {
+        RunnerKind::Pytest => Some(("airlock_witness.py", include_str!("airlock_witness.py"))),
+        RunnerKind::Node => Some((
+            "airlock_witness_node.mjs",
+            include_str!("airlock_witness_node.mjs"),
+        )),
+        RunnerKind::Vitest => Some((
+            "airlock_witness_vitest.mjs",
+            include_str!("airlock_witness_vitest.mjs"),
+        )),
+        RunnerKind::Jest => Some((
+            "airlock_witness_jest.cjs",
+            include_str!("airlock_witness_jest.cjs"),
+        )),
+        _ => None,
+    }
+}
 /// The variable naming the file that holds the key (removed by the plugin as it loads).
 pub(crate) const KEY_ENV: &str = "AIRLOCK_WITNESS";
 /// What every witness line starts with.
@@ -35,13 +58,40 @@ enum Event {
     },
     Finish {
         exitstatus: i64,
+        /// Live counts (reporters that count; pytest's come test by test).
+        #[serde(default)]
+        passed: Option<u64>,
+        #[serde(default)]
+        failed: Option<u64>,
     },
+}
+
+/// A fresh random key, hex (for the witness channel).
+pub(crate) fn random_key() -> String {
+    use std::io::Read;
+    let mut buf = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_ok();
+    if !ok {
+        // No randomness source: a key from the clock and the process (weaker, still unknown
+        // to the tested code before it runs).
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let h = blake3::hash(format!("{t}:{}", std::process::id()).as_bytes());
+        buf.copy_from_slice(&h.as_bytes()[..16]);
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What the witness saw of one run.
 #[derive(Debug)]
-pub(crate) struct PytestWitness {
+pub(crate) struct Witness {
     key: String,
+    kind: RunnerKind,
+    live: Option<(u64, u64)>,
     configured: bool,
     collected: Option<u64>,
     finish: Option<i64>,
@@ -53,11 +103,13 @@ pub(crate) struct PytestWitness {
     rewritten: Vec<String>,
 }
 
-impl PytestWitness {
-    /// A reader for the lines keyed with `key`.
-    pub(crate) fn new(key: &str) -> PytestWitness {
-        PytestWitness {
+impl Witness {
+    /// A reader for the lines of `kind`'s witness keyed with `key`.
+    pub(crate) fn new(kind: RunnerKind, key: &str) -> Witness {
+        Witness {
             key: key.to_string(),
+            kind,
+            live: None,
             configured: false,
             collected: None,
             finish: None,
@@ -96,7 +148,16 @@ impl PytestWitness {
         match e {
             Event::Configure => self.configured = true,
             Event::Collected { n } => self.collected = Some(n),
-            Event::Finish { exitstatus } => self.finish = Some(exitstatus),
+            Event::Finish {
+                exitstatus,
+                passed,
+                failed,
+            } => {
+                self.finish = Some(exitstatus);
+                if let (Some(p), Some(f)) = (passed, failed) {
+                    self.live = Some((p, f));
+                }
+            }
             Event::Test {
                 id,
                 when,
@@ -120,7 +181,7 @@ impl PytestWitness {
 
     /// Every way the witness disagrees with the report (`parsed`) and the exit, one sentence
     /// each; empty when they agree.
-    pub(crate) fn disagreements(&self, exit_code: Option<i32>, parsed: &Parsed) -> Vec<String> {
+    pub(crate) fn disagreements(&self, exit_code: Option<i32>, report: Counts) -> Vec<String> {
         let mut out = Vec::new();
         if self.forged > 0 {
             out.push(format!(
@@ -134,18 +195,17 @@ impl PytestWitness {
                 self.malformed
             ));
         }
+        let runner = self.kind.name();
         if !self.configured {
-            out.push(
-                "airlock's pytest witness never reported: the plugin did not load, or its channel was closed"
-                    .into(),
-            );
+            out.push(format!(
+                "airlock's {runner} witness never reported: it did not load, or its channel was closed"
+            ));
             return out;
         }
         let Some(status) = self.finish else {
-            out.push(
-                "pytest's session never finished (no end-of-session record): the process ended early, before pytest's own reporting ran"
-                    .into(),
-            );
+            out.push(format!(
+                "{runner}'s run never finished (no end-of-run record): the process ended early, before {runner}'s own reporting ran"
+            ));
             return out;
         };
         for id in self.rewritten.iter().take(3) {
@@ -155,20 +215,23 @@ impl PytestWitness {
         }
         if exit_code == Some(0) && status != 0 {
             out.push(format!(
-                "the process exited 0 although pytest ended its session with status {status}"
+                "the process exited 0 although {runner} ended its run with status {status}"
             ));
+        }
+        if let Some((passed, failed)) = self.live {
+            return self.counted(out, report, passed, failed);
         }
         let live_failed = self.failing.len() as u64;
-        if parsed.counts.failed < live_failed {
+        if report.failed < live_failed {
             out.push(format!(
                 "pytest's report shows {} failed but the live results show {live_failed}: the report was rewritten",
-                parsed.counts.failed
+                report.failed
             ));
         }
-        if parsed.counts.passed > self.call_passes {
+        if report.passed > self.call_passes {
             out.push(format!(
                 "pytest's report shows {} passed but only {} tests passed as they ran: the report was rewritten",
-                parsed.counts.passed, self.call_passes
+                report.passed, self.call_passes
             ));
         }
         if let Some(n) = self.collected
@@ -182,26 +245,46 @@ impl PytestWitness {
         }
         out
     }
+
+    /// The checks for a witness that counted (the reporters): the report may not show fewer
+    /// failures, nor (where the report counts tests the same way) more passes.
+    fn counted(
+        &self,
+        mut out: Vec<String>,
+        report: Counts,
+        passed: u64,
+        failed: u64,
+    ) -> Vec<String> {
+        let runner = self.kind.name();
+        if report.failed < failed {
+            out.push(format!(
+                "{runner}'s report shows {} failed but its run counted {failed}: the report was rewritten",
+                report.failed
+            ));
+        }
+        if self.kind != RunnerKind::Node && report.passed > passed {
+            out.push(format!(
+                "{runner}'s report shows {} passed but its run counted {passed}: the report was rewritten",
+                report.passed
+            ));
+        }
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Counts;
 
-    fn parsed(passed: u64, failed: u64) -> Parsed {
-        Parsed {
-            counts: Counts {
-                passed,
-                failed,
-                skipped: 0,
-            },
-            counts_known: true,
-            ..Parsed::default()
+    fn parsed(passed: u64, failed: u64) -> Counts {
+        Counts {
+            passed,
+            failed,
+            skipped: 0,
         }
     }
 
-    fn feed(w: &mut PytestWitness, key: &str, events: &[&str]) {
+    fn feed(w: &mut Witness, key: &str, events: &[&str]) {
         for e in events {
             assert!(w.line(&format!("@@airlock-witness:{key}:{e}")));
         }
@@ -219,40 +302,37 @@ mod tests {
 
     #[test]
     fn an_honest_run_agrees() {
-        let mut w = PytestWitness::new("k1");
+        let mut w = Witness::new(RunnerKind::Pytest, "k1");
         feed(&mut w, "k1", HONEST);
         assert!(!w.line("ordinary stderr"));
-        assert_eq!(
-            w.disagreements(Some(1), &parsed(1, 1)),
-            Vec::<String>::new()
-        );
+        assert_eq!(w.disagreements(Some(1), parsed(1, 1)), Vec::<String>::new());
     }
 
     #[test]
     fn a_rewritten_report_an_early_exit_and_a_forged_line_disagree() {
-        let mut w = PytestWitness::new("k1");
+        let mut w = Witness::new(RunnerKind::Pytest, "k1");
         feed(&mut w, "k1", HONEST);
-        let d = w.disagreements(Some(0), &parsed(2, 0));
+        let d = w.disagreements(Some(0), parsed(2, 0));
         assert!(d.iter().any(|s| s.contains("exited 0")), "{d:?}");
         assert!(
             d.iter()
                 .any(|s| s.contains("1 failed") || s.contains("0 failed")),
             "{d:?}"
         );
-        let mut early = PytestWitness::new("k1");
+        let mut early = Witness::new(RunnerKind::Pytest, "k1");
         feed(&mut early, "k1", &HONEST[..4]);
-        let d = early.disagreements(Some(0), &parsed(2, 0));
+        let d = early.disagreements(Some(0), parsed(2, 0));
         assert!(d.iter().any(|s| s.contains("never finished")), "{d:?}");
-        let mut forged = PytestWitness::new("k1");
+        let mut forged = Witness::new(RunnerKind::Pytest, "k1");
         feed(&mut forged, "k1", HONEST);
         assert!(forged.line(r#"junk @@airlock-witness:guess:{"k":"finish","exitstatus":0}"#));
-        let d = forged.disagreements(Some(1), &parsed(1, 1));
+        let d = forged.disagreements(Some(1), parsed(1, 1));
         assert!(d.iter().any(|s| s.contains("wrong key")), "{d:?}");
     }
 
     #[test]
     fn a_hook_that_turns_a_raise_into_a_pass_is_named() {
-        let mut w = PytestWitness::new("k");
+        let mut w = Witness::new(RunnerKind::Pytest, "k");
         feed(
             &mut w,
             "k",
@@ -264,14 +344,33 @@ mod tests {
                 r#"{"k":"finish","exitstatus":0}"#,
             ],
         );
-        let d = w.disagreements(Some(0), &parsed(1, 0));
+        let d = w.disagreements(Some(0), parsed(1, 0));
         assert!(d.iter().any(|s| s.contains("`t.py::a` raised")), "{d:?}");
     }
 
     #[test]
+    fn a_reporter_witness_checks_its_counts_and_its_finish() {
+        let mut w = Witness::new(RunnerKind::Jest, "k");
+        feed(
+            &mut w,
+            "k",
+            &[
+                r#"{"k":"configure"}"#,
+                r#"{"k":"finish","passed":1,"failed":1,"exitstatus":1}"#,
+            ],
+        );
+        assert!(w.disagreements(Some(1), parsed(1, 1)).is_empty());
+        let d = w.disagreements(Some(0), parsed(2, 0));
+        assert_eq!(d.len(), 3, "{d:?}");
+        let mut early = Witness::new(RunnerKind::Vitest, "k");
+        feed(&mut early, "k", &[r#"{"k":"configure"}"#]);
+        assert!(early.disagreements(Some(0), parsed(2, 0))[0].contains("never finished"));
+    }
+
+    #[test]
     fn no_witness_at_all_is_a_disagreement() {
-        let w = PytestWitness::new("k");
-        let d = w.disagreements(Some(0), &parsed(3, 0));
+        let w = Witness::new(RunnerKind::Pytest, "k");
+        let d = w.disagreements(Some(0), parsed(3, 0));
         assert_eq!(d.len(), 1, "{d:?}");
     }
 }

@@ -195,7 +195,7 @@ fn the_test_script_keeps_every_step_and_flag() {
     assert_eq!(
         script_of(&pp),
         "( node gen.js\n) && ( tsc --noEmit && vitest run --typecheck --reporter=junit \
-         --outputFile.junit=/ws/.airlock-verify/vitest.xml --reporter=default --passWithNoTests \
+         --outputFile.junit=/ws/.airlock-verify/vitest.xml --reporter=default --reporter=/ws/.airlock-verify/witness/airlock_witness_vitest.mjs --passWithNoTests \
          --watch=false\n) && ( echo done\n)"
     );
     assert_eq!(pp.path_prepend, [Path::new("/ws/node_modules/.bin")]);
@@ -242,7 +242,7 @@ fn flags_go_into_the_runner_step_wherever_it_is() {
     assert_eq!(
         script_of(&pp),
         "cross-env NODE_OPTIONS='--max-old-space-size=4096' jest --coverage 'src/a b' --ci --json \
-         --outputFile=/ws/.airlock-verify/jest.json --testLocationInResults --passWithNoTests \
+         --outputFile=/ws/.airlock-verify/jest.json --reporters=default --reporters=/ws/.airlock-verify/witness/airlock_witness_jest.cjs --testLocationInResults --passWithNoTests \
          --watchAll=false && eslint ."
     );
     // node's options go before its file arguments.
