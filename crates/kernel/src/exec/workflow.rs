@@ -1,7 +1,8 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
-use super::shell::{run_exposure, session_local_summary, top_level};
+use super::local_list;
+use super::shell::run_exposure;
 use super::{Call, Confined, ExecCtx, failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::args::{DiffArgs, Int, VerifyArgs};
@@ -50,22 +51,30 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     }
     airlock_sandbox::timing::mark("status: lines");
     let mut out = json!({ "changeset": snap.hash.to_hex(), "entries": entries });
-    if let Some(line) = session_local_summary(&local) {
-        text.push_str(&line);
-        out["session_local"] = json!({ "count": local.values().sum::<u64>(), "by_dir": local });
+    let hooks = if local.is_empty() {
+        Vec::new()
+    } else {
+        super::local_hooks::find(k.store, &snap)
+    };
+    if let Some(block) = local_list::text(&local, &hooks) {
+        text.push_str(&block);
+    }
+    if let Some(v) = local_list::json(&local, &hooks) {
+        out["session_local"] = v;
     }
     out["text"] = json!(text);
     success(out, false)
 }
 
-/// Counts a session-local entry under its top-level directory (directories themselves are
-/// not outputs).
+/// Counts a session-local entry under its group (directories themselves are not outputs).
 fn tally_session_local(
     local: &mut std::collections::BTreeMap<String, u64>,
     e: &airlock_stage::StagedEntry,
 ) {
     if !matches!(e.change, airlock_stage::Change::Dir { .. }) {
-        *local.entry(top_level(&e.path)).or_default() += 1;
+        *local
+            .entry(local_list::group_of(&e.path.display()))
+            .or_default() += 1;
     }
 }
 
@@ -90,8 +99,9 @@ pub(crate) fn diff(k: &ExecCtx<'_>, p: &Call<'_, DiffArgs>) -> crate::CallOutcom
     });
     match sdiff::unified_diff(k.store, &shown_snap, &filter) {
         Ok(mut text) => {
-            if let Some(line) = session_local_summary(&local) {
-                text.push_str(&line);
+            if let Some(block) = local_list::text(&local, &[]) {
+                text.push_str(&block);
+                text.push_str("(`diff PATH` shows one)\n");
             }
             let (shown, cut) = crate::output::cut(&text, 256 * 1024);
             let mut body = shown.to_string();
@@ -346,7 +356,8 @@ pub(crate) fn verify(
     }
     let hooks = super::local_hooks::find(k.store, &snapshot);
     let seal = seal_of(&report, &hooks, base);
-    note_concerns(&mut detail, &report, &hooks, &seal, verdict);
+    let seen_local = local_list::groups(snapshot.entries.iter());
+    note_concerns(&mut detail, &report, &seen_local, &hooks, &seal, verdict);
     let record = VerdictRecord {
         changeset: snapshot.hash,
         verdict,
@@ -435,6 +446,7 @@ fn seal_of(
 fn note_concerns(
     detail: &mut Value,
     report: &airlock_verify::VerdictReport,
+    seen_local: &std::collections::BTreeMap<String, u64>,
     hooks: &[super::local_hooks::LocalHook],
     seal: &airlock_stage::VerdictSeal,
     verdict: airlock_stage::Verdict,
@@ -444,6 +456,9 @@ fn note_concerns(
     };
     if !hooks.is_empty() {
         obj.insert("session_local_hooks".into(), json!(hooks));
+    }
+    if let Some(v) = local_list::json(seen_local, hooks) {
+        obj.insert("session_local".into(), v);
     }
     if seal.concerns.is_empty() || !verdict.is_pass() {
         return;
