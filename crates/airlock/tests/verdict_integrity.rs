@@ -404,3 +404,33 @@ fn a_rust_test_that_prints_libtest_lines_and_exits_is_not_a_pass() {
             .contains("a + b")
     );
 }
+
+#[test]
+fn a_source_change_that_makes_existing_tests_skip_needs_the_operator() {
+    assert!(pytest_available());
+    let ws = Ws::python();
+    ws.put(
+        "calc.py",
+        "ENABLED = True\n\n\ndef add(a, b):\n    return a + b\n",
+    );
+    ws.put(
+        "test_calc.py",
+        "import pytest\nimport calc\n\n\n@pytest.mark.skipif(not calc.ENABLED, reason=\"disabled\")\ndef test_add():\n    assert calc.add(2, 3) == 5\n\n\ndef test_zero():\n    assert calc.add(0, 0) == 0\n\n\n@pytest.mark.skip(reason=\"always\")\ndef test_later():\n    pass\n",
+    );
+    // Only source changes: the regression, and a flag that makes the old test skip itself.
+    ws.agent_write(
+        "calc.py",
+        "ENABLED = False\n\n\ndef add(a, b):\n    return a * b\n",
+    );
+    let v = ws.agent_verify();
+    assert_eq!(v["verdict"], "passed", "{v:#}");
+    assert!(
+        v["apply_needs_operator"]
+            .to_string()
+            .contains("fewer_tests"),
+        "{v:#}"
+    );
+    let (ok, out) = ws.agent_apply();
+    assert!(!ok, "applied a change that silenced a test: {out}");
+    assert!(ws.read("calc.py").contains("a + b"));
+}

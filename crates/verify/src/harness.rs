@@ -420,11 +420,16 @@ fn verify_scoped(
             parsed.disagreements.join("; ")
         ));
     }
-    let integrity = crate::integrity::Integrity {
+    let mut integrity = crate::integrity::Integrity {
         disagreements: parsed.disagreements.clone(),
         concerns: crate::integrity::classify::judge(input.workspace, &input.layers),
         signals: parsed.signals.clone(),
     };
+    if verdict == Verdict::Passed && base_report.is_none() && integrity.concerns.is_empty() {
+        integrity
+            .concerns
+            .extend(fewer_than_base(runner, input, opts, target, parsed.counts)?);
+    }
     let mut header = format!(
         "{verdict}: {} passed, {} failed, {} skipped ({}",
         parsed.counts.passed, parsed.counts.failed, parsed.counts.skipped, plan.kind
@@ -801,6 +806,54 @@ fn drop_log_args(plan: &mut Plan) {
         plan.argv.pop();
     }
     plan.libtest_log = false;
+}
+
+/// A clean pass that skipped tests is compared with the base (the base's tests on the
+/// unchanged tree, run once per base and cached): more skipped, or fewer run, than the base
+/// is a [`FewerTests`](airlock_types::Concern::FewerTests) concern. A run that skipped nothing
+/// needs no base run.
+fn fewer_than_base(
+    runner: &dyn CommandRunner,
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    target: Target,
+    counts: Counts,
+) -> Result<Option<crate::integrity::ConcernReport>, VerifyError> {
+    if counts.skipped == 0
+        || target.related.is_some()
+        || !opts.only.is_empty()
+        || layers_are_empty(&input.layers)
+    {
+        return Ok(None);
+    }
+    let Base::Known(base) = load_or_run_baseline(runner, input, opts, target)? else {
+        return Ok(None);
+    };
+    let b = base.report.tests;
+    if !matches!(base.report.verdict, Verdict::Passed | Verdict::Failed) {
+        return Ok(None);
+    }
+    let mut detail = Vec::new();
+    if counts.skipped > b.skipped {
+        detail.push(format!(
+            "{} tests were skipped, {} on the unchanged base",
+            counts.skipped, b.skipped
+        ));
+    }
+    if counts.ran() < b.ran() {
+        detail.push(format!(
+            "{} tests ran, {} on the unchanged base",
+            counts.ran(),
+            b.ran()
+        ));
+    }
+    Ok(
+        (!detail.is_empty()).then(|| crate::integrity::ConcernReport {
+            kind: airlock_types::Concern::FewerTests,
+            paths: Vec::new(),
+            detail,
+        }),
+    )
 }
 
 /// Prepares airlock's pytest witness for a run: the plugin and its key in the run's private
