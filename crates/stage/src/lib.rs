@@ -36,9 +36,10 @@ pub mod seal;
 pub mod undo;
 
 pub use airlock_types::Concern;
+pub use airlock_types::{BaseFingerprint, VerdictKey, VerdictSeal};
 pub use blobs::{BlobPin, BlobStore};
 pub use model::{
     Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry,
     StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
 };
-pub use seal::{BaseFingerprint, VerdictKey, VerdictSeal};
+pub use seal::load_or_create_key;

@@ -517,21 +517,19 @@ impl Store {
         Ok(())
     }
 
-    /// Record the verdict of a verification run with its seal, signed with `key`.
+    /// Record the verdict of a verification run with its seal (made by airlock's verify path;
+    /// apply checks it against the operator's key).
     pub fn record_sealed_verdict(
         &self,
         v: &VerdictRecord,
-        seal: &crate::seal::VerdictSeal,
-        key: &crate::seal::VerdictKey,
+        seal: &airlock_types::VerdictSeal,
     ) -> Result<(), StageError> {
         let bad = |e: serde_json::Error| StageError::BadEntry {
             path: "verdict".into(),
             detail: e.to_string(),
         };
         let detail = serde_json::to_string(&v.detail).map_err(bad)?;
-        let mut seal = seal.clone();
-        seal.sign(key, &v.changeset.to_hex(), v.verdict, v.source);
-        let seal = serde_json::to_string(&seal).map_err(bad)?;
+        let seal = serde_json::to_string(seal).map_err(bad)?;
         let conn = self.lock();
         conn.execute(
             "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance, seal) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
@@ -541,36 +539,22 @@ impl Store {
         Ok(())
     }
 
-    /// The seal of the last verdict, checked against `key` and the verdict's own fields:
-    /// `Ok(None)` when the verdict has no seal, an error when the seal does not authenticate.
-    pub fn verdict_seal(
-        &self,
-        key: &crate::seal::VerdictKey,
-    ) -> Result<Option<crate::seal::VerdictSeal>, StageError> {
-        let Some(v) = self.last_verdict()? else {
-            return Ok(None);
-        };
+    /// The seal stored with the last verdict (`None`: no verdict, or one without a seal). The
+    /// caller checks it.
+    pub fn verdict_seal(&self) -> Result<Option<airlock_types::VerdictSeal>, StageError> {
         let conn = self.lock();
         let seal: Option<String> = conn
             .query_row("SELECT seal FROM verdict WHERE id = 1", [], |r| r.get(0))
             .optional()
             .map_err(|e| self.db(e))?
             .flatten();
-        drop(conn);
         let Some(seal) = seal else { return Ok(None) };
-        let bad = |detail: String| StageError::BadEntry {
-            path: "verdict".into(),
-            detail,
-        };
-        let seal: crate::seal::VerdictSeal =
-            serde_json::from_str(&seal).map_err(|e| bad(format!("seal: {e}")))?;
-        if !seal.authentic(key, &v.changeset.to_hex(), v.verdict, v.source) {
-            return Err(bad(
-                "the stored verdict's seal does not authenticate: it was not recorded by airlock's verify, or was edited"
-                    .into(),
-            ));
-        }
-        Ok(Some(seal))
+        serde_json::from_str(&seal)
+            .map(Some)
+            .map_err(|e| StageError::BadEntry {
+                path: "verdict".into(),
+                detail: format!("the verdict's seal does not parse: {e}"),
+            })
     }
 
     /// The last recorded verdict, if any.

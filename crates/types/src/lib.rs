@@ -22,8 +22,10 @@
 
 pub mod hash;
 pub mod path;
+pub mod seal;
 pub mod verdict;
 
 pub use hash::{ChangesetHash, ContentHash};
 pub use path::{RelPath, RelPathError};
+pub use seal::{BaseFingerprint, VerdictKey, VerdictSeal};
 pub use verdict::{Concern, Verdict, VerdictSource};

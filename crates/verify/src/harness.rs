@@ -78,6 +78,12 @@ pub struct VerifyOptions {
     /// The caller's environment (name, value), as its front end read it: `PATH` reaches the
     /// runner, and the variables the sandbox passes are part of a cached base run's identity.
     pub host_env: Vec<(OsString, OsString)>,
+    /// Where the command came from, as the caller established it; attested with the verdict
+    /// (a run of selected or related tests only is attested as `partial` whatever this says).
+    pub source: airlock_types::VerdictSource,
+    /// Session-local writes the caller found that change how code runs (path, why): each is a
+    /// `session_local_hook` concern of the verdict.
+    pub local_hooks: Vec<(String, String)>,
 }
 
 impl Default for VerifyOptions {
@@ -101,6 +107,8 @@ impl Default for VerifyOptions {
             cpu_secs: None,
             disk: None,
             host_env: Vec::new(),
+            source: airlock_types::VerdictSource::Unrecorded,
+            local_hooks: Vec::new(),
         }
     }
 }
@@ -287,6 +295,7 @@ fn nothing_related(
         scope: Some(Scope::Impacted),
         impacted: Some(summary),
         integrity: Default::default(),
+        attestation: Default::default(),
     }
 }
 
@@ -309,6 +318,9 @@ fn verify_scoped(
     let src = src.clone();
     // The duration covers the base run too: it is part of what this verification cost.
     let start = Instant::now();
+    // The tree this run reads, bound into its attestation: apply refuses once it moved.
+    let base_tree = crate::integrity::base_fingerprint(input.workspace)
+        .map_err(|e| VerifyError::io(input.workspace, e))?;
     let mut base = if opts.baseline {
         Some(load_or_run_baseline(runner, input, opts, target)?)
     } else {
@@ -397,6 +409,7 @@ fn verify_scoped(
                 scope: None,
                 impacted: None,
                 integrity: Default::default(),
+                attestation: Default::default(),
             });
         }
         Attempt::Ran {
@@ -425,6 +438,23 @@ fn verify_scoped(
         concerns: crate::integrity::classify::judge(input.workspace, &input.layers),
         signals: parsed.signals.clone(),
     };
+    if !opts.local_hooks.is_empty() {
+        integrity.concerns.push(crate::integrity::ConcernReport {
+            kind: airlock_types::Concern::SessionLocalHook,
+            paths: opts
+                .local_hooks
+                .iter()
+                .take(8)
+                .map(|(p, _)| p.clone())
+                .collect(),
+            detail: opts
+                .local_hooks
+                .iter()
+                .take(8)
+                .map(|(p, why)| format!("session-local `{p}`: {why}"))
+                .collect(),
+        });
+    }
     if verdict == Verdict::Passed && base_report.is_none() && integrity.concerns.is_empty() {
         integrity
             .concerns
@@ -485,8 +515,47 @@ fn verify_scoped(
             .and_then(|l| serde_json::to_value(l).ok()),
         scope: None,
         impacted: None,
+        attestation: attest(input, opts, target, &plan, verdict, base_tree, &integrity),
         integrity,
     })
+}
+
+/// The harness's statement of what this run established (see [`crate::integrity::seal`]).
+fn attest(
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    target: Target,
+    plan: &Plan,
+    verdict: Verdict,
+    base: airlock_types::BaseFingerprint,
+    integrity: &crate::integrity::Integrity,
+) -> crate::integrity::Attestation {
+    let mut run = blake3::Hasher::new();
+    let mut field = |b: &[u8]| {
+        run.update(&(b.len() as u64).to_le_bytes());
+        run.update(b);
+    };
+    for a in &plan.argv {
+        field(a.as_encoded_bytes());
+    }
+    field(b"env");
+    for (k, v) in plan.env.iter().chain(&opts.env) {
+        field(k.as_bytes());
+        field(v.as_bytes());
+    }
+    let source = if target.related.is_some() || !opts.only.is_empty() {
+        airlock_types::VerdictSource::Partial
+    } else {
+        opts.source
+    };
+    crate::integrity::Attestation::new(
+        &input.changeset_hash,
+        verdict,
+        source,
+        base,
+        run.finalize().to_hex().to_string(),
+        integrity.concerns.iter().map(|c| c.kind).collect(),
+    )
 }
 
 /// Most names a note lists before it says how many more there are.

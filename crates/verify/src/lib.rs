@@ -71,7 +71,7 @@ pub use error::VerifyError;
 pub use harness::{
     DEFAULT_TIMEOUT, VerifyInput, VerifyOptions, run_verification, run_verification_with,
 };
-pub use integrity::{ConcernReport, Integrity};
+pub use integrity::{Attestation, ConcernReport, Integrity};
 pub use model::{
     BaseReport, Counts, Failure, FailureKind, ImpactedMode, ImpactedReport, ImpactedStatus,
     RunnerKind, Scope, Verdict, VerdictReport,

@@ -230,6 +230,10 @@ pub struct VerdictReport {
     /// there is nothing to say.
     #[serde(default, skip_serializing_if = "crate::integrity::Integrity::is_clear")]
     pub integrity: crate::integrity::Integrity,
+    /// The proof of this run, made by the harness only (never read from JSON: a report read
+    /// back attests nothing). Private, so no code outside this crate makes a report.
+    #[serde(skip)]
+    pub(crate) attestation: crate::integrity::Attestation,
 }
 
 /// Whether a verification runs the tests related to the change (see
@@ -326,6 +330,11 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl VerdictReport {
+    /// What this run attests, to be sealed for apply (see [`crate::integrity::seal`]).
+    pub fn attestation(&self) -> &crate::integrity::Attestation {
+        &self.attestation
+    }
+
     /// True only for [`Verdict::Passed`].
     pub fn passed(&self) -> bool {
         self.verdict.is_pass()
@@ -365,6 +374,7 @@ mod tests {
             scope: None,
             impacted: None,
             integrity: Default::default(),
+            attestation: Default::default(),
         };
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(

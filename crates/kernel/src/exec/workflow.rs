@@ -238,6 +238,8 @@ pub(crate) fn verify(
             }
         }
     }
+    // Session-local writes that change how code runs: concerns of this verdict.
+    let hooks = super::local_hooks::find(k.store, &snapshot);
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
         runner,
@@ -271,6 +273,11 @@ pub(crate) fn verify(
             .collect(),
         cache_binds,
         ro_binds: caches.ro_binds,
+        source,
+        local_hooks: hooks
+            .iter()
+            .map(|h| (h.path.clone(), h.why.to_string()))
+            .collect(),
     };
     let scratch = dirs
         .upper
@@ -278,16 +285,6 @@ pub(crate) fn verify(
         .unwrap_or(Path::new("/tmp"))
         .join("verify");
     let _ = std::fs::create_dir_all(&scratch);
-    // The tree the run reads: apply refuses once it moved.
-    let base = match airlock_stage::BaseFingerprint::of(k.root) {
-        Ok(b) => b,
-        Err(e) => {
-            return failure(
-                format!("The workspace could not be fingerprinted before verification: {e}"),
-                Status::Failed,
-            );
-        }
-    };
     let cache = k.root.join(".airlock").join("baseline");
     let input = airlock_verify::VerifyInput {
         workspace: k.root,
@@ -354,18 +351,17 @@ pub(crate) fn verify(
             serde_json::to_value(report).unwrap_or(Value::Null),
         );
     }
-    let hooks = super::local_hooks::find(k.store, &snapshot);
-    let seal = seal_of(&report, &hooks, base);
+    let attested = report.attestation();
     let seen_local = local_list::groups(snapshot.entries.iter());
-    note_concerns(&mut detail, &report, &seen_local, &hooks, &seal, verdict);
+    note_concerns(&mut detail, &report, &seen_local, &hooks, verdict);
     let record = VerdictRecord {
         changeset: snapshot.hash,
-        verdict,
-        source,
+        verdict: attested.verdict(),
+        source: attested.source(),
         detail: detail.clone(),
     };
     let stored = match verdict_key(k) {
-        Ok(key) => k.store.record_sealed_verdict(&record, &seal, &key),
+        Ok(key) => k.store.record_sealed_verdict(&record, &attested.seal(&key)),
         Err(why) => {
             if let Some(obj) = detail.as_object_mut() {
                 obj.insert("unsealed".into(), json!(why));
@@ -401,44 +397,12 @@ fn verdict_key(k: &ExecCtx<'_>) -> Result<airlock_stage::VerdictKey, String> {
     let dir = k.settings.state_dir().ok_or_else(|| {
         "no state directory (neither XDG_STATE_HOME nor HOME is set), so the verdict could not be sealed and apply will refuse it".to_string()
     })?;
-    airlock_stage::VerdictKey::load_or_create(&dir).map_err(|e| {
+    airlock_stage::load_or_create_key(&dir).map_err(|e| {
         format!(
             "the verdict key in {} could not be read or made ({e}), so the verdict could not be sealed and apply will refuse it",
             dir.display()
         )
     })
-}
-
-/// What the verdict is bound to: the base it ran on, the command and environment, and the
-/// concerns (the changeset's own and the session-local hooks the run saw).
-fn seal_of(
-    report: &airlock_verify::VerdictReport,
-    hooks: &[super::local_hooks::LocalHook],
-    base: airlock_stage::BaseFingerprint,
-) -> airlock_stage::VerdictSeal {
-    let mut run = blake3::Hasher::new();
-    for a in report
-        .argv
-        .iter()
-        .chain(std::iter::once(&"\0env".to_string()))
-        .chain(&report.environment)
-    {
-        run.update(&(a.len() as u64).to_le_bytes());
-        run.update(a.as_bytes());
-    }
-    let mut concerns: Vec<airlock_stage::Concern> =
-        report.integrity.concerns.iter().map(|c| c.kind).collect();
-    if !hooks.is_empty() {
-        concerns.push(airlock_stage::Concern::SessionLocalHook);
-    }
-    concerns.sort();
-    concerns.dedup();
-    airlock_stage::VerdictSeal {
-        base,
-        run: run.finalize().to_hex().to_string(),
-        concerns,
-        mac: String::new(),
-    }
 }
 
 /// Adds to the verdict JSON what makes apply the operator's decision, and a line to its
@@ -448,7 +412,6 @@ fn note_concerns(
     report: &airlock_verify::VerdictReport,
     seen_local: &std::collections::BTreeMap<String, u64>,
     hooks: &[super::local_hooks::LocalHook],
-    seal: &airlock_stage::VerdictSeal,
     verdict: airlock_stage::Verdict,
 ) {
     let Some(obj) = detail.as_object_mut() else {
@@ -460,10 +423,11 @@ fn note_concerns(
     if let Some(v) = local_list::json(seen_local, hooks) {
         obj.insert("session_local".into(), v);
     }
-    if seal.concerns.is_empty() || !verdict.is_pass() {
+    let concerns = report.attestation().concerns();
+    if concerns.is_empty() || !verdict.is_pass() {
         return;
     }
-    obj.insert("apply_needs_operator".into(), json!(seal.concerns));
+    obj.insert("apply_needs_operator".into(), json!(concerns));
     let mut lines = vec![
         "apply needs the operator: the tests passed, but what they prove depends on what this changeset changed:".to_string(),
     ];
@@ -471,9 +435,6 @@ fn note_concerns(
         for d in c.detail.iter().take(3) {
             lines.push(format!("  - {}: {d}", c.kind.describe()));
         }
-    }
-    for h in hooks.iter().take(5) {
-        lines.push(format!("  - session-local `{}`: {}", h.path, h.why));
     }
     if let Some(d) = obj.get_mut("diagnostics")
         && let Some(text) = d.as_str()
@@ -720,7 +681,7 @@ fn check_seal(
 ) -> Result<(), crate::CallOutcome> {
     let refuse = |why: String| failure(format!("Nothing was applied: {why}"), Status::NotVerified);
     let key = verdict_key(k).map_err(refuse)?;
-    let seal = match k.store.verdict_seal(&key) {
+    let seal = match k.store.verdict_seal() {
         Ok(Some(s)) => s,
         Ok(None) => {
             return Err(refuse(
@@ -729,7 +690,19 @@ fn check_seal(
         }
         Err(e) => return Err(refuse(format!("{e}; run `airlock verify` again"))),
     };
-    let now = airlock_stage::BaseFingerprint::of(k.root)
+    let v = verified.verdict();
+    if !airlock_verify::integrity::authentic(
+        &seal,
+        &key,
+        &v.changeset.to_hex(),
+        v.verdict,
+        v.source,
+    ) {
+        return Err(refuse(
+            "the stored verdict's seal does not authenticate: it was not recorded by airlock's verify, or it was edited; run `airlock verify` again".into(),
+        ));
+    }
+    let now = airlock_verify::integrity::base_fingerprint(k.root)
         .map_err(|e| refuse(format!("the workspace could not be fingerprinted: {e}")))?;
     let moved = seal.base.moved(&now);
     if !moved.is_empty() {

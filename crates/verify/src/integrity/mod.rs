@@ -18,9 +18,11 @@ pub(crate) mod classify;
 pub(crate) mod items;
 pub(crate) mod libtest;
 pub(crate) mod reach;
+pub mod seal;
 pub(crate) mod witness;
 
 pub use classify::ConcernReport;
+pub use seal::{Attestation, authentic, base_fingerprint};
 
 use serde::{Deserialize, Serialize};
 
