@@ -434,3 +434,94 @@ fn a_source_change_that_makes_existing_tests_skip_needs_the_operator() {
     assert!(!ok, "applied a change that silenced a test: {out}");
     assert!(ws.read("calc.py").contains("a + b"));
 }
+
+/// A wheel built by hand (no build tools, no network): `demo` with one module.
+const MAKE_WHEEL: &str = r#"
+import base64, hashlib, sys, zipfile
+files = {
+    "demo/__init__.py": b"def double(x):\n    return 2 * x\n",
+    "demo-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+    "demo-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+for name, data in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record.append(f"{name},sha256={digest},{len(data)}")
+record.append("demo-1.0.dist-info/RECORD,,")
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for name, data in files.items():
+        z.writestr(name, data)
+    z.writestr("demo-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+"#;
+
+#[test]
+fn an_ordinary_install_is_vouched_for_and_a_tampered_package_is_not() {
+    assert!(pytest_available());
+    let ws = Ws::python();
+    let venv = Command::new("python3")
+        .args(["-m", "venv", "--system-site-packages", "--without-pip"])
+        .arg(ws.root.join(".venv"))
+        .status()
+        .unwrap();
+    assert!(venv.success());
+    ws.put(".gitignore", ".venv/\n*.whl\n");
+    let made = Command::new("python3")
+        .args(["-c", MAKE_WHEEL])
+        .arg(ws.root.join("demo-1.0-py3-none-any.whl"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // The project starts using the package: an ordinary dependency install, by pip, offline.
+    ws.put(
+        "test_demo.py",
+        "def test_demo():\n    import demo\n    assert demo.double(2) == 4\n",
+    );
+    let o = ws.run(&[
+        "exec",
+        "--",
+        ".venv/bin/python",
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--disable-pip-version-check",
+        "./demo-1.0-py3-none-any.whl",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    ws.agent_write("calc.py", "def add(a, b):\n    return b + a\n");
+    let v = ws.agent_verify();
+    assert_eq!(v["verdict"], "passed", "{v:#}");
+    assert!(
+        v.get("apply_needs_operator").is_none(),
+        "an ordinary install raised a concern: {v:#}"
+    );
+    assert!(
+        v["session_local"]
+            .to_string()
+            .contains("site-packages/demo/"),
+        "{v:#}"
+    );
+    // A command rewrites the installed package in place: no record vouches for it now.
+    let o = ws.run(&[
+        "exec", "--", "sh", "-c",
+        "f=$(ls .venv/lib/python3*/site-packages/demo/__init__.py) && printf 'def double(x):\\n    return 4\\n' > \"$f\"",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = ws.agent_verify();
+    assert_eq!(v["verdict"], "passed", "{v:#}");
+    assert!(
+        v["apply_needs_operator"]
+            .to_string()
+            .contains("session_local_hook"),
+        "{v:#}"
+    );
+    assert!(
+        v["session_local_hooks"]
+            .to_string()
+            .contains("demo/__init__.py"),
+        "{v:#}"
+    );
+    let (ok, out) = ws.agent_apply();
+    assert!(!ok, "{out}");
+}

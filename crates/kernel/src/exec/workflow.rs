@@ -54,7 +54,7 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     let hooks = if local.is_empty() {
         Vec::new()
     } else {
-        super::local_hooks::find(k.store, &snap)
+        super::local_hooks::find(k.root, k.store, &snap)
     };
     if let Some(block) = local_list::text(&local, &hooks) {
         text.push_str(&block);
@@ -239,7 +239,7 @@ pub(crate) fn verify(
         }
     }
     // Session-local writes that change how code runs: concerns of this verdict.
-    let hooks = super::local_hooks::find(k.store, &snapshot);
+    let hooks = super::local_hooks::find(k.root, k.store, &snapshot);
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
         runner,
