@@ -946,7 +946,13 @@ fn arm_witness(
     let plugin = dir.join(file);
     std::fs::write(&plugin, source).map_err(|e| VerifyError::io(&plugin, e))?;
     let key_file = dir.join("key");
-    std::fs::write(&key_file, key).map_err(|e| VerifyError::io(&key_file, e))?;
+    // The key, then (pytest) where its JUnit report goes: read and removed by the plugin.
+    let xml = match kind {
+        RunnerKind::Pytest => visible_root.join(REPORT_DIR).join("pytest.xml"),
+        _ => PathBuf::new(),
+    };
+    let body = format!("{key}\n{}\n", xml.display());
+    std::fs::write(&key_file, body).map_err(|e| VerifyError::io(&key_file, e))?;
     let inside = visible_root.join(&rel);
     env.push((
         witness::KEY_ENV.to_string(),

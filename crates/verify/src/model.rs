@@ -17,7 +17,7 @@ pub enum RunnerKind {
     Jest,
     /// `cargo test`: cargo's JSON messages for compile errors, libtest's human output for tests.
     Cargo,
-    /// pytest, read through `--junitxml`.
+    /// pytest, read through its JUnit report and airlock's witness plugin.
     Pytest,
     /// `go test -json`.
     Go,

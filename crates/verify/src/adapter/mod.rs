@@ -261,13 +261,10 @@ pub fn plan(
         RunnerKind::Pytest => {
             let mut argv = explicit_argv.unwrap_or_else(|| os(&["python3", "-m", "pytest", "-q"]));
             // airlock's witness plugin (a second, live account of every test; see
-            // `crate::integrity::witness`), then the JUnit report. The cache provider is left
-            // as the project has it: the caller's cache layer points its directory elsewhere.
-            argv.extend(os(&[
-                "-p",
-                crate::integrity::witness::MODULE,
-                &format!("--junitxml={}", report_abs("pytest.xml")),
-            ]));
+            // `crate::integrity::witness`), which also points pytest's JUnit report at its
+            // file: the path is in no argument and no variable. The cache provider is left as
+            // the project has it: the caller's cache layer points its directory elsewhere.
+            argv.extend(os(&["-p", crate::integrity::witness::MODULE]));
             env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
             Plan {
                 kind,
