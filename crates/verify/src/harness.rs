@@ -507,7 +507,11 @@ fn verify_scoped(
         baseline: baseline.is_some(),
         base: base_report,
         argv: argv_text(&plan),
-        environment: environment_note(&plan, &output, opts, &src),
+        environment: {
+            let mut notes = environment_note(&plan, &output, opts, &src);
+            notes.extend(added_note(&plan, opts));
+            notes
+        },
         ceiling: output.ceiling.map(|c| c.name().to_string()),
         limits: output
             .limits
@@ -640,6 +644,21 @@ fn environment_note(
         }
     }
     notes
+}
+
+/// The variables airlock itself sets for the run (the plan's and the caller's, `PATH` and the
+/// witness's one-shot key file aside), in one note.
+fn added_note(plan: &Plan, opts: &VerifyOptions) -> Option<String> {
+    let mut set: Vec<String> = plan
+        .env
+        .iter()
+        .chain(&opts.env)
+        .filter(|(k, _)| k != "PATH" && k != crate::integrity::witness::KEY_ENV)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    set.sort();
+    set.dedup();
+    (!set.is_empty()).then(|| format!("airlock sets: {}", set.join(", ")))
 }
 
 /// The plan's argv as text, for the verdict.

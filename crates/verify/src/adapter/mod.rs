@@ -162,12 +162,10 @@ pub fn plan(
             None
         }
     };
-    let mut env = vec![
-        ("CI".to_string(), "true".to_string()),
-        ("NO_COLOR".to_string(), "1".to_string()),
-        ("FORCE_COLOR".to_string(), "0".to_string()),
-        ("TERM".to_string(), "dumb".to_string()),
-    ];
+    // Nothing a project could test for (CI detection, colour): the output is not a terminal,
+    // and the sanitiser strips colour codes anyway. What a plan does add is named in the
+    // verdict's environment note.
+    let mut env: Vec<(String, String)> = Vec::new();
     let explicit_argv = explicit.map(|c| c.iter().map(OsString::from).collect::<Vec<_>>());
     // airlock's witness module for the runner (see `crate::integrity::witness`).
     let witness_abs = |kind: RunnerKind| {
