@@ -649,15 +649,23 @@ fn environment_note(
 /// The variables airlock itself sets for the run (the plan's and the caller's, `PATH` and the
 /// witness's one-shot key file aside), in one note.
 fn added_note(plan: &Plan, opts: &VerifyOptions) -> Option<String> {
-    let mut set: Vec<String> = plan
-        .env
-        .iter()
-        .chain(&opts.env)
-        .filter(|(k, _)| k != "PATH" && k != crate::integrity::witness::KEY_ENV)
-        .map(|(k, v)| format!("{k}={v}"))
+    // The caller's value of a variable wins over the plan's, as in `run_env`.
+    let mut set = std::collections::BTreeMap::new();
+    for (k, v) in plan.env.iter().chain(&opts.env) {
+        if k != "PATH" && k != crate::integrity::witness::KEY_ENV {
+            set.insert(k.as_str(), v.as_str());
+        }
+    }
+    let set: Vec<String> = set
+        .into_iter()
+        .map(|(k, v)| {
+            if v.is_empty() {
+                format!("{k} unset")
+            } else {
+                format!("{k}={v}")
+            }
+        })
         .collect();
-    set.sort();
-    set.dedup();
     (!set.is_empty()).then(|| format!("airlock sets: {}", set.join(", ")))
 }
 
@@ -899,7 +907,7 @@ fn drop_log_args(plan: &mut Plan) {
 /// A clean pass that skipped tests is compared with the base (the base's tests on the
 /// unchanged tree, run once per base and cached): more skipped, or fewer run, than the base
 /// is a [`FewerTests`](airlock_types::Concern::FewerTests) concern. A run that skipped nothing
-/// needs no base run.
+/// needs no base run, nor does cargo (libtest skips only what test attributes ignore).
 fn fewer_than_base(
     runner: &dyn CommandRunner,
     input: &VerifyInput,
@@ -907,7 +915,10 @@ fn fewer_than_base(
     target: Target,
     counts: Counts,
 ) -> Result<Option<crate::integrity::ConcernReport>, VerifyError> {
+    // libtest skips only what its attributes ignore, and those live in the test items the
+    // classification compares: no base run for cargo.
     if counts.skipped == 0
+        || target.kind == RunnerKind::Cargo
         || target.related.is_some()
         || !opts.only.is_empty()
         || layers_are_empty(&input.layers)
