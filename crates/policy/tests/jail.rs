@@ -826,7 +826,9 @@ fn control_and_bidi_characters_are_refused_at_every_entry_point() {
                 assert_eq!((d.stage, &*d.rule), (Stage::Jail, "jail_control_char"));
                 assert!(d.reason.ends_with('.'), "{}", d.reason);
                 assert!(
-                    !d.reason.chars().any(airlock_types::display::is_control_or_bidi),
+                    !d.reason
+                        .chars()
+                        .any(airlock_types::display::is_control_or_bidi),
                     "the reason quotes the name escaped: {:?}",
                     d.reason
                 );
@@ -834,13 +836,24 @@ fn control_and_bidi_characters_are_refused_at_every_entry_point() {
         }
     }
     let d = f.jail.confine(forged, Access::Write).unwrap_err();
-    assert!(d.reason.contains("`zz\\r\\x1b[2A\\x1b[J\\rM docs/notes.md`"), "{}", d.reason);
+    assert!(
+        d.reason
+            .contains("`zz\\r\\x1b[2A\\x1b[J\\rM docs/notes.md`"),
+        "{}",
+        d.reason
+    );
     // A sensitive name disguised with an invisible character is still reported as sensitive.
-    assert_eq!(denied(&f.jail, ".e\u{200b}nv", Access::Read), "jail_sensitive_file");
+    assert_eq!(
+        denied(&f.jail, ".e\u{200b}nv", Access::Read),
+        "jail_sensitive_file"
+    );
     // Through a symlink to such a name (made on disk by someone else).
     fs::write(f.ws.join("dark\x1b[8m"), "x").unwrap();
     symlink("dark\x1b[8m", f.ws.join("innocent")).unwrap();
-    assert_eq!(denied(&f.jail, "innocent", Access::Read), "jail_control_char");
+    assert_eq!(
+        denied(&f.jail, "innocent", Access::Read),
+        "jail_control_char"
+    );
     // Bytes that are not UTF-8 are not characters: still allowed (and shown as `\xNN`).
     let raw = RelPath::new(OsStr::from_bytes(b"f\x9b\xffo")).unwrap();
     let p = f.jail.confine_rel(&raw, Access::Write).unwrap();

@@ -308,8 +308,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = Store::open(d.path(), "t").unwrap();
         let name = rp("zz\r\x1b[2A\x1b[J\rM docs/notes.md");
-        s.stage_write(&name, "\x1b[2J\x1b[3J\x1b[H\tok\r\nevil\u{202e}gnp.exe\n".as_bytes(), None)
-            .unwrap();
+        s.stage_write(
+            &name,
+            "\x1b[2J\x1b[3J\x1b[H\tok\r\nevil\u{202e}gnp.exe\n".as_bytes(),
+            None,
+        )
+        .unwrap();
         let snap = s.snapshot().unwrap();
         let text = unified_diff(&s, &snap, &[]).unwrap();
         assert!(
@@ -319,7 +323,10 @@ mod tests {
             "{text:?}"
         );
         let shown = "zz\\r\\x1b[2A\\x1b[J\\rM docs/notes.md";
-        assert!(text.contains(&format!("diff --git a/{shown} b/{shown}\n")), "{text}");
+        assert!(
+            text.contains(&format!("diff --git a/{shown} b/{shown}\n")),
+            "{text}"
+        );
         assert!(text.contains(&format!("+++ b/{shown}\n")), "{text}");
         assert!(
             text.contains("+\\x1b[2J\\x1b[3J\\x1b[H\tok\\r\n+evil\\u{202e}gnp.exe\n"),

@@ -211,7 +211,10 @@ mod tests {
         let pretty = serde_json::to_string_pretty(&serde_json::json!([exact])).unwrap();
         let shown = escape_for_terminal(&pretty, Escape::Json);
         assert!(shown.contains('\n'), "JSON whitespace is kept");
-        assert_eq!(serde_json::from_str::<Vec<String>>(&shown).unwrap(), [exact]);
+        assert_eq!(
+            serde_json::from_str::<Vec<String>>(&shown).unwrap(),
+            [exact]
+        );
     }
 
     #[test]

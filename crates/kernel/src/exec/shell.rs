@@ -19,6 +19,7 @@ use airlock_sandbox::{SandboxSpec, UpperChange};
 use airlock_stage::Change;
 use airlock_stage::apply::APPLIED_MODE_BITS;
 use airlock_stage::store::StageOp;
+use airlock_types::display::Shown;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -439,6 +440,14 @@ pub(crate) fn harvest_into_store(
         {
             continue; // airlock's own state is never harvested
         }
+        if airlock_policy::jail::has_control_char(rel.as_bytes()) {
+            // A name that could disguise itself and the lines around it on the operator's
+            // screen is never staged; the line shows it escaped (`{rel}`).
+            summary.push(format!(
+                "! {rel} (a name with a control, bidi or invisible character: not staged; rename it with printable characters only)"
+            ));
+            continue;
+        }
         if masked.iter().any(|m| path.starts_with(m)) {
             summary.push(format!("! {rel} (a masked sensitive file: not staged)"));
             continue;
@@ -647,7 +656,10 @@ pub(crate) fn session_local_summary(
     if total == 0 {
         return None;
     }
-    let dirs: Vec<String> = local.iter().map(|(d, n)| format!("{d} {n}")).collect();
+    let dirs: Vec<String> = local
+        .iter()
+        .map(|(d, n)| format!("{} {n}", Shown::name(d)))
+        .collect();
     Some(format!(
         "… {total} ignored build output(s), session-local and never applied ({}); `diff PATH` shows one\n",
         dirs.join(", ")

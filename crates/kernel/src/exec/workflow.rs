@@ -13,6 +13,7 @@ use airlock_stage::apply::{ApplyContext, ApplyError, HostExecGate, apply_verifie
 use airlock_stage::journal::Journal;
 use airlock_stage::undo::{UndoError, undo_last};
 use airlock_stage::{VerdictRecord, VerdictSource, diff as sdiff};
+use airlock_types::display::Shown;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -36,13 +37,12 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
             continue;
         }
         let code = sdiff::status_letter(e);
+        // The text is for a terminal: the path escaped (`{}`); the JSON keeps it exact.
         let path = e.path.display();
-        text.push(code);
-        text.push(' ');
-        text.push_str(&path);
+        text.push_str(&format!("{code} {}", e.path));
         let mut v = json!({ "status": code.to_string(), "path": path });
         if let Some(flag) = &e.flagged {
-            text.push_str(&format!("  (flagged: {flag})"));
+            text.push_str(&format!("  (flagged: {})", Shown::name(flag)));
             v["flagged"] = json!(flag);
         }
         text.push('\n');
