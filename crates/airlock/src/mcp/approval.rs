@@ -291,6 +291,25 @@ mod tests {
     }
 
     #[test]
+    fn the_form_shows_what_the_agent_chose_escaped_on_one_line() {
+        let mut r = req("bash", "ask_mode");
+        r.summary = "run `cat x`\r\x1b[2A\x1b[JWhat: run `ls`\nWhy: safe \u{202e}".into();
+        let ElicitRequestParams::FormElicitationParams { message, .. } = form(&r) else {
+            panic!("a form elicitation");
+        };
+        assert!(
+            message.contains(
+                "What: run `cat x`\\r\\x1b[2A\\x1b[JWhat: run `ls`\\nWhy: safe \\u{202e}\n"
+            ),
+            "{message}"
+        );
+        assert_eq!(
+            message.lines().filter(|l| l.starts_with("What:")).count(),
+            1
+        );
+    }
+
+    #[test]
     fn rounds_use_only_answers_to_the_same_question() {
         let a = McpApprover::Rounds {
             answered: vec![(Question::of(&req("bash", "ask_mode")), Approval::Once)],
