@@ -148,10 +148,12 @@ pub fn escape_bytes(bytes: &[u8]) -> String {
 /// escaped ([`crate::display`], one line), so `{}` of a path can never drive a terminal.
 impl fmt::Display for RelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::display::escape_bytes_for_terminal(
-            self.as_bytes(),
-            crate::display::Escape::Name,
-        ))
+        use crate::display::{Escape, escape_bytes_for_terminal, escape_for_terminal};
+        match self.0.to_str() {
+            // Borrowed, no copy, for the usual clean name.
+            Some(s) => f.write_str(&escape_for_terminal(s, Escape::Name)),
+            None => f.write_str(&escape_bytes_for_terminal(self.as_bytes(), Escape::Name)),
+        }
     }
 }
 
