@@ -503,7 +503,13 @@ pub fn apply_refusal_of(hits: &[(RelPath, HostExec, std::path::PathBuf)]) -> Opt
         let shown = if anchor.as_os_str().is_empty() {
             "the workspace root".to_string()
         } else {
-            format!("`{}`", anchor.display())
+            format!(
+                "`{}`",
+                airlock_types::display::escape_bytes_for_terminal(
+                    std::os::unix::ffi::OsStrExt::as_bytes(anchor.as_os_str()),
+                    airlock_types::display::Escape::Name,
+                )
+            )
         };
         if let [only] = paths.as_slice() {
             out.push_str(&format!(" `{only}` is {}.", h.what));

@@ -61,7 +61,7 @@ pub(crate) fn text(groups: &BTreeMap<String, u64>, hooks: &[LocalHook]) -> Optio
         "session-local ({total} file(s) under ignored paths: seen by later commands and by verify, never applied):\n"
     );
     for (g, n) in groups.iter().take(TEXT_GROUPS) {
-        let name = g;
+        let name = airlock_types::display::Shown::name(g);
         if g.ends_with('/') {
             out.push_str(&format!("  {name}  ({n} file(s))\n"));
         } else {
@@ -77,7 +77,8 @@ pub(crate) fn text(groups: &BTreeMap<String, u64>, hooks: &[LocalHook]) -> Optio
     for h in hooks {
         out.push_str(&format!(
             "  ! {}: {} — a verdict that depends on it needs the operator\n",
-            h.path, h.why
+            airlock_types::display::Shown::name(&h.path),
+            h.why
         ));
     }
     Some(out)

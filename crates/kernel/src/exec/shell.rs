@@ -439,6 +439,14 @@ pub(crate) fn harvest_into_store(
         {
             continue; // airlock's own state is never harvested
         }
+        if airlock_policy::jail::has_control_char(rel.as_bytes()) {
+            // A name that could disguise itself and the lines around it on the operator's
+            // screen is never staged; the line shows it escaped (`{rel}`).
+            summary.push(format!(
+                "! {rel} (a name with a control, bidi or invisible character: not staged; rename it with printable characters only)"
+            ));
+            continue;
+        }
         if masked.iter().any(|m| path.starts_with(m)) {
             summary.push(format!("! {rel} (a masked sensitive file: not staged)"));
             continue;

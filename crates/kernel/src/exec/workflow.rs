@@ -14,7 +14,9 @@ use airlock_stage::apply::{ApplyContext, ApplyError, HostExecGate, apply_verifie
 use airlock_stage::journal::Journal;
 use airlock_stage::undo::{UndoError, undo_last};
 use airlock_stage::{VerdictRecord, VerdictSource, diff as sdiff};
+use airlock_types::display::Shown;
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -37,13 +39,12 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
             continue;
         }
         let code = sdiff::status_letter(e);
+        // The text is for a terminal: the path escaped (`{}`); the JSON keeps it exact.
         let path = e.path.display();
-        text.push(code);
-        text.push(' ');
-        text.push_str(&path);
+        let _ = write!(text, "{code} {}", e.path);
         let mut v = json!({ "status": code.to_string(), "path": path });
         if let Some(flag) = &e.flagged {
-            text.push_str(&format!("  (flagged: {flag})"));
+            let _ = write!(text, "  (flagged: {})", Shown::name(flag));
             v["flagged"] = json!(flag);
         }
         text.push('\n');
