@@ -433,8 +433,17 @@ fn verify_scoped(
             parsed.disagreements.join("; ")
         ));
     }
+    // Disagreements are what turned a would-be pass into an error; on any other verdict they
+    // would only add noise.
+    let flipped = reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("the run's signals disagree"));
     let mut integrity = crate::integrity::Integrity {
-        disagreements: parsed.disagreements.clone(),
+        disagreements: if flipped {
+            parsed.disagreements.clone()
+        } else {
+            Vec::new()
+        },
         concerns: crate::integrity::classify::judge(input.workspace, &input.layers),
         signals: parsed.signals.clone(),
     };

@@ -707,6 +707,31 @@ fn check_seal(
         .map_err(|e| refuse(format!("the workspace could not be fingerprinted: {e}")))?;
     let moved = seal.base.moved(&now);
     if !moved.is_empty() {
+        // A staged path that changed on disk is the sharper diagnosis: a conflict (exit 5).
+        let conflicts: Vec<airlock_stage::apply::Conflict> = verified
+            .snapshot()
+            .entries
+            .iter()
+            .filter(|e| !e.session_local)
+            .filter_map(|e| {
+                let found = airlock_stage::fingerprint_path(&airlock_stage::model::abs_path(
+                    k.root, &e.path,
+                ))
+                .ok()?;
+                (found != e.base).then(|| airlock_stage::apply::Conflict {
+                    path: e.path.clone(),
+                    expected: e.base.clone(),
+                    found,
+                })
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            let e = ApplyError::Conflict(conflicts);
+            return Err(failure(
+                format!("Nothing was applied: {e}"),
+                Status::Conflict,
+            ));
+        }
         let shown: Vec<&str> = moved.iter().take(8).map(String::as_str).collect();
         let more = moved.len().saturating_sub(shown.len());
         let tail = if more > 0 {

@@ -136,9 +136,10 @@ pub fn authentic(
 const MAX_ENTRIES: usize = 2_000_000;
 
 /// The fingerprint of the tree at `root` now: per top-level name, a hash of every entry's
-/// name, inode, size, modification time and mode below it (`.git` and `.airlock` left out).
+/// name, size, modification time (to the nanosecond) and mode below it (`.git` and `.airlock`
+/// left out). Inodes are not part of it, so a workspace copied with its times (`cp -a`) or
+/// moved keeps its fingerprint.
 pub fn base_fingerprint(root: &Path) -> io::Result<BaseFingerprint> {
-    use std::os::unix::fs::MetadataExt;
     let mut out = std::collections::BTreeMap::new();
     let mut budget = MAX_ENTRIES;
     let mut names: Vec<_> = std::fs::read_dir(root)?.flatten().collect();
@@ -151,7 +152,6 @@ pub fn base_fingerprint(root: &Path) -> io::Result<BaseFingerprint> {
         let mut h = blake3::Hasher::new();
         let m = e.path().symlink_metadata()?;
         meta(&mut h, &m);
-        h.update(&m.ino().to_le_bytes());
         if m.is_dir() {
             hash_dir(&e.path(), &mut h, &mut budget)?;
         }
@@ -169,7 +169,6 @@ fn meta(h: &mut blake3::Hasher, m: &std::fs::Metadata) {
 }
 
 fn hash_dir(dir: &Path, h: &mut blake3::Hasher, budget: &mut usize) -> io::Result<()> {
-    use std::os::unix::fs::DirEntryExt;
     let mut entries: Vec<_> = match std::fs::read_dir(dir) {
         Ok(r) => r.flatten().collect(),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
@@ -186,7 +185,6 @@ fn hash_dir(dir: &Path, h: &mut blake3::Hasher, budget: &mut usize) -> io::Resul
         }
         *budget -= 1;
         h.update(e.file_name().as_encoded_bytes());
-        h.update(&e.ino().to_le_bytes());
         let Ok(m) = e.metadata() else {
             h.update(b"\0gone");
             continue;
