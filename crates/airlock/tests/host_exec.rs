@@ -553,3 +553,88 @@ fn targets_of_linked_host_exec_files_are_host_exec() {
     let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// A link created in the changeset under a host-exec directory's name makes its target that
+/// directory: `.vscode -> vsc` with `vsc/tasks.json` is `.vscode/tasks.json` to VS Code. Both
+/// the link and the file under its target are refused at apply, for every such directory, and
+/// through a chain of links; naming both lets them through.
+#[test]
+fn a_link_named_as_a_host_exec_directory_and_the_files_below_its_target_are_refused() {
+    for (dir, file) in [
+        (".vscode", "tasks.json"),
+        (".claude", "settings.json"),
+        (".cursor", "mcp.json"),
+        (".gemini", "settings.json"),
+        (".codex", "config.toml"),
+        (".zed", "settings.json"),
+        (".kiro", "settings/mcp.json"),
+    ] {
+        let fx = Fx::git_repo();
+        let script = format!(
+            "mkdir -p vsc/$(dirname {file}) && echo '{{\"tasks\":[{{\"runOptions\":{{\"runOn\":\"folderOpen\"}}}}]}}' > vsc/{file} && ln -s vsc {dir}"
+        );
+        let o = fx.build(&["exec", "--", "sh", "-c", &script]);
+        assert_eq!(o.status.code(), Some(0), "{dir}: {}", text(&o));
+        let st = fx.status();
+        assert!(flagged(&st, dir).is_some(), "{dir} not flagged: {st}");
+        let target = format!("vsc/{file}");
+        assert!(
+            flagged(&st, &target).is_some(),
+            "{target} not flagged: {st}"
+        );
+        fx.verify_passes();
+        let o = fx.build(&["apply"]);
+        assert_eq!(o.status.code(), Some(4), "{dir}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(dir) && err.contains("vsc"), "{dir}: {err}");
+        assert!(std::fs::symlink_metadata(fx.ws.join(dir)).is_err(), "{dir}");
+        assert!(!fx.ws.join("vsc").exists(), "{dir}: nothing may be written");
+        // The link alone is not enough: the operator must name what the link makes host-exec.
+        let o = fx.build(&["apply", "--allow-host-exec", dir]);
+        assert_eq!(o.status.code(), Some(4), "{dir}: {}", text(&o));
+        let o = fx.build(&[
+            "apply",
+            "--allow-host-exec",
+            dir,
+            "--allow-host-exec",
+            "vsc",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{dir}: {}", text(&o));
+    }
+    // Through a chain of links staged by separate commands, and a file written by a file tool
+    // once the link is staged.
+    let fx = Fx::git_repo();
+    let o = fx.build(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p b && ln -s b a && ln -s a .vscode",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = fx.build(&["exec", "--", "sh", "-c", "echo '{}' > b/tasks.json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let st = fx.status();
+    assert!(flagged(&st, "b/tasks.json").is_some(), "{st}");
+    let args = serde_json::json!({"path": "b/settings.json", "content": "{}"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(json_line(&o)["rule"], "jail_host_exec");
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(!fx.ws.join("b").exists());
+    // A link with an ordinary name, and a loop, are ordinary.
+    let fx = Fx::git_repo();
+    let o = fx.build(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p docs && echo x > docs/tasks.json && ln -s docs manual && ln -s l2 l1 && ln -s l1 l2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -164,11 +164,6 @@ pub fn denial_for(subject: &str, h: HostExec) -> Decision {
     denial(subject, h)
 }
 
-/// The `flagged` reason for a host-exec classification (see [`flag`]).
-pub fn flag_for(h: HostExec) -> String {
-    flag_text(h)
-}
-
 /// A directory the repository's own configuration names as its hooks (`core.hooksPath`).
 pub const CONFIGURED_HOOKS: HostExec = HostExec {
     kind: "git_hooks_path",
@@ -300,26 +295,23 @@ pub(crate) fn denial(subject: &str, h: HostExec) -> Decision {
     )
 }
 
-/// The `flagged` reason the sandbox harvest records on a staged change to a host-exec path.
-/// [`is_host_exec_flag`] recognises it again at apply time, where the operator may lift it.
-pub fn flag(rel: &RelPath) -> Option<String> {
-    classify(rel).map(flag_text)
+/// The human text of a staged host-exec flag of this kind (the flag itself records only the
+/// kind, [`HostExec::kind`]); a kind this build does not know says so.
+pub fn flag_text(kind: &str) -> String {
+    match by_kind(kind) {
+        Some(h) => format!(
+            "{}, which the host acts on by itself; apply needs the operator's --allow-host-exec",
+            h.what
+        ),
+        None => format!("a host-exec kind this build does not know (`{kind}`)"),
+    }
 }
 
-fn flag_text(h: HostExec) -> String {
-    format!(
-        "{}, which the host acts on by itself; apply needs the operator's --allow-host-exec",
-        h.what
-    )
-}
-
-/// True when `flag` is exactly the host-exec flag [`flag`] gives `rel` (and not some other
-/// reason, such as a symlink leaving the workspace, which no override lifts).
-pub fn is_host_exec_flag(rel: &RelPath, flag: &str) -> bool {
-    classify(rel).is_some_and(|h| flag_text(h) == flag)
-        || [GIT_DIR_SHAPE, CONFIGURED_HOOKS, CONFIGURED_INCLUDE]
-            .iter()
-            .any(|h| flag == flag_text(*h))
+/// True when `kind` (a staged host-exec flag's) is one this build knows: the only flags an
+/// operator's grant may lift. Kinds are compared, never texts; an unknown kind is lifted by
+/// nothing.
+pub fn is_host_exec_flag(kind: &str) -> bool {
+    by_kind(kind).is_some()
 }
 
 /// The shortest leading part of `rel` that is itself a host-exec path by name (`.git` for
@@ -574,15 +566,17 @@ mod tests {
     #[test]
     fn flags_round_trip_and_other_flags_do_not_pass_for_them() {
         let rel = RelPath::new("sub/.git").unwrap();
-        let f = flag(&rel).unwrap();
-        assert!(is_host_exec_flag(&rel, &f));
-        assert!(!is_host_exec_flag(
-            &rel,
-            "symbolic link `sub/.git` points outside the workspace to `/etc`"
-        ));
-        let plain = RelPath::new("src/a.rs").unwrap();
-        assert!(flag(&plain).is_none());
-        assert!(!is_host_exec_flag(&plain, &f));
+        let h = classify(&rel).unwrap();
+        assert_eq!(h.kind, "git");
+        assert_eq!(by_kind(h.kind), Some(h));
+        assert!(is_host_exec_flag(h.kind));
+        assert!(flag_text(h.kind).starts_with("a git control entry"));
+        for dynamic in DYNAMIC {
+            assert!(is_host_exec_flag(dynamic.kind));
+        }
+        assert!(!is_host_exec_flag("no_such_kind"));
+        assert!(!is_host_exec_flag(&flag_text(h.kind)));
+        assert!(flag_text("no_such_kind").contains("does not know"));
         let d = host_exec_rule(&rel).unwrap();
         assert_eq!(d.rule, RULE);
         assert_eq!(d.stage, Stage::Jail);
@@ -685,8 +679,7 @@ mod tests {
         ] {
             assert_eq!(classify_in(&r("src/config"), look(&partial)), None);
         }
-        let f = flag_for(GIT_DIR_SHAPE);
-        assert!(is_host_exec_flag(&r("src/config"), &f));
+        assert!(is_host_exec_flag(GIT_DIR_SHAPE.kind));
     }
 
     #[test]

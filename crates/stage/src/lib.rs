@@ -33,6 +33,7 @@ pub mod undo;
 
 pub use blobs::{BlobPin, BlobStore};
 pub use model::{
-    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry,
-    StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
+    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, Flag, NotVerified,
+    StagedEntry, StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset,
+    fingerprint_path,
 };

@@ -9,6 +9,7 @@ use crate::output::Status;
 use crate::session::prepare_session_run;
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
+use airlock_stage::Flag;
 use airlock_stage::apply::{ApplyContext, ApplyError, HostExecGate, apply_verified};
 use airlock_stage::journal::Journal;
 use airlock_stage::undo::{UndoError, undo_last};
@@ -42,8 +43,10 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
         text.push_str(&path);
         let mut v = json!({ "status": code.to_string(), "path": path });
         if let Some(flag) = &e.flagged {
-            text.push_str(&format!("  (flagged: {flag})"));
-            v["flagged"] = json!(flag);
+            let shown = super::flag_text(flag);
+            text.push_str(&format!("  (flagged: {shown})"));
+            v["flagged"] = json!(shown);
+            v["flag"] = json!(flag.name());
         }
         text.push('\n');
         entries.push(v);
@@ -480,10 +483,25 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
         .map(|e| (e.path.as_path().to_path_buf(), &e.change))
         .collect();
     let unchanged = std::collections::HashMap::new();
+    let links: Vec<(std::path::PathBuf, std::path::PathBuf)> = verified
+        .snapshot()
+        .entries
+        .iter()
+        .filter(|e| !e.session_local)
+        .filter_map(|e| match &e.change {
+            airlock_stage::Change::Symlink { target } => Some((
+                e.path.as_path().to_path_buf(),
+                crate::host_shape::link_target(target),
+            )),
+            _ => None,
+        })
+        .collect();
     let mut shapes = crate::host_shape::ShapeJudge::new(
         k.root,
         |p: &Path| crate::host_shape::post_apply_node(k.root, &unchanged, p),
         |p: &Path| crate::host_shape::post_apply_node(k.root, &changes, p),
+        links,
+        |p: &Path| crate::host_shape::post_apply_link(k.root, &changes, p),
     );
     let mut refused = Vec::new();
     for e in &verified.snapshot().entries {
@@ -510,12 +528,16 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
             continue;
         }
         if let Some(flag) = &e.flagged
-            && !(grant.allows(&e.path) && host_exec::is_host_exec_flag(&e.path, flag))
+            && !(grant.allows(&e.path) && lifts(flag))
         {
             let d = Decision::deny(
                 Stage::Jail,
                 "jail_flagged_entry",
-                format!("`{}` cannot be applied: {flag}; discard or fix it.", e.path),
+                format!(
+                    "`{}` cannot be applied: {}; discard or fix it.",
+                    e.path,
+                    super::flag_text(flag)
+                ),
             );
             return denial(d);
         }
@@ -597,9 +619,15 @@ impl HostExecGate for PolicyHostExec {
         host_exec::classify(path).map(|h| format!("{} ({})", h.what, h.why))
     }
 
-    fn lifts_flag(&self, path: &airlock_policy::RelPath, flag: &str) -> bool {
-        self.0.allows(path) && host_exec::is_host_exec_flag(path, flag)
+    fn lifts_flag(&self, path: &airlock_policy::RelPath, flag: &Flag) -> bool {
+        self.0.allows(path) && lifts(flag)
     }
+}
+
+/// True for the one kind of flag a grant may lift: a host-exec flag of a kind this build
+/// knows (compared by kind; no other flag, and no unreadable one, is ever lifted).
+fn lifts(flag: &Flag) -> bool {
+    matches!(flag, Flag::HostExec { kind } if host_exec::is_host_exec_flag(kind))
 }
 
 /// `apply` refused because the changeset touches host-exec paths the operator did not name:
@@ -835,7 +863,8 @@ mod tests {
         apply_verified(&ws.root, &v, &ws.blobs, &j, &ctx(&[])).unwrap();
         // Granted: applied, flagged by the harvest or not.
         let mut flagged_wipe = wipe();
-        flagged_wipe.flagged = host_exec::flag(&flagged_wipe.path);
+        flagged_wipe.flagged =
+            host_exec::classify(&flagged_wipe.path).map(|h| Flag::host_exec(h.kind));
         assert!(flagged_wipe.flagged.is_some());
         let v = verified(vec![gitfile(), flagged_wipe]);
         apply_verified(
@@ -855,7 +884,7 @@ mod tests {
                 target: b"/etc".to_vec(),
             },
         );
-        escape.flagged = Some("symbolic link points outside the workspace".into());
+        escape.flagged = Some(Flag::LinkOutside);
         let err = apply_verified(
             &ws.root,
             &verified(vec![escape]),

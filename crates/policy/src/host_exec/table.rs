@@ -27,9 +27,11 @@ pub(crate) struct Entry {
     /// Path patterns (see the file's header).
     pub(crate) patterns: Vec<String>,
     /// Paths that must match.
+    #[cfg_attr(not(test), allow(dead_code))]
     #[serde(default)]
     pub(crate) matches: Vec<String>,
     /// Look-alikes that must not match.
+    #[cfg_attr(not(test), allow(dead_code))]
     #[serde(default)]
     pub(crate) not_matches: Vec<String>,
 }
