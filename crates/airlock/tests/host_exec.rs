@@ -638,3 +638,44 @@ fn a_link_named_as_a_host_exec_directory_and_the_files_below_its_target_are_refu
     let o = fx.build(&["apply"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// Agent-harness configurations their tools load by themselves, Cargo's configuration and a
+/// virtual environment's startup hooks are host-exec: denied to the file tools, flagged by the
+/// harvest and refused at apply.
+#[test]
+fn agent_harness_configs_cargo_config_and_python_startup_hooks_are_host_exec() {
+    let fx = Fx::git_repo();
+    let paths = [
+        "opencode.json",
+        ".roo/mcp.json",
+        ".kiro/settings/mcp.json",
+        ".amazonq/mcp.json",
+        ".continue/mcpServers/x.yaml",
+        ".windsurf/hooks.json",
+        ".aider.conf.yml",
+        ".cargo/config.toml",
+        ".venv/lib/python3.12/site-packages/evil.pth",
+        ".claude/commands/x.md",
+        ".devcontainer/devcontainer.json",
+    ];
+    for path in paths {
+        let args = serde_json::json!({"path": path, "content": "{}\n"});
+        let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+        assert_eq!(o.status.code(), Some(3), "{path}: {}", text(&o));
+        assert_eq!(json_line(&o)["rule"], "jail_host_exec", "{path}");
+    }
+    let script: Vec<String> = paths
+        .iter()
+        .map(|p| format!("mkdir -p \"$(dirname {p})\" && echo x > {p}"))
+        .collect();
+    let o = fx.build(&["exec", "--", "sh", "-c", &script.join(" && ")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let st = fx.status();
+    for path in paths {
+        assert!(flagged(&st, path).is_some(), "{path} not flagged: {st}");
+    }
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(!fx.ws.join("opencode.json").exists());
+}
