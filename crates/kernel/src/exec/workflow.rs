@@ -894,5 +894,26 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("outside the workspace"), "{err}");
+        // Nor a flag whose kind this build does not know, or whose stored name it cannot read
+        // (an older airlock's text): compared by kind, never by text.
+        for flag in [
+            Flag::host_exec("no_such_tool"),
+            Flag::Unknown(host_exec::flag_text("git")),
+            Flag::Sensitive {
+                rule: "jail_sensitive".into(),
+            },
+        ] {
+            let mut e = ws.stage(".git/info/x", Change::Delete);
+            e.flagged = Some(flag.clone());
+            let err = apply_verified(
+                &ws.root,
+                &verified(vec![e]),
+                &ws.blobs,
+                &j,
+                &ctx(&[".git"]),
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains("flagged"), "{flag:?}: {err}");
+        }
     }
 }
