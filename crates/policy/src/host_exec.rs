@@ -182,71 +182,29 @@ pub const CONFIGURED_INCLUDE: HostExec = HostExec {
 /// (relative to `worktree`, the directory hooks run in) and its `include.path` and
 /// `includeIf.*.path` files (relative to `config_dir`, the directory holding the
 /// configuration). Both directories are workspace-relative (empty for the root); a value that
-/// is absolute, starts with `~`, or climbs out of the workspace names nothing here. A simple
-/// reader of git's format: sections, subsections, case-insensitive keys, quoted values and
-/// comments; last value wins for `core.hooksPath`.
+/// is absolute, starts with `~`, or climbs out of the workspace names nothing here. Read with
+/// airlock's one git-configuration reader ([`crate::git_config`]); last value wins for
+/// `core.hooksPath`.
 pub fn git_config_host_exec(
     config: &str,
     config_dir: &std::path::Path,
     worktree: &std::path::Path,
 ) -> Vec<(std::path::PathBuf, HostExec)> {
-    let mut out = Vec::new();
-    let mut hooks: Option<std::path::PathBuf> = None;
-    let mut section = String::new();
-    for raw in config.lines() {
-        let mut line = raw.trim();
-        if let Some(rest) = line.strip_prefix('[') {
-            let Some(end) = rest.find(']') else { continue };
-            let header = &rest[..end];
-            section = header
-                .split(|c: char| c.is_whitespace() || c == '"' || c == '.')
-                .next()
-                .unwrap_or("")
-                .to_ascii_lowercase();
-            line = rest[end + 1..].trim();
-        }
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let key = key.trim().to_ascii_lowercase();
-        let value = config_value(value);
-        match (section.as_str(), key.as_str()) {
-            ("core", "hookspath") => hooks = inside(worktree, &value),
-            ("include" | "includeif", "path") => {
-                if let Some(p) = inside(config_dir, &value) {
-                    out.push((p, CONFIGURED_INCLUDE));
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some(h) = hooks {
+    let entries = crate::git_config::parse(config);
+    let mut out: Vec<(std::path::PathBuf, HostExec)> = entries
+        .iter()
+        .filter(|e| {
+            e.key == "include.path" || (e.key.starts_with("includeif.") && e.key.ends_with(".path"))
+        })
+        .filter_map(|e| inside(config_dir, e.value.as_deref()?))
+        .map(|p| (p, CONFIGURED_INCLUDE))
+        .collect();
+    if let Some(h) =
+        crate::git_config::last(&entries, "core.hookspath").and_then(|v| inside(worktree, v))
+    {
         out.push((h, CONFIGURED_HOOKS));
     }
     out
-}
-
-/// A git config value: comments cut outside quotes, quotes removed, escapes kept simple.
-fn config_value(v: &str) -> String {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = v.trim().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => {
-                if let Some(n) = chars.next() {
-                    out.push(n);
-                }
-            }
-            '#' | ';' if !quoted => break,
-            c => out.push(c),
-        }
-    }
-    out.trim().to_string()
 }
 
 /// `value` taken relative to `base` (workspace-relative), folded lexically; `None` when it is

@@ -905,14 +905,8 @@ mod tests {
         ] {
             let mut e = ws.stage(".git/info/x", Change::Delete);
             e.flagged = Some(flag.clone());
-            let err = apply_verified(
-                &ws.root,
-                &verified(vec![e]),
-                &ws.blobs,
-                &j,
-                &ctx(&[".git"]),
-            )
-            .unwrap_err();
+            let err = apply_verified(&ws.root, &verified(vec![e]), &ws.blobs, &j, &ctx(&[".git"]))
+                .unwrap_err();
             assert!(err.to_string().contains("flagged"), "{flag:?}: {err}");
         }
     }
