@@ -247,6 +247,21 @@ pub(crate) fn post_apply_link(
     }
 }
 
+/// The links of a changeset (`(path, target)`), session-local ones left out: they are never
+/// applied.
+pub(crate) fn changeset_links(entries: &[airlock_stage::StagedEntry]) -> Vec<(PathBuf, PathBuf)> {
+    entries
+        .iter()
+        .filter(|e| !e.session_local)
+        .filter_map(|e| match &e.change {
+            Change::Symlink { target } => {
+                Some((e.path.as_path().to_path_buf(), link_target(target)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The staged links of a session (`(path, target)`), session-local ones left out: they are
 /// never applied.
 pub(crate) fn staged_links(store: &Store) -> Vec<(PathBuf, PathBuf)> {

@@ -421,21 +421,11 @@ pub(crate) fn harvest_into_store(
     let mut ignore = airlock_stage::view::IgnoreRules::new(k.root);
     // Host-exec paths by name, and below directories git takes for repositories by their
     // shape before the command (the merged view) or after it (its upper layer over that).
-    // Links are followed: the staged ones and this command's own (never applied when ignored).
-    let mut links = crate::host_shape::staged_links(k.store);
-    for c in &changes {
-        if let UpperChange::Symlink { path, target } = c
-            && let Ok(rel) = RelPath::new(path)
-            && !ignore.is_ignored(&rel, false)
-        {
-            links.push((path.clone(), target.clone()));
-        }
-    }
     let mut shapes = crate::host_shape::ShapeJudge::new(
         k.root,
         |p: &Path| crate::host_shape::merged_node(k.store, p),
         |p: &Path| crate::host_shape::upper_node(upper, k.store, p),
-        links,
+        harvest_links(k, &changes, &mut ignore),
         |p: &Path| crate::host_shape::upper_link(upper, k.store, p),
     );
     for change in changes {
@@ -610,6 +600,25 @@ pub(crate) fn harvest_into_store(
         .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
     settle_summary(k, summary, unsure)
+}
+
+/// The links the host-exec judge follows for a harvest: the staged ones and this command's own
+/// (an ignored one is never applied, so it makes nothing host-exec).
+fn harvest_links(
+    k: &ExecCtx<'_>,
+    changes: &[UpperChange],
+    ignore: &mut airlock_stage::view::IgnoreRules,
+) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut links = crate::host_shape::staged_links(k.store);
+    for c in changes {
+        if let UpperChange::Symlink { path, target } = c
+            && let Ok(rel) = RelPath::new(path)
+            && !ignore.is_ignored(&rel, false)
+        {
+            links.push((path.clone(), target.clone()));
+        }
+    }
+    links
 }
 
 /// A summary line whose change may have left its path as the workspace has it: a rewrite

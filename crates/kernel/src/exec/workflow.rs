@@ -473,52 +473,7 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
     // Only the operator's own front end fills this; nothing the model sends reaches it.
     let grant = HostExecGrant::new(&call.operator.allow_host_exec);
     // Host-exec paths first: every one is named, and nothing is written.
-    // Judged by name, and below directories git takes for repositories by their shape, on
-    // disk now or once the changeset is applied.
-    let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = verified
-        .snapshot()
-        .entries
-        .iter()
-        .filter(|e| !e.session_local)
-        .map(|e| (e.path.as_path().to_path_buf(), &e.change))
-        .collect();
-    let unchanged = std::collections::HashMap::new();
-    let links: Vec<(std::path::PathBuf, std::path::PathBuf)> = verified
-        .snapshot()
-        .entries
-        .iter()
-        .filter(|e| !e.session_local)
-        .filter_map(|e| match &e.change {
-            airlock_stage::Change::Symlink { target } => Some((
-                e.path.as_path().to_path_buf(),
-                crate::host_shape::link_target(target),
-            )),
-            _ => None,
-        })
-        .collect();
-    let mut shapes = crate::host_shape::ShapeJudge::new(
-        k.root,
-        |p: &Path| crate::host_shape::post_apply_node(k.root, &unchanged, p),
-        |p: &Path| crate::host_shape::post_apply_node(k.root, &changes, p),
-        links,
-        |p: &Path| crate::host_shape::post_apply_link(k.root, &changes, p),
-    );
-    let mut refused = Vec::new();
-    for e in &verified.snapshot().entries {
-        if e.session_local || grant.allows(&e.path) {
-            continue;
-        }
-        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
-        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
-            && e.base == airlock_stage::Fingerprint::Dir;
-        if no_op {
-            continue;
-        }
-        if let Some((h, anchor)) = shapes.classify(&e.path) {
-            refused.push((e.path.clone(), h, anchor));
-        }
-    }
-    if let Some(reason) = host_exec::apply_refusal_of(&refused) {
+    if let Some(reason) = ungranted_host_exec(k, &verified.snapshot().entries, &grant) {
         return host_exec_refusal(reason);
     }
     airlock_sandbox::timing::mark("host-exec paths judged");
@@ -605,6 +560,45 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
         }
         Err(e) => failure(format!("Nothing was applied: {e}"), Status::Failed),
     }
+}
+
+/// What `apply` says when the changeset holds host-exec changes the operator did not grant, or
+/// `None`. Judged by name, through the changeset's links, and below directories git takes for
+/// repositories by their shape, on disk now or once the changeset is applied.
+fn ungranted_host_exec(
+    k: &ExecCtx<'_>,
+    entries: &[airlock_stage::StagedEntry],
+    grant: &HostExecGrant,
+) -> Option<String> {
+    let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = entries
+        .iter()
+        .filter(|e| !e.session_local)
+        .map(|e| (e.path.as_path().to_path_buf(), &e.change))
+        .collect();
+    let unchanged = std::collections::HashMap::new();
+    let mut shapes = crate::host_shape::ShapeJudge::new(
+        k.root,
+        |p: &Path| crate::host_shape::post_apply_node(k.root, &unchanged, p),
+        |p: &Path| crate::host_shape::post_apply_node(k.root, &changes, p),
+        crate::host_shape::changeset_links(entries),
+        |p: &Path| crate::host_shape::post_apply_link(k.root, &changes, p),
+    );
+    let mut refused = Vec::new();
+    for e in entries {
+        if e.session_local || grant.allows(&e.path) {
+            continue;
+        }
+        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
+        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
+            && e.base == airlock_stage::Fingerprint::Dir;
+        if no_op {
+            continue;
+        }
+        if let Some((h, anchor)) = shapes.classify(&e.path) {
+            refused.push((e.path.clone(), h, anchor));
+        }
+    }
+    host_exec::apply_refusal_of(&refused)
 }
 
 /// The stage's second look at host-exec paths during apply: the policy's classification by name
