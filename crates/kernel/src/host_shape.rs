@@ -66,10 +66,8 @@ impl<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> ShapeJudge<F, G> {
         if let Some((_, h)) = self.links.named.iter().find(|(l, _)| l == rel.as_path()) {
             return Some((*h, rel.as_path().to_path_buf()));
         }
-        if let Some((named, target)) = self.links.alias_of(rel.as_path())
-            && let Some(h) = RelPath::new(&named).ok().and_then(|n| classify(&n))
-        {
-            return Some((h, target.to_path_buf()));
+        if let Some(hit) = self.links.classify_aliased(rel.as_path()) {
+            return Some(hit);
         }
         if let Some((anchor, h)) = self
             .configured

@@ -91,17 +91,42 @@ pub(crate) struct LinkMap {
 }
 
 impl LinkMap {
-    /// `p` as named through the first alias whose target holds it, or `None`.
-    pub(crate) fn alias_of(&self, p: &Path) -> Option<(PathBuf, &Path)> {
-        self.aliases.iter().find_map(|(target, name)| {
+    /// `p` as named through each alias whose target holds it (several may: `.vscode -> .`
+    /// and `.claude -> cfg` both hold `cfg/settings.json`), with that target.
+    pub(crate) fn aliases_of<'a>(
+        &'a self,
+        p: &'a Path,
+    ) -> impl Iterator<Item = (PathBuf, &'a Path)> + 'a {
+        self.aliases.iter().filter_map(move |(target, name)| {
             let rest = p.strip_prefix(target).ok()?;
             Some((name.join(rest), target.as_path()))
         })
     }
 
+    /// The first classification `p` has through an alias, with the alias's target.
+    pub(crate) fn classify_aliased(&self, p: &Path) -> Option<(HostExec, PathBuf)> {
+        self.aliases_of(p).find_map(|(named, target)| {
+            let h = RelPath::new(&named).ok().and_then(|n| classify(&n))?;
+            Some((h, target.to_path_buf()))
+        })
+    }
+
+    /// The first name `link` has (itself on the first pass, else through an alias) under which
+    /// it is a host-exec entry or holds one.
+    fn host_exec_name(&self, link: &Path, first: bool) -> Option<(PathBuf, HostExec)> {
+        let own = first.then(|| link.to_path_buf());
+        own.into_iter()
+            .chain(self.aliases_of(link).map(|(n, _)| n))
+            .find_map(|name| {
+                let r = RelPath::new(&name).ok()?;
+                let h = classify(&r).or_else(|| classify_container(&r))?;
+                Some((name, h))
+            })
+    }
+
     /// The map for `links` (`(path, target)`), followed with `read_link`: a link is taken in
-    /// as soon as its name (through the links already taken) is a host-exec entry or holds
-    /// one, until no more are; each pass after the first looks only at links an alias renames.
+    /// as soon as its name (its own, or through the links already taken) is a host-exec entry
+    /// or holds one, until a pass takes in no more.
     pub(crate) fn build(
         root: &Path,
         links: &[(PathBuf, PathBuf)],
@@ -116,15 +141,7 @@ impl LinkMap {
                 if done[i] {
                     continue;
                 }
-                let name = match map.alias_of(link) {
-                    Some((n, _)) => n,
-                    None if first => link.clone(),
-                    None => continue,
-                };
-                let Some(h) = RelPath::new(&name)
-                    .ok()
-                    .and_then(|r| classify(&r).or_else(|| classify_container(&r)))
-                else {
+                let Some((name, h)) = map.host_exec_name(link, first) else {
                     continue;
                 };
                 done[i] = true;
@@ -205,19 +222,21 @@ mod tests {
         assert!(named.contains(&Path::new(".vscode")), "{named:?}");
         assert!(named.contains(&Path::new("cfg/mise")), "{named:?}");
         assert!(!named.contains(&Path::new("x")), "{named:?}");
-        let alias = |p: &str| map.alias_of(Path::new(p)).map(|(n, _)| n);
-        assert_eq!(
-            alias("vsc/tasks.json"),
-            Some(PathBuf::from(".vscode/tasks.json"))
-        );
-        assert_eq!(
-            alias("m/config.toml"),
-            Some(PathBuf::from(".config/mise/config.toml"))
-        );
-        assert_eq!(
-            alias("b/settings.json"),
-            Some(PathBuf::from(".claude/settings.json"))
-        );
-        assert_eq!(alias("y/tasks.json"), None);
+        let kind = |p: &str| map.classify_aliased(Path::new(p)).map(|(h, _)| h.kind);
+        assert_eq!(kind("vsc/tasks.json"), Some("vscode"));
+        assert_eq!(kind("m/config.toml"), Some("mise"));
+        assert_eq!(kind("b/settings.json"), Some("claude_code"));
+        assert_eq!(kind("y/tasks.json"), None);
+        assert_eq!(kind("vsc/notes.md"), None);
+        // A link to the workspace root aliases every path; another alias still counts.
+        let pairs = vec![
+            (PathBuf::from(".vscode"), PathBuf::from(".")),
+            (PathBuf::from(".claude"), PathBuf::from("cfg")),
+        ];
+        let map = LinkMap::build(root, &pairs, |_| None);
+        let kind = |p: &str| map.classify_aliased(Path::new(p)).map(|(h, _)| h.kind);
+        assert_eq!(kind("tasks.json"), Some("vscode"));
+        assert_eq!(kind("cfg/settings.json"), Some("claude_code"));
+        assert_eq!(kind("src/main.rs"), None);
     }
 }
