@@ -586,7 +586,12 @@ fn a_link_named_as_a_host_exec_directory_and_the_files_below_its_target_are_refu
         let o = fx.build(&["apply"]);
         assert_eq!(o.status.code(), Some(4), "{dir}: {}", text(&o));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(dir) && err.contains("vsc"), "{dir}: {err}");
+        assert!(
+            err.contains(&format!(
+                "`vsc/{file}` is `{dir}/{file}` through the link `{dir}`"
+            )),
+            "{dir}: {err}"
+        );
         assert!(std::fs::symlink_metadata(fx.ws.join(dir)).is_err(), "{dir}");
         assert!(!fx.ws.join("vsc").exists(), "{dir}: nothing may be written");
         // The link alone is not enough: the operator must name what the link makes host-exec.
@@ -619,7 +624,15 @@ fn a_link_named_as_a_host_exec_directory_and_the_files_below_its_target_are_refu
     let args = serde_json::json!({"path": "b/settings.json", "content": "{}"});
     let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert_eq!(json_line(&o)["rule"], "jail_host_exec");
+    let d = json_line(&o);
+    assert_eq!(d["rule"], "jail_host_exec");
+    assert!(
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("(`.vscode/settings.json` through the link `.vscode`)"),
+        "{d}"
+    );
     fx.verify_passes();
     let o = fx.build(&["apply"]);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));

@@ -372,10 +372,15 @@ fn check_git_dir_shape(g: &Gates<'_>, rels: &[(Option<&RelPath>, bool)]) -> Resu
     );
     for rel in rels.iter().filter_map(|(r, _)| *r) {
         if let Some((h, _)) = judge.classify(rel) {
-            return Err(airlock_policy::host_exec::denial_for(
-                &format!("`{rel}`"),
-                h,
-            ));
+            let subject = match judge.via_link(rel) {
+                Some((named, link)) => format!(
+                    "`{rel}` (`{}` through the link `{}`)",
+                    named.display(),
+                    link.display()
+                ),
+                None => format!("`{rel}`"),
+            };
+            return Err(airlock_policy::host_exec::denial_for(&subject, h));
         }
     }
     Ok(())

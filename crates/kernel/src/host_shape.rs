@@ -56,6 +56,18 @@ impl<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> ShapeJudge<F, G> {
         }
     }
 
+    /// How `rel` is host-exec through a link, if it is: the name it has through the link and
+    /// the link's path (`.vscode/tasks.json` and `.vscode` for `vsc/tasks.json`), for the
+    /// sentence that refuses it.
+    pub(crate) fn via_link(&self, rel: &RelPath) -> Option<(PathBuf, PathBuf)> {
+        if classify(rel).is_some() {
+            return None;
+        }
+        self.links
+            .explain(rel.as_path())
+            .map(|(_, _, named, link)| (named, link))
+    }
+
     /// The host-exec classification of `rel` with its anchor (the entry it is or lies below):
     /// by name, else named by the repository's configuration, else below a git directory by
     /// its shape.

@@ -584,6 +584,7 @@ fn ungranted_host_exec(
         |p: &Path| crate::host_shape::post_apply_link(k.root, &changes, p),
     );
     let mut refused = Vec::new();
+    let mut linked: Vec<String> = Vec::new();
     for e in entries {
         if e.session_local || grant.allows(&e.path) {
             continue;
@@ -595,10 +596,26 @@ fn ungranted_host_exec(
             continue;
         }
         if let Some((h, anchor)) = shapes.classify(&e.path) {
+            if let Some((named, link)) = shapes.via_link(&e.path) {
+                let note = format!(
+                    " `{}` is `{}` through the link `{}`.",
+                    e.path,
+                    named.display(),
+                    link.display()
+                );
+                if linked.len() < host_exec::LISTED {
+                    linked.push(note);
+                }
+            }
             refused.push((e.path.clone(), h, anchor));
         }
     }
-    host_exec::apply_refusal_of(&refused)
+    host_exec::apply_refusal_of(&refused).map(|mut reason| {
+        // After "Nothing was applied." and before the per-path sentences.
+        let at = "Nothing was applied.".len();
+        reason.insert_str(at, &linked.concat());
+        reason
+    })
 }
 
 /// The stage's second look at host-exec paths during apply: the policy's classification by name

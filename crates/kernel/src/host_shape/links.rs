@@ -86,8 +86,9 @@ pub(crate) struct LinkMap {
     /// Links that are host-exec entries by what they are named as (through other links):
     /// the link's path and its classification.
     pub(crate) named: Vec<(PathBuf, HostExec)>,
-    /// `(target, name)`: a path at or below `target` is what it would be at or below `name`.
-    pub(crate) aliases: Vec<(PathBuf, PathBuf)>,
+    /// `(target, name, link)`: a path at or below `target` is what it would be at or below
+    /// `name`, through the link at `link`.
+    pub(crate) aliases: Vec<(PathBuf, PathBuf, PathBuf)>,
 }
 
 impl LinkMap {
@@ -96,18 +97,24 @@ impl LinkMap {
     pub(crate) fn aliases_of<'a>(
         &'a self,
         p: &'a Path,
-    ) -> impl Iterator<Item = (PathBuf, &'a Path)> + 'a {
-        self.aliases.iter().filter_map(move |(target, name)| {
+    ) -> impl Iterator<Item = (PathBuf, &'a Path, &'a Path)> + 'a {
+        self.aliases.iter().filter_map(move |(target, name, link)| {
             let rest = p.strip_prefix(target).ok()?;
-            Some((name.join(rest), target.as_path()))
+            Some((name.join(rest), target.as_path(), link.as_path()))
         })
     }
 
     /// The first classification `p` has through an alias, with the alias's target.
     pub(crate) fn classify_aliased(&self, p: &Path) -> Option<(HostExec, PathBuf)> {
-        self.aliases_of(p).find_map(|(named, target)| {
+        self.explain(p).map(|(h, target, _, _)| (h, target))
+    }
+
+    /// The first classification `p` has through an alias: with the alias's target, the name
+    /// `p` has through it and the link that gives it that name.
+    pub(crate) fn explain(&self, p: &Path) -> Option<(HostExec, PathBuf, PathBuf, PathBuf)> {
+        self.aliases_of(p).find_map(|(named, target, link)| {
             let h = RelPath::new(&named).ok().and_then(|n| classify(&n))?;
-            Some((h, target.to_path_buf()))
+            Some((h, target.to_path_buf(), named, link.to_path_buf()))
         })
     }
 
@@ -116,7 +123,7 @@ impl LinkMap {
     fn host_exec_name(&self, link: &Path, first: bool) -> Option<(PathBuf, HostExec)> {
         let own = first.then(|| link.to_path_buf());
         own.into_iter()
-            .chain(self.aliases_of(link).map(|(n, _)| n))
+            .chain(self.aliases_of(link).map(|(n, _, _)| n))
             .find_map(|name| {
                 let r = RelPath::new(&name).ok()?;
                 let h = classify(&r).or_else(|| classify_container(&r))?;
@@ -150,8 +157,8 @@ impl LinkMap {
                 let lexical = fold_inside(&link.parent().unwrap_or(Path::new("")).join(target));
                 let resolved = resolve_link(root, link, target, &mut read_link).ok();
                 for t in [lexical, resolved].into_iter().flatten() {
-                    if !map.aliases.iter().any(|(a, _)| *a == t) {
-                        map.aliases.push((t, name.clone()));
+                    if !map.aliases.iter().any(|(a, _, _)| *a == t) {
+                        map.aliases.push((t, name.clone(), link.clone()));
                     }
                 }
             }
