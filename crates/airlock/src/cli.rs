@@ -240,6 +240,11 @@ enum Command {
         /// (a `.git` entry, `.envrc`, an editor task file); repeat per path.
         #[arg(long = "allow-host-exec", value_name = "PATH")]
         allow_host_exec: Vec<String>,
+        /// Apply although the verdict names concerns (changed tests or test configuration,
+        /// code reaching for the test run's machinery, session-local hooks): the operator has
+        /// reviewed them (`airlock diff`). Without it such an apply asks on the terminal.
+        #[arg(long = "accept-test-changes")]
+        accept_test_changes: bool,
     },
     /// Revert the last apply.
     Undo,
@@ -523,9 +528,13 @@ fn run(mut cli: Cli) -> CliResult {
             };
             operator_cmd(&g, "verify", args, operator)
         }
-        Command::Apply { allow_host_exec } => {
+        Command::Apply {
+            allow_host_exec,
+            accept_test_changes,
+        } => {
             let operator = OperatorInputs {
                 allow_host_exec,
+                accept_concerns: accept_test_changes,
                 ..OperatorInputs::default()
             };
             operator_cmd(&g, "apply", json!({}), operator)

@@ -30,10 +30,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// airlock's state directory in the workspace.
-pub const STATE_DIR: &str = ".airlock";
+pub use crate::STATE_DIR;
 /// Schema version stored in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 /// How long a writer waits for another process holding the session's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest accepted session name.
@@ -52,7 +51,8 @@ CREATE TABLE IF NOT EXISTS verdict (
     changeset TEXT NOT NULL,
     verdict TEXT NOT NULL,
     detail TEXT NOT NULL,
-    provenance TEXT
+    provenance TEXT,
+    seal TEXT
 ) STRICT;
 ";
 
@@ -528,11 +528,67 @@ impl Store {
         })?;
         let conn = self.lock();
         conn.execute(
-            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance) VALUES (1, ?1, ?2, ?3, ?4)",
+            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance, seal) VALUES (1, ?1, ?2, ?3, ?4, NULL)",
             params![v.changeset.to_hex(), v.verdict.name(), detail, v.source.as_str()],
         )
         .map_err(|e| self.db(e))?;
         Ok(())
+    }
+
+    /// Record the verdict of a verification run with its seal, signed with `key`.
+    pub fn record_sealed_verdict(
+        &self,
+        v: &VerdictRecord,
+        seal: &crate::seal::VerdictSeal,
+        key: &crate::seal::VerdictKey,
+    ) -> Result<(), StageError> {
+        let bad = |e: serde_json::Error| StageError::BadEntry {
+            path: "verdict".into(),
+            detail: e.to_string(),
+        };
+        let detail = serde_json::to_string(&v.detail).map_err(bad)?;
+        let mut seal = seal.clone();
+        seal.sign(key, &v.changeset.to_hex(), v.verdict, v.source);
+        let seal = serde_json::to_string(&seal).map_err(bad)?;
+        let conn = self.lock();
+        conn.execute(
+            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance, seal) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
+            params![v.changeset.to_hex(), v.verdict.name(), detail, v.source.as_str(), seal],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    /// The seal of the last verdict, checked against `key` and the verdict's own fields:
+    /// `Ok(None)` when the verdict has no seal, an error when the seal does not authenticate.
+    pub fn verdict_seal(
+        &self,
+        key: &crate::seal::VerdictKey,
+    ) -> Result<Option<crate::seal::VerdictSeal>, StageError> {
+        let Some(v) = self.last_verdict()? else {
+            return Ok(None);
+        };
+        let conn = self.lock();
+        let seal: Option<String> = conn
+            .query_row("SELECT seal FROM verdict WHERE id = 1", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.db(e))?
+            .flatten();
+        drop(conn);
+        let Some(seal) = seal else { return Ok(None) };
+        let bad = |detail: String| StageError::BadEntry {
+            path: "verdict".into(),
+            detail,
+        };
+        let seal: crate::seal::VerdictSeal =
+            serde_json::from_str(&seal).map_err(|e| bad(format!("seal: {e}")))?;
+        if !seal.authentic(key, &v.changeset.to_hex(), v.verdict, v.source) {
+            return Err(bad(
+                "the stored verdict's seal does not authenticate: it was not recorded by airlock's verify, or was edited"
+                    .into(),
+            ));
+        }
+        Ok(Some(seal))
     }
 
     /// The last recorded verdict, if any.
@@ -725,6 +781,10 @@ fn open_db_once(path: &Path) -> Result<Connection, StageError> {
             if version == 1 {
                 // Version 1 verdicts carry no provenance: they stay untrusted (NULL).
                 conn.execute_batch("ALTER TABLE verdict ADD COLUMN provenance TEXT;")?;
+            }
+            if (1..3).contains(&version) {
+                // Verdicts from before seals carry none: apply refuses them (verify again).
+                conn.execute_batch("ALTER TABLE verdict ADD COLUMN seal TEXT;")?;
             }
             if version < SCHEMA_VERSION {
                 conn.execute_batch(&format!("{SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};"))?;

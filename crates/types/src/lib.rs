@@ -26,4 +26,4 @@ pub mod verdict;
 
 pub use hash::{ChangesetHash, ContentHash};
 pub use path::{RelPath, RelPathError};
-pub use verdict::{Verdict, VerdictSource};
+pub use verdict::{Concern, Verdict, VerdictSource};

@@ -225,6 +225,11 @@ pub struct VerdictReport {
     /// What the impacted phase selected and found (`--impacted`, `--impacted-first`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub impacted: Option<ImpactedReport>,
+    /// What the integrity checks found: disagreeing signals (which make a would-be pass an
+    /// `error`) and concerns (what the changeset did to the test definition), absent when
+    /// there is nothing to say.
+    #[serde(default, skip_serializing_if = "crate::integrity::Integrity::is_clear")]
+    pub integrity: crate::integrity::Integrity,
 }
 
 /// Whether a verification runs the tests related to the change (see
@@ -359,6 +364,7 @@ mod tests {
             limits: None,
             scope: None,
             impacted: None,
+            integrity: Default::default(),
         };
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(

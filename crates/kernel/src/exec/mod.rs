@@ -9,6 +9,8 @@
 pub(crate) mod exposure;
 pub(crate) mod files;
 pub(crate) mod git;
+pub(crate) mod local_hooks;
+pub(crate) mod local_list;
 pub(crate) mod net;
 pub(crate) mod shell;
 pub(crate) mod workflow;

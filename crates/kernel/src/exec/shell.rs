@@ -562,7 +562,9 @@ pub(crate) fn harvest_into_store(
                 .map(|b| format!(" ({b} dropped: airlock never applies setuid or setgid bits)"))
                 .unwrap_or_default();
             if session_local && mark.is_none() && dropped.is_none() {
-                *local.entry(top_level(&rel)).or_default() += 1;
+                *local
+                    .entry(super::local_list::group_of(&rel.display()))
+                    .or_default() += 1;
             } else {
                 let local = if session_local {
                     " (session-local)"
@@ -587,8 +589,8 @@ pub(crate) fn harvest_into_store(
             flagged: mark,
         });
     }
-    if let Some(line) = session_local_summary(&local) {
-        summary.push(line.trim_end().to_string());
+    if let Some(block) = super::local_list::text(&local, &[]) {
+        summary.extend(block.lines().map(str::to_string));
     }
     if batch.is_empty() {
         return Ok(summary);
@@ -651,30 +653,6 @@ fn settle_summary(
     let mut kept = keep.into_iter();
     summary.retain(|_| kept.next().unwrap_or(true));
     Ok(summary)
-}
-
-/// The first component of `p`, with a trailing `/` when more follows.
-pub(crate) fn top_level(p: &airlock_policy::RelPath) -> String {
-    let s = p.display();
-    match s.split_once('/') {
-        Some((first, _)) => format!("{first}/"),
-        None => s,
-    }
-}
-
-/// The one line that stands for the session-local entries (none when there are none).
-pub(crate) fn session_local_summary(
-    local: &std::collections::BTreeMap<String, u64>,
-) -> Option<String> {
-    let total: u64 = local.values().sum();
-    if total == 0 {
-        return None;
-    }
-    let dirs: Vec<String> = local.iter().map(|(d, n)| format!("{d} {n}")).collect();
-    Some(format!(
-        "… {total} ignored build output(s), session-local and never applied ({}); `diff PATH` shows one\n",
-        dirs.join(", ")
-    ))
 }
 
 /// Which of setuid and setgid `mode` carries, in words, or `None`.

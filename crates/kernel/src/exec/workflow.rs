@@ -1,7 +1,8 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
-use super::shell::{run_exposure, session_local_summary, top_level};
+use super::local_list;
+use super::shell::run_exposure;
 use super::{Call, Confined, ExecCtx, failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::args::{DiffArgs, Int, VerifyArgs};
@@ -53,22 +54,30 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     }
     airlock_sandbox::timing::mark("status: lines");
     let mut out = json!({ "changeset": snap.hash.to_hex(), "entries": entries });
-    if let Some(line) = session_local_summary(&local) {
-        text.push_str(&line);
-        out["session_local"] = json!({ "count": local.values().sum::<u64>(), "by_dir": local });
+    let hooks = if local.is_empty() {
+        Vec::new()
+    } else {
+        super::local_hooks::find(k.store, &snap)
+    };
+    if let Some(block) = local_list::text(&local, &hooks) {
+        text.push_str(&block);
+    }
+    if let Some(v) = local_list::json(&local, &hooks) {
+        out["session_local"] = v;
     }
     out["text"] = json!(text);
     success(out, false)
 }
 
-/// Counts a session-local entry under its top-level directory (directories themselves are
-/// not outputs).
+/// Counts a session-local entry under its group (directories themselves are not outputs).
 fn tally_session_local(
     local: &mut std::collections::BTreeMap<String, u64>,
     e: &airlock_stage::StagedEntry,
 ) {
     if !matches!(e.change, airlock_stage::Change::Dir { .. }) {
-        *local.entry(top_level(&e.path)).or_default() += 1;
+        *local
+            .entry(local_list::group_of(&e.path.display()))
+            .or_default() += 1;
     }
 }
 
@@ -93,8 +102,9 @@ pub(crate) fn diff(k: &ExecCtx<'_>, p: &Call<'_, DiffArgs>) -> crate::CallOutcom
     });
     match sdiff::unified_diff(k.store, &shown_snap, &filter) {
         Ok(mut text) => {
-            if let Some(line) = session_local_summary(&local) {
-                text.push_str(&line);
+            if let Some(block) = local_list::text(&local, &[]) {
+                text.push_str(&block);
+                text.push_str("(`diff PATH` shows one)\n");
             }
             let (shown, cut) = crate::output::cut(&text, 256 * 1024);
             let mut body = shown.to_string();
@@ -271,6 +281,16 @@ pub(crate) fn verify(
         .unwrap_or(Path::new("/tmp"))
         .join("verify");
     let _ = std::fs::create_dir_all(&scratch);
+    // The tree the run reads: apply refuses once it moved.
+    let base = match airlock_stage::BaseFingerprint::of(k.root) {
+        Ok(b) => b,
+        Err(e) => {
+            return failure(
+                format!("The workspace could not be fingerprinted before verification: {e}"),
+                Status::Failed,
+            );
+        }
+    };
     let cache = k.root.join(".airlock").join("baseline");
     let input = airlock_verify::VerifyInput {
         workspace: k.root,
@@ -337,13 +357,29 @@ pub(crate) fn verify(
             serde_json::to_value(report).unwrap_or(Value::Null),
         );
     }
+    let hooks = super::local_hooks::find(k.store, &snapshot);
+    let seal = seal_of(&report, &hooks, base);
+    let seen_local = local_list::groups(snapshot.entries.iter());
+    note_concerns(&mut detail, &report, &seen_local, &hooks, &seal, verdict);
     let record = VerdictRecord {
         changeset: snapshot.hash,
         verdict,
         source,
         detail: detail.clone(),
     };
-    if let Err(e) = k.store.record_verdict(&record) {
+    let stored = match verdict_key(k) {
+        Ok(key) => k.store.record_sealed_verdict(&record, &seal, &key),
+        Err(why) => {
+            if let Some(obj) = detail.as_object_mut() {
+                obj.insert("unsealed".into(), json!(why));
+            }
+            k.store.record_verdict(&VerdictRecord {
+                detail: detail.clone(),
+                ..record
+            })
+        }
+    };
+    if let Err(e) = stored {
         return failure(
             format!("The verdict could not be stored: {e}"),
             Status::Failed,
@@ -360,6 +396,92 @@ pub(crate) fn verify(
         } else {
             Status::NotVerified
         },
+    }
+}
+
+/// The operator's verdict key (made on first use), or why there is none.
+fn verdict_key(k: &ExecCtx<'_>) -> Result<airlock_stage::VerdictKey, String> {
+    let dir = k.settings.state_dir().ok_or_else(|| {
+        "no state directory (neither XDG_STATE_HOME nor HOME is set), so the verdict could not be sealed and apply will refuse it".to_string()
+    })?;
+    airlock_stage::VerdictKey::load_or_create(&dir).map_err(|e| {
+        format!(
+            "the verdict key in {} could not be read or made ({e}), so the verdict could not be sealed and apply will refuse it",
+            dir.display()
+        )
+    })
+}
+
+/// What the verdict is bound to: the base it ran on, the command and environment, and the
+/// concerns (the changeset's own and the session-local hooks the run saw).
+fn seal_of(
+    report: &airlock_verify::VerdictReport,
+    hooks: &[super::local_hooks::LocalHook],
+    base: airlock_stage::BaseFingerprint,
+) -> airlock_stage::VerdictSeal {
+    let mut run = blake3::Hasher::new();
+    for a in report
+        .argv
+        .iter()
+        .chain(std::iter::once(&"\0env".to_string()))
+        .chain(&report.environment)
+    {
+        run.update(&(a.len() as u64).to_le_bytes());
+        run.update(a.as_bytes());
+    }
+    let mut concerns: Vec<airlock_stage::Concern> =
+        report.integrity.concerns.iter().map(|c| c.kind).collect();
+    if !hooks.is_empty() {
+        concerns.push(airlock_stage::Concern::SessionLocalHook);
+    }
+    concerns.sort();
+    concerns.dedup();
+    airlock_stage::VerdictSeal {
+        base,
+        run: run.finalize().to_hex().to_string(),
+        concerns,
+        mac: String::new(),
+    }
+}
+
+/// Adds to the verdict JSON what makes apply the operator's decision, and a line to its
+/// diagnostics for a pass that the agent cannot apply on its own.
+fn note_concerns(
+    detail: &mut Value,
+    report: &airlock_verify::VerdictReport,
+    seen_local: &std::collections::BTreeMap<String, u64>,
+    hooks: &[super::local_hooks::LocalHook],
+    seal: &airlock_stage::VerdictSeal,
+    verdict: airlock_stage::Verdict,
+) {
+    let Some(obj) = detail.as_object_mut() else {
+        return;
+    };
+    if !hooks.is_empty() {
+        obj.insert("session_local_hooks".into(), json!(hooks));
+    }
+    if let Some(v) = local_list::json(seen_local, hooks) {
+        obj.insert("session_local".into(), v);
+    }
+    if seal.concerns.is_empty() || !verdict.is_pass() {
+        return;
+    }
+    obj.insert("apply_needs_operator".into(), json!(seal.concerns));
+    let mut lines = vec![
+        "apply needs the operator: the tests passed, but what they prove depends on what this changeset changed:".to_string(),
+    ];
+    for c in &report.integrity.concerns {
+        for d in c.detail.iter().take(3) {
+            lines.push(format!("  - {}: {d}", c.kind.describe()));
+        }
+    }
+    for h in hooks.iter().take(5) {
+        lines.push(format!("  - session-local `{}`: {}", h.path, h.why));
+    }
+    if let Some(d) = obj.get_mut("diagnostics")
+        && let Some(text) = d.as_str()
+    {
+        *d = json!(format!("{}\n{text}", lines.join("\n")));
     }
 }
 
@@ -469,6 +591,9 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
         Ok(v) => v,
         Err(e) => return failure(format!("Nothing was applied: {e}"), Status::NotVerified),
     };
+    if let Err(o) = check_seal(k, &verified, call) {
+        return o;
+    }
     airlock_sandbox::timing::mark("verified changeset loaded");
     // Only the operator's own front end fills this; nothing the model sends reaches it.
     let grant = HostExecGrant::new(&call.operator.allow_host_exec);
@@ -616,6 +741,111 @@ fn ungranted_host_exec(
         reason.insert_str(at, &linked.concat());
         reason
     })
+}
+
+/// The verdict's seal must authenticate, its base must be the tree on disk now, and its
+/// concerns need the operator: `--accept-test-changes` on the command line, or a yes to the
+/// question the call puts (the agent's call never completes it by itself).
+fn check_seal(
+    k: &ExecCtx<'_>,
+    verified: &airlock_stage::VerifiedChangeset,
+    call: &CallContext<'_>,
+) -> Result<(), crate::CallOutcome> {
+    let refuse = |why: String| failure(format!("Nothing was applied: {why}"), Status::NotVerified);
+    let key = verdict_key(k).map_err(refuse)?;
+    let seal = match k.store.verdict_seal(&key) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Err(refuse(
+                "the verdict carries no seal (it was recorded without the operator's verdict key, or by an older airlock); run `airlock verify` again".into(),
+            ));
+        }
+        Err(e) => return Err(refuse(format!("{e}; run `airlock verify` again"))),
+    };
+    let now = airlock_stage::BaseFingerprint::of(k.root)
+        .map_err(|e| refuse(format!("the workspace could not be fingerprinted: {e}")))?;
+    let moved = seal.base.moved(&now);
+    if !moved.is_empty() {
+        let shown: Vec<&str> = moved.iter().take(8).map(String::as_str).collect();
+        let more = moved.len().saturating_sub(shown.len());
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        return Err(refuse(format!(
+            "the workspace changed since the changeset was verified ({}{tail}), so the tree that would result was never tested; run `airlock verify` again",
+            shown.join(", ")
+        )));
+    }
+    if seal.concerns.is_empty() || call.operator.accept_concerns {
+        return Ok(());
+    }
+    let summary = concern_summary(verified, &seal);
+    let req = ApprovalRequest {
+        tool: "apply".into(),
+        summary,
+        decision: Decision::ask(
+            Stage::Permission,
+            "apply_needs_operator",
+            "The tests passed, but the changeset changed what they test; the operator decides.",
+        ),
+    };
+    match call.approver.approve(&req) {
+        Approval::Once | Approval::Session => Ok(()),
+        Approval::Deny(why) => {
+            let d = Decision::deny(
+                Stage::Permission,
+                "apply_needs_operator",
+                format!(
+                    "Not applied: {}. The operator can review it (`airlock diff`) and run `airlock apply --accept-test-changes` ({why}).",
+                    req.summary.lines().next().unwrap_or("")
+                ),
+            );
+            Err(denial(d))
+        }
+    }
+}
+
+/// The concerns of a verdict and the staged diff of the paths behind them (bounded), for the
+/// operator's question.
+fn concern_summary(
+    verified: &airlock_stage::VerifiedChangeset,
+    seal: &airlock_stage::VerdictSeal,
+) -> String {
+    let names: Vec<&str> = seal.concerns.iter().map(|c| c.describe()).collect();
+    let mut text = format!("apply although {}", names.join("; "));
+    let paths: Vec<String> = verified
+        .verdict()
+        .detail
+        .pointer("/integrity/concerns")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("detail").and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .take(8)
+        .map(str::to_string)
+        .collect();
+    for p in paths {
+        text.push_str("\n  - ");
+        text.push_str(&p);
+    }
+    if let Some(hooks) = verified
+        .verdict()
+        .detail
+        .get("session_local_hooks")
+        .and_then(Value::as_array)
+    {
+        for h in hooks.iter().take(5) {
+            text.push_str(&format!(
+                "\n  - session-local `{}`",
+                h.get("path").and_then(Value::as_str).unwrap_or("?")
+            ));
+        }
+    }
+    text
 }
 
 /// The stage's second look at host-exec paths during apply: the policy's classification by name
