@@ -97,6 +97,15 @@ fn json_line(o: &Output) -> Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
 }
 
+/// The rule id an `airlock` refusal names on standard error (`denied by STAGE (RULE): …`).
+fn json_line_of_stderr_rule(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr);
+    err.split_once(" (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(rule, _)| rule.to_string())
+        .unwrap_or_default()
+}
+
 fn flagged(status: &Value, path: &str) -> Option<String> {
     status["entries"]
         .as_array()
@@ -688,7 +697,15 @@ fn agent_harness_configs_cargo_config_and_python_startup_hooks_are_host_exec() {
         assert!(flagged(&st, path).is_some(), "{path} not flagged: {st}");
     }
     fx.verify_passes();
-    let o = fx.build(&["apply"]);
+    // `.cargo/config.toml` and a `.pth` hook change how the tests run: the operator accepts
+    // that, and the host-exec refusal still stands.
+    let o = fx.build(&["apply", "--accept-test-changes"]);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert_eq!(
+        json_line_of_stderr_rule(&o),
+        "jail_host_exec",
+        "{}",
+        text(&o)
+    );
     assert!(!fx.ws.join("opencode.json").exists());
 }
