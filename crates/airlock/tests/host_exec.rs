@@ -646,6 +646,17 @@ fn a_link_named_as_a_host_exec_directory_and_the_files_below_its_target_are_refu
     let o = fx.build(&["apply"]);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     assert!(!fx.ws.join("b").exists());
+    // A link already on disk does the same for the file tools.
+    let fx = Fx::git_repo();
+    std::fs::create_dir_all(fx.ws.join("cl")).unwrap();
+    std::os::unix::fs::symlink("cl", fx.ws.join(".claude")).unwrap();
+    let args = serde_json::json!({"path": "cl/settings.json", "content": "{\"hooks\":{}}"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(json_line(&o)["rule"], "jail_host_exec");
+    let args = serde_json::json!({"path": "cl/notes.md", "content": "x"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // A link with an ordinary name, and a loop, are ordinary.
     let fx = Fx::git_repo();
     let o = fx.build(&[
