@@ -39,7 +39,8 @@ pub use airlock_types::Concern;
 pub use airlock_types::{BaseFingerprint, VerdictKey, VerdictSeal};
 pub use blobs::{BlobPin, BlobStore};
 pub use model::{
-    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry,
-    StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
+    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, Flag, NotVerified,
+    StagedEntry, StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset,
+    fingerprint_path,
 };
 pub use seal::load_or_create_key;

@@ -14,7 +14,7 @@
 
 use crate::blobs::BlobStore;
 use crate::model::{
-    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified,
+    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, Flag, NotVerified,
     SnapshotHasher, StagedEntry, StagedNode, Verdict, VerdictRecord, VerdictSource,
     VerifiedChangeset,
 };
@@ -201,7 +201,7 @@ pub enum StageOp {
         /// Link target bytes.
         target: Vec<u8>,
         /// Why the link is flagged, if it is.
-        flagged: Option<String>,
+        flagged: Option<Flag>,
     },
     /// Create a directory.
     Dir {
@@ -228,7 +228,7 @@ pub enum StageOp {
         /// Ignored by the workspace's ignore rules.
         session_local: bool,
         /// Why the entry is flagged, if it is.
-        flagged: Option<String>,
+        flagged: Option<Flag>,
     },
 }
 
@@ -340,7 +340,7 @@ impl Store {
         &self,
         path: &RelPath,
         target: &[u8],
-        flagged: Option<String>,
+        flagged: Option<Flag>,
     ) -> Result<(), StageError> {
         self.stage_batch([StageOp::Symlink {
             path: path.clone(),
@@ -375,7 +375,7 @@ impl Store {
         path: &RelPath,
         change: Change,
         session_local: bool,
-        flagged: Option<String>,
+        flagged: Option<Flag>,
     ) -> Result<(), StageError> {
         self.stage_batch([StageOp::Entry {
             path: path.clone(),
@@ -473,6 +473,24 @@ impl Store {
     pub fn get(&self, path: &RelPath) -> Result<Option<StagedEntry>, StageError> {
         let conn = self.lock();
         self.ctx(&conn).entry(path)
+    }
+
+    /// Every staged symbolic link that is to be applied (not session-local) with its target
+    /// bytes, sorted by path: what the host-exec judge follows links through.
+    pub fn staged_symlinks(&self) -> Result<Vec<(RelPath, Vec<u8>)>, StageError> {
+        let conn = self.lock();
+        let links = self.ctx(&conn).query_entries(
+            "SELECT path, change, base, session_local, flagged FROM entries \
+             WHERE session_local = 0 AND change LIKE '{\"op\":\"symlink\"%' ORDER BY path",
+            [],
+        )?;
+        Ok(links
+            .into_iter()
+            .filter_map(|e| match e.change {
+                Change::Symlink { target } => Some((e.path, target)),
+                _ => None,
+            })
+            .collect())
     }
 
     /// An immutable snapshot of the changeset with its content hash.
@@ -848,7 +866,7 @@ impl<'a> Ctx<'a> {
             change: serde_json::from_str(&change).map_err(|e| bad(e.to_string()))?,
             base: serde_json::from_str(&base).map_err(|e| bad(e.to_string()))?,
             session_local: local != 0,
-            flagged,
+            flagged: flagged.as_deref().map(Flag::parse),
         })
     }
 
@@ -998,7 +1016,7 @@ impl<'a> Ctx<'a> {
             change,
             base,
             e.session_local as i64,
-            e.flagged
+            e.flagged.as_ref().map(Flag::name)
         ])
         .map_err(|err| self.db(err))?;
         Ok(())
@@ -1291,7 +1309,7 @@ impl<'a> Ctx<'a> {
         path: &RelPath,
         change: Change,
         session_local: bool,
-        flagged: Option<String>,
+        flagged: Option<Flag>,
         strict: bool,
     ) -> Result<(), StageError> {
         // Setuid and setgid bits are never staged (apply never writes them either).
@@ -1578,8 +1596,12 @@ mod tests {
         s.stage_write(&rp("a.txt"), b"changed \"quoted\"\n", Some(0o755))
             .unwrap();
         s.stage_delete(&rp("src/lib.rs")).unwrap();
-        s.stage_symlink(&rp("ln"), b"a.txt", Some("odd \"link\" \u{e9}".into()))
-            .unwrap();
+        s.stage_symlink(
+            &rp("ln"),
+            b"a.txt",
+            Some(Flag::Unknown("odd \"link\" \u{e9}".into())),
+        )
+        .unwrap();
         s.stage_dir(&rp("new/dir"), 0o700).unwrap();
         s.stage_entry(
             &rp("cache/x"),

@@ -16,9 +16,9 @@ use crate::session::{RunSpool, SessionScratch, prepare_session_run, spool_dir};
 use airlock_policy::RelPath;
 use airlock_policy::host_exec;
 use airlock_sandbox::{SandboxSpec, UpperChange};
-use airlock_stage::Change;
 use airlock_stage::apply::APPLIED_MODE_BITS;
 use airlock_stage::store::StageOp;
+use airlock_stage::{Change, Flag};
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -425,6 +425,8 @@ pub(crate) fn harvest_into_store(
         k.root,
         |p: &Path| crate::host_shape::merged_node(k.store, p),
         |p: &Path| crate::host_shape::upper_node(upper, k.store, p),
+        harvest_links(k, &changes, &mut ignore),
+        |p: &Path| crate::host_shape::upper_link(upper, k.store, p),
     );
     for change in changes {
         let path = change.path().to_path_buf();
@@ -474,13 +476,15 @@ pub(crate) fn harvest_into_store(
                 .get(&rel)
                 .map_err(|e| e.to_string())?
                 .is_none_or(|e| e.session_local);
-        let sensitive = airlock_policy::jail::sensitive_rule(&rel).map(|d| d.reason);
+        let sensitive = airlock_policy::jail::sensitive_rule(&rel).map(|d| Flag::Sensitive {
+            rule: d.rule.to_string(),
+        });
         // What the host would run by itself (a `.git` entry, `.envrc`, …): flagged, so apply
         // refuses it unless the operator names it. Any other flag takes precedence.
         let host_exec = if session_local {
             None
         } else {
-            shapes.classify(&rel).map(|(h, _)| host_exec::flag_for(h))
+            shapes.classify(&rel).map(|(h, _)| Flag::host_exec(h.kind))
         };
         let on_disk = std::fs::symlink_metadata(k.root.join(rel.as_path())).ok();
         let mut dropped = None;
@@ -523,7 +527,7 @@ pub(crate) fn harvest_into_store(
                 if opaque {
                     // The directory was replaced: everything below it in the lower layers is gone.
                     for gone in lower_entries_below(k, &rel)? {
-                        let flagged = host_exec::flag(&gone);
+                        let flagged = host_exec::classify(&gone).map(|h| Flag::host_exec(h.kind));
                         batch.push(StageOp::Entry {
                             path: gone,
                             change: Change::Delete,
@@ -560,7 +564,7 @@ pub(crate) fn harvest_into_store(
             };
             let flag = mark
                 .as_ref()
-                .map(|m| format!(" (flagged: {m})"))
+                .map(|m| format!(" (flagged: {})", crate::exec::flag_text(m)))
                 .unwrap_or_default();
             let bits = dropped
                 .map(|b| format!(" ({b} dropped: airlock never applies setuid or setgid bits)"))
@@ -606,6 +610,25 @@ pub(crate) fn harvest_into_store(
         .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
     settle_summary(k, summary, unsure)
+}
+
+/// The links the host-exec judge follows for a harvest: the staged ones and this command's own
+/// (an ignored one is never applied, so it makes nothing host-exec).
+fn harvest_links(
+    k: &ExecCtx<'_>,
+    changes: &[UpperChange],
+    ignore: &mut airlock_stage::view::IgnoreRules,
+) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut links = crate::host_shape::staged_links(k.store);
+    for c in changes {
+        if let UpperChange::Symlink { path, target } = c
+            && let Ok(rel) = RelPath::new(path)
+            && !ignore.is_ignored(&rel, false)
+        {
+            links.push((path.clone(), target.clone()));
+        }
+    }
+    links
 }
 
 /// A summary line whose change may have left its path as the workspace has it: a rewrite
@@ -668,15 +691,12 @@ fn lower_entries_below(k: &ExecCtx<'_>, dir: &RelPath) -> Result<Vec<RelPath>, S
 }
 
 /// A symlink whose target leaves the workspace is flagged (the jail refuses it at apply).
-fn symlink_escape(root: &Path, link: &RelPath, target: &Path) -> Option<String> {
+fn symlink_escape(root: &Path, link: &RelPath, target: &Path) -> Option<Flag> {
     if target.is_absolute() {
         if target.starts_with(root) {
             return None;
         }
-        return Some(format!(
-            "symbolic link `{link}` points outside the workspace to `{}`",
-            target.display()
-        ));
+        return Some(Flag::LinkOutside);
     }
     let mut depth: i64 = link.components().count() as i64 - 1;
     for c in target.components() {
@@ -686,10 +706,7 @@ fn symlink_escape(root: &Path, link: &RelPath, target: &Path) -> Option<String> 
             _ => {}
         }
         if depth < 0 {
-            return Some(format!(
-                "symbolic link `{link}` points outside the workspace to `{}`",
-                target.display()
-            ));
+            return Some(Flag::LinkOutside);
         }
     }
     None

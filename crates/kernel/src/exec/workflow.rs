@@ -10,6 +10,7 @@ use crate::output::Status;
 use crate::session::prepare_session_run;
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
+use airlock_stage::Flag;
 use airlock_stage::apply::{ApplyContext, ApplyError, HostExecGate, apply_verified};
 use airlock_stage::journal::Journal;
 use airlock_stage::undo::{UndoError, undo_last};
@@ -31,7 +32,7 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     let mut entries: Vec<Value> = Vec::with_capacity(snap.entries.len());
     let mut text = String::new();
     // Ignored build outputs (session-local: seen by later commands, never applied) are
-    // summed up in one line by top-level directory rather than listed.
+    // listed by group (installed package or output directory) after the staged entries.
     let mut local = std::collections::BTreeMap::<String, u64>::new();
     for e in &snap.entries {
         if e.session_local {
@@ -44,8 +45,10 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
         let _ = write!(text, "{code} {}", e.path);
         let mut v = json!({ "status": code.to_string(), "path": path });
         if let Some(flag) = &e.flagged {
-            let _ = write!(text, "  (flagged: {})", Shown::name(flag));
-            v["flagged"] = json!(flag);
+            let shown = super::flag_text(flag);
+            let _ = write!(text, "  (flagged: {})", Shown::name(&shown));
+            v["flagged"] = json!(shown);
+            v["flag"] = json!(flag.name());
         }
         text.push('\n');
         entries.push(v);
@@ -557,37 +560,7 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
     // Only the operator's own front end fills this; nothing the model sends reaches it.
     let grant = HostExecGrant::new(&call.operator.allow_host_exec);
     // Host-exec paths first: every one is named, and nothing is written.
-    // Judged by name, and below directories git takes for repositories by their shape, on
-    // disk now or once the changeset is applied.
-    let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = verified
-        .snapshot()
-        .entries
-        .iter()
-        .filter(|e| !e.session_local)
-        .map(|e| (e.path.as_path().to_path_buf(), &e.change))
-        .collect();
-    let unchanged = std::collections::HashMap::new();
-    let mut shapes = crate::host_shape::ShapeJudge::new(
-        k.root,
-        |p: &Path| crate::host_shape::post_apply_node(k.root, &unchanged, p),
-        |p: &Path| crate::host_shape::post_apply_node(k.root, &changes, p),
-    );
-    let mut refused = Vec::new();
-    for e in &verified.snapshot().entries {
-        if e.session_local || grant.allows(&e.path) {
-            continue;
-        }
-        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
-        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
-            && e.base == airlock_stage::Fingerprint::Dir;
-        if no_op {
-            continue;
-        }
-        if let Some((h, anchor)) = shapes.classify(&e.path) {
-            refused.push((e.path.clone(), h, anchor));
-        }
-    }
-    if let Some(reason) = host_exec::apply_refusal_of(&refused) {
+    if let Some(reason) = ungranted_host_exec(k, &verified.snapshot().entries, &grant) {
         return host_exec_refusal(reason);
     }
     airlock_sandbox::timing::mark("host-exec paths judged");
@@ -597,12 +570,16 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
             continue;
         }
         if let Some(flag) = &e.flagged
-            && !(grant.allows(&e.path) && host_exec::is_host_exec_flag(&e.path, flag))
+            && !(grant.allows(&e.path) && lifts(flag))
         {
             let d = Decision::deny(
                 Stage::Jail,
                 "jail_flagged_entry",
-                format!("`{}` cannot be applied: {flag}; discard or fix it.", e.path),
+                format!(
+                    "`{}` cannot be applied: {}; discard or fix it.",
+                    e.path,
+                    super::flag_text(flag)
+                ),
             );
             return denial(d);
         }
@@ -670,6 +647,62 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
         }
         Err(e) => failure(format!("Nothing was applied: {e}"), Status::Failed),
     }
+}
+
+/// What `apply` says when the changeset holds host-exec changes the operator did not grant, or
+/// `None`. Judged by name, through the changeset's links, and below directories git takes for
+/// repositories by their shape, on disk now or once the changeset is applied.
+fn ungranted_host_exec(
+    k: &ExecCtx<'_>,
+    entries: &[airlock_stage::StagedEntry],
+    grant: &HostExecGrant,
+) -> Option<String> {
+    let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = entries
+        .iter()
+        .filter(|e| !e.session_local)
+        .map(|e| (e.path.as_path().to_path_buf(), &e.change))
+        .collect();
+    let unchanged = std::collections::HashMap::new();
+    let mut shapes = crate::host_shape::ShapeJudge::new(
+        k.root,
+        |p: &Path| crate::host_shape::post_apply_node(k.root, &unchanged, p),
+        |p: &Path| crate::host_shape::post_apply_node(k.root, &changes, p),
+        crate::host_shape::changeset_links(entries),
+        |p: &Path| crate::host_shape::post_apply_link(k.root, &changes, p),
+    );
+    let mut refused = Vec::new();
+    let mut linked: Vec<String> = Vec::new();
+    for e in entries {
+        if e.session_local || grant.allows(&e.path) {
+            continue;
+        }
+        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
+        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
+            && e.base == airlock_stage::Fingerprint::Dir;
+        if no_op {
+            continue;
+        }
+        if let Some((h, anchor)) = shapes.classify(&e.path) {
+            if let Some((named, link)) = shapes.via_link(&e.path) {
+                let note = format!(
+                    " `{}` is `{}` through the link `{}`.",
+                    e.path,
+                    named.display(),
+                    link.display()
+                );
+                if linked.len() < host_exec::LISTED {
+                    linked.push(note);
+                }
+            }
+            refused.push((e.path.clone(), h, anchor));
+        }
+    }
+    host_exec::apply_refusal_of(&refused).map(|mut reason| {
+        // After "Nothing was applied." and before the per-path sentences.
+        let at = "Nothing was applied.".len();
+        reason.insert_str(at, &linked.concat());
+        reason
+    })
 }
 
 /// The verdict's seal must authenticate, its base must be the tree on disk now, and its
@@ -826,9 +859,15 @@ impl HostExecGate for PolicyHostExec {
         host_exec::classify(path).map(|h| format!("{} ({})", h.what, h.why))
     }
 
-    fn lifts_flag(&self, path: &airlock_policy::RelPath, flag: &str) -> bool {
-        self.0.allows(path) && host_exec::is_host_exec_flag(path, flag)
+    fn lifts_flag(&self, path: &airlock_policy::RelPath, flag: &Flag) -> bool {
+        self.0.allows(path) && lifts(flag)
     }
+}
+
+/// True for the one kind of flag a grant may lift: a host-exec flag of a kind this build
+/// knows (compared by kind; no other flag, and no unreadable one, is ever lifted).
+fn lifts(flag: &Flag) -> bool {
+    matches!(flag, Flag::HostExec { kind } if host_exec::is_host_exec_flag(kind))
 }
 
 /// `apply` refused because the changeset touches host-exec paths the operator did not name:
@@ -1064,7 +1103,8 @@ mod tests {
         apply_verified(&ws.root, &v, &ws.blobs, &j, &ctx(&[])).unwrap();
         // Granted: applied, flagged by the harvest or not.
         let mut flagged_wipe = wipe();
-        flagged_wipe.flagged = host_exec::flag(&flagged_wipe.path);
+        flagged_wipe.flagged =
+            host_exec::classify(&flagged_wipe.path).map(|h| Flag::host_exec(h.kind));
         assert!(flagged_wipe.flagged.is_some());
         let v = verified(vec![gitfile(), flagged_wipe]);
         apply_verified(
@@ -1084,7 +1124,7 @@ mod tests {
                 target: b"/etc".to_vec(),
             },
         );
-        escape.flagged = Some("symbolic link points outside the workspace".into());
+        escape.flagged = Some(Flag::LinkOutside);
         let err = apply_verified(
             &ws.root,
             &verified(vec![escape]),
@@ -1094,5 +1134,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("outside the workspace"), "{err}");
+        // Nor a flag whose kind this build does not know, or whose stored name it cannot read
+        // (an older airlock's text): compared by kind, never by text.
+        for flag in [
+            Flag::host_exec("no_such_tool"),
+            Flag::Unknown(host_exec::flag_text("git")),
+            Flag::Sensitive {
+                rule: "jail_sensitive".into(),
+            },
+        ] {
+            let mut e = ws.stage(".git/info/x", Change::Delete);
+            e.flagged = Some(flag.clone());
+            let err = apply_verified(&ws.root, &verified(vec![e]), &ws.blobs, &j, &ctx(&[".git"]))
+                .unwrap_err();
+            assert!(err.to_string().contains("flagged"), "{flag:?}: {err}");
+        }
     }
 }
