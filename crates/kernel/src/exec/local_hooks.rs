@@ -29,9 +29,12 @@ fn in_site_packages(comps: &[&str]) -> Option<usize> {
 fn hook_kind(e: &StagedEntry) -> Option<&'static str> {
     let path = e.path.display();
     let comps: Vec<&str> = path.split('/').collect();
-    let name = *comps.last()?;
-    if matches!(name, "sitecustomize.py" | "usercustomize.py") {
-        return Some("a Python start-up hook (run by every interpreter that starts)");
+    // Interpreter start-up hooks are host-exec entries of the policy's list (its
+    // `python_startup` entry): the same list, judged here for ignored paths.
+    if airlock_policy::host_exec::classify(&e.path).is_some_and(|h| h.kind == "python_startup") {
+        return Some(
+            "a Python start-up hook (a `.pth` file or `sitecustomize`: run by every interpreter that starts)",
+        );
     }
     if let Some(at) = comps.iter().position(|c| *c == "node_modules")
         && comps.get(at + 1) == Some(&".bin")
@@ -53,9 +56,6 @@ fn hook_kind(e: &StagedEntry) -> Option<&'static str> {
         let metadata = comps[at..].iter().any(|c| c.ends_with(".dist-info"));
         if comps.contains(&"__pycache__") || metadata {
             return None;
-        }
-        if name.ends_with(".pth") {
-            return Some("a `.pth` file (its `import` lines run at every interpreter start)");
         }
         return Some("a file in an installed package that no installer record vouches for");
     }
@@ -123,7 +123,7 @@ fn record_hashes(
         for d in dir.flatten() {
             let name = d.file_name().to_string_lossy().into_owned();
             if name.ends_with(".dist-info")
-                && let Ok(rel) = RelPath::new(&format!("{site}{name}/RECORD"))
+                && let Ok(rel) = RelPath::new(format!("{site}{name}/RECORD"))
                 && !records.contains(&rel)
             {
                 records.push(rel);
