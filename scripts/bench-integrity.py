@@ -92,6 +92,9 @@ def main():
                     t, _, _ = verify(binary, ws, home)
                     times[tag].append(t)
             mo, mn = statistics.median(times["old"]), statistics.median(times["new"])
+            # The ordinary change is the agent's to apply, without a question (new build).
+            applied = airlock(new, b[0], b[1], "call", "apply", "{}", check=False)
+            print(f"{project:14} agent's apply with the new build: exit {applied.returncode}")
             print(
                 f"{project:14} old {mo:6.2f} s ({va}, {ca})  new {mn:6.2f} s ({vb}, {cb})  "
                 f"new/old {mn / mo:5.3f}  (first verify: old {ta:.2f} s, new {tb:.2f} s)"

@@ -148,7 +148,19 @@ pub struct Failure {
     /// True when the same test also fails on the unchanged base (baseline runs only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pre_existing: bool,
+    /// The other tests that failed identically (same message, same place) and were folded
+    /// into this entry (`×N` in the text), by id (else name): every failing test stays
+    /// reachable, for `verify --only` too. At most [`MAX_ALSO`] are listed; `also_more` counts
+    /// the rest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
+    /// Folded tests beyond those `also` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub also_more: u64,
 }
+
+/// Most folded test ids a failure lists in `also`.
+pub const MAX_ALSO: usize = 500;
 
 fn is_test_kind(kind: &FailureKind) -> bool {
     *kind == FailureKind::Test

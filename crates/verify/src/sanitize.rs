@@ -855,14 +855,25 @@ impl Sanitizer {
             e.count += 1;
             // The same failure from a test closer to the change (a shared helper failing in
             // several test files): that test names the folded entry.
+            let mut folded = failure;
             if e.relation < Relation::Own {
-                let relation = self.changed.relation(&failure);
+                let relation = self.changed.relation(&folded);
                 if relation > e.relation {
                     self.live_by_relation[e.relation as usize] -= 1;
                     self.live_by_relation[relation as usize] += 1;
-                    e.failure = cleaned(failure);
+                    let mut replacement = cleaned(folded);
+                    replacement.also = std::mem::take(&mut e.failure.also);
+                    replacement.also_more = e.failure.also_more;
+                    folded = std::mem::replace(&mut e.failure, replacement);
                     e.relation = relation;
                 }
+            }
+            // Every folded test stays named: the JSON lists it, `--only` takes it.
+            let name = folded.id.unwrap_or(folded.test);
+            if e.failure.also.len() < crate::model::MAX_ALSO {
+                e.failure.also.push(name);
+            } else {
+                e.failure.also_more += 1;
             }
             return;
         }
@@ -1154,6 +1165,23 @@ fn render_group(group: &[Entry]) -> String {
     if group.len() > MAX_FOLDED_IDS {
         name.push_str(&format!(" (+{} more)", group.len() - MAX_FOLDED_IDS));
     }
+    // Identical failures of other tests, folded into this one (`×N`): named too, the rest
+    // counted (the JSON's `also` lists them all).
+    let also = &first.failure.also;
+    if !also.is_empty() {
+        let shown: Vec<&str> = also
+            .iter()
+            .take(MAX_FOLDED_IDS)
+            .map(String::as_str)
+            .collect();
+        let more = also.len() - shown.len() + first.failure.also_more as usize;
+        let tail = if more > 0 {
+            format!(", +{more} more")
+        } else {
+            String::new()
+        };
+        name.push_str(&format!(" [also {}{tail}]", shown.join(", ")));
+    }
     let count: u64 = first.count;
     render_entry(&first.failure, &name, count)
 }
@@ -1161,6 +1189,8 @@ fn render_group(group: &[Entry]) -> String {
 fn fold_key(hasher: &FoldHasher, f: &Failure) -> u64 {
     let mut h = hasher.build_hasher();
     f.kind.hash(&mut h);
+    // A new failure never folds into a pre-existing one (`--baseline`): it would hide there.
+    f.pre_existing.hash(&mut h);
     f.message.hash(&mut h);
     f.file.hash(&mut h);
     f.line.hash(&mut h);
@@ -1444,6 +1474,32 @@ mod tests {
             message: msg.into(),
             ..Failure::default()
         }
+    }
+
+    #[test]
+    fn folded_failures_keep_every_test_id() {
+        let mut s = Sanitizer::new(4096);
+        for i in 0..7 {
+            let mut f = failure(&format!("case {i}"), "boom", "src/shared.js", 3);
+            f.id = Some(format!("test/t{i}.test.js > case {i}"));
+            s.push(f);
+        }
+        let out = s.finish();
+        assert_eq!(out.failures.len(), 1, "{:?}", out.failures);
+        let f = &out.failures[0];
+        let mut all: Vec<&str> = vec![f.id.as_deref().unwrap()];
+        all.extend(f.also.iter().map(String::as_str));
+        all.sort();
+        let want: Vec<String> = (0..7)
+            .map(|i| format!("test/t{i}.test.js > case {i}"))
+            .collect();
+        assert_eq!(all, want.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(out.text.contains("(×7)"), "{}", out.text);
+        assert!(
+            out.text.contains("[also ") && out.text.contains("+3 more]"),
+            "{}",
+            out.text
+        );
     }
 
     #[test]
