@@ -425,6 +425,22 @@ fn verify_scoped(
     let (plan, output, parsed, tails) = facts_and_plan;
     let facts = facts_of(&output, opts, &parsed, &collector, baseline.is_some());
     let (mut verdict, mut reason) = decide(&facts);
+    // Failures that already failed on the base excuse a failed runner, not the steps after
+    // it that never ran (`jest && tsc`: a type error staged there would go unchecked).
+    let excused = reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("every failure also fails"));
+    if verdict == Verdict::Passed
+        && excused
+        && plan.steps_after_runner
+        && output.exit_code != Some(0)
+    {
+        verdict = Verdict::Failed;
+        reason = Some(
+            "every failure also fails on the unchanged base, but the steps after the runner never ran (the runner failed first), so they were not checked; fix the pre-existing failures or verify those steps with `verify -- CMD`"
+                .into(),
+        );
+    }
     // A pass stands only when the run's independent signals agree.
     if verdict == Verdict::Passed && !parsed.disagreements.is_empty() {
         verdict = Verdict::Error;

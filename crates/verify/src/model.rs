@@ -168,15 +168,66 @@ fn is_test_kind(kind: &FailureKind) -> bool {
 
 impl Failure {
     /// The identity used to recognise the same failure across runs (baseline): kind, test
-    /// (its full [`Failure::id`] when known, else its name) and file.
+    /// (its full [`Failure::id`] when known, else its name), file, and what failed — the
+    /// message with what varies from run to run (numbers of durations, addresses) folded — so
+    /// a new case or a new message inside a test that already failed is a new failure.
     pub fn identity(&self) -> String {
         format!(
-            "{:?}\u{1f}{}\u{1f}{}",
+            "{:?}\u{1f}{}\u{1f}{}\u{1f}{}",
             self.kind,
             self.id.as_deref().unwrap_or(&self.test),
-            self.file.as_deref().unwrap_or("")
+            self.file.as_deref().unwrap_or(""),
+            normalised_message(&self.message)
         )
     }
+}
+
+/// A failure message as it compares across runs: each line trimmed, hexadecimal addresses
+/// (`0x7ffd…`) and durations (`12ms`, `0.31s`, `(1.2 s)`) written as `?`.
+pub(crate) fn normalised_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for line in message.lines() {
+        let line = line.trim();
+        let bytes = line.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i..].starts_with(b"0x") && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+            {
+                let mut j = i + 2;
+                while j < bytes.len() && bytes[j].is_ascii_hexdigit() {
+                    j += 1;
+                }
+                out.push('?');
+                i = j;
+                continue;
+            }
+            if bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric()) {
+                let mut j = i;
+                while j < bytes.len() && (bytes[j].is_ascii_digit() || bytes[j] == b'.') {
+                    j += 1;
+                }
+                let rest = &line[j..];
+                let unit = rest.trim_start();
+                let duration = ["ms", "µs", "us", "ns", "s ", "s)", "sec"]
+                    .iter()
+                    .any(|u| unit.starts_with(u))
+                    || unit == "s";
+                if duration {
+                    out.push('?');
+                    i = j;
+                    continue;
+                }
+                out.push_str(&line[i..j]);
+                i = j;
+                continue;
+            }
+            let ch = line[i..].chars().next().unwrap_or(' ');
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The result of [`crate::run_verification`]; serialises to the verdict JSON of CLI.md.
@@ -356,6 +407,25 @@ impl VerdictReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identities_tell_new_messages_apart_and_fold_what_varies() {
+        let f = |msg: &str| Failure {
+            test: "TestTable".into(),
+            file: Some("a_test.go".into()),
+            message: msg.into(),
+            ..Failure::default()
+        };
+        assert_ne!(
+            f("case 1: got 2, want 3").identity(),
+            f("case 1: got 2, want 3\ncase 7: got 0, want 1").identity()
+        );
+        assert_eq!(
+            f("timed out after 12ms at 0x7ffd12ab").identity(),
+            f("timed out after 31ms at 0x55aa0001").identity()
+        );
+        assert_ne!(f("got 2").identity(), f("got 3").identity());
+    }
 
     #[test]
     fn serialises_to_the_cli_shape() {

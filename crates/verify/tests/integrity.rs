@@ -148,3 +148,46 @@ fn vitest_and_node_tests_that_exit_early_are_not_a_pass() {
     let r = verify(&root);
     assert_ne!(r.verdict, Verdict::Passed, "{}", r.diagnostics);
 }
+
+/// `node --test && node check.js`: the runner fails on the base and the change alike, so
+/// `check.js` never runs in either; with a baseline that is not a pass, whatever the change
+/// did to `check.js`.
+#[test]
+fn a_baseline_does_not_excuse_the_steps_the_failing_runner_kept_from_running() {
+    let (_d, root) = project(&[
+        (
+            "package.json",
+            r#"{"name":"f","private":true,"type":"module","scripts":{"test":"node --test && node check.js"}}"#,
+        ),
+        (
+            "test/old.test.js",
+            "import { test } from 'node:test';\nimport assert from 'node:assert';\ntest('old failure', () => { assert.equal(1, 2); });\ntest('fine', () => {});\n",
+        ),
+        ("check.js", "process.exit(0);\n"),
+    ]);
+    let layer = tempfile::tempdir().unwrap();
+    std::fs::write(
+        layer.path().join("check.js"),
+        "console.error('type error'); process.exit(1);\n",
+    )
+    .unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let input = VerifyInput {
+        workspace: &root,
+        layers: vec![layer.path().to_path_buf()],
+        changeset_hash: "blake3:steps".into(),
+        scratch_dir: scratch.path(),
+        baseline_cache: None,
+    };
+    let opts = VerifyOptions {
+        timeout: Duration::from_secs(120),
+        baseline: true,
+        home_binds: host::home_binds(&[".cargo", ".rustup", ".pyenv"]),
+        ro_binds: vec![node_modules()],
+        host_env: std::env::vars_os().collect(),
+        ..VerifyOptions::default()
+    };
+    let r = run_verification(&input, &opts).expect("verification runs");
+    assert_eq!(r.verdict, Verdict::Failed, "{}", r.diagnostics);
+    assert!(r.diagnostics.contains("never ran"), "{}", r.diagnostics);
+}

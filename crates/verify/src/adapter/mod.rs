@@ -74,6 +74,10 @@ pub struct Plan {
     pub witness: Option<String>,
     /// The plan asks libtest for its per-test log on standard error (`--logfile`).
     pub libtest_log: bool,
+    /// Steps of the command come after the runner (a script's `jest && tsc`): when the
+    /// runner fails, they never run, so failures that already failed on the base cannot
+    /// make such a run pass (see `crate::verdict`).
+    pub steps_after_runner: bool,
 }
 
 /// What the parsers learned, apart from the failures themselves.
@@ -107,6 +111,7 @@ pub(crate) fn test_plan(kind: RunnerKind, argv: &[&str]) -> Plan {
         requires: None,
         witness: None,
         libtest_log: false,
+        steps_after_runner: false,
     }
 }
 
@@ -199,6 +204,7 @@ pub fn plan(
                 requires: None,
                 witness: Some(crate::integrity::witness::random_key()),
                 libtest_log: false,
+                steps_after_runner: false,
             }
         }
         RunnerKind::Vitest => {
@@ -222,6 +228,7 @@ pub fn plan(
                 requires: explicit.is_none().then_some(requires).flatten(),
                 witness: Some(crate::integrity::witness::random_key()),
                 libtest_log: false,
+                steps_after_runner: false,
             }
         }
         RunnerKind::Jest => {
@@ -254,6 +261,7 @@ pub fn plan(
                 requires: explicit.is_none().then_some(requires).flatten(),
                 witness: Some(crate::integrity::witness::random_key()),
                 libtest_log: false,
+                steps_after_runner: false,
             }
         }
         RunnerKind::Pytest => {
@@ -273,6 +281,7 @@ pub fn plan(
                 requires: None,
                 witness: Some(crate::integrity::witness::random_key()),
                 libtest_log: false,
+                steps_after_runner: false,
             }
         }
         RunnerKind::Cargo => {
@@ -305,6 +314,7 @@ pub fn plan(
                 requires: None,
                 witness: None,
                 libtest_log,
+                steps_after_runner: false,
             }
         }
         RunnerKind::Go => {
@@ -320,6 +330,7 @@ pub fn plan(
                 requires: None,
                 witness: None,
                 libtest_log: false,
+                steps_after_runner: false,
             }
         }
         RunnerKind::Junit => {
@@ -333,6 +344,7 @@ pub fn plan(
                 requires: None,
                 witness: None,
                 libtest_log: false,
+                steps_after_runner: false,
             }
         }
         RunnerKind::Command => Plan {
@@ -344,6 +356,7 @@ pub fn plan(
             requires: None,
             witness: None,
             libtest_log: false,
+            steps_after_runner: false,
         },
     }
 }

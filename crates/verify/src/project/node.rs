@@ -190,6 +190,9 @@ pub(crate) fn script_plan(
             plan.kind = *kind;
             plan.report = wired.report;
             plan.witness = wired.witness;
+            plan.steps_after_runner = !script[step.words[step.words.len() - 1].end..]
+                .trim()
+                .is_empty();
             plan.format = wired.format;
             plan.env = wired.env;
             let program = &words[0];
@@ -212,6 +215,7 @@ pub(crate) fn script_plan(
     parts.push(body);
     if pre_post && let Some(post) = self::script(&format!("post{name}"), src) {
         parts.push(post);
+        plan.steps_after_runner = true;
     }
     let composed = if parts.len() == 1 {
         parts.remove(0)
