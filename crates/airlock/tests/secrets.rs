@@ -507,3 +507,37 @@ fn a_secret_added_after_the_cache_was_built_is_masked() {
     let o = fx.exec(&["sh", "-c", "cat app/config/.env.local app/keys/deploy.pem"]);
     assert!(!all(&o).contains(m.as_str()), "{}", all(&o));
 }
+
+/// Masked by what a file is: a PEM file holding only certificates (a CA bundle inside a
+/// virtualenv, as certifi ships one) is public and readable by the tests; one holding a
+/// private key stays masked.
+#[test]
+fn a_ca_bundle_stays_readable_and_a_private_key_pem_does_not() {
+    let fx = Fx::new("cold");
+    let m = &fx.marker;
+    let dir = fx.ws.join(".venv/lib/python3.11/site-packages/certifi");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bundle =
+        format!("# {m}\n-----BEGIN CERTIFICATE-----\nMIIBcert\n-----END CERTIFICATE-----\n");
+    std::fs::write(dir.join("cacert.pem"), &bundle).unwrap();
+    std::fs::write(
+        fx.ws.join("server.pem"),
+        format!("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\n{m}\n-----END PRIVATE KEY-----\n"),
+    )
+    .unwrap();
+    let o = fx.exec(&[
+        "cat",
+        ".venv/lib/python3.11/site-packages/certifi/cacert.pem",
+    ]);
+    assert!(
+        all(&o).contains("MIIBcert"),
+        "the CA bundle was masked: {}",
+        all(&o)
+    );
+    let o = fx.exec(&["cat", "server.pem"]);
+    assert!(
+        !all(&o).contains(m.as_str()),
+        "a private key was shown: {}",
+        all(&o)
+    );
+}

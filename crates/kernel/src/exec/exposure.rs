@@ -94,6 +94,47 @@ pub fn home_exposure(home: Option<&Path>, cache: Option<&Path>) -> HomeExposure 
     }
 }
 
+/// Most bytes of a PEM file read to judge it.
+const PEM_MAX: u64 = 16 << 20;
+
+/// True for a regular file named `*.pem` that holds only certificates or public keys (PEM
+/// blocks, none of them a private key, encrypted or not): public material such as a CA
+/// bundle (`certifi/cacert.pem`), which the tests may read. Anything else (a private key, a
+/// file too large or unreadable, a link) is not.
+pub(crate) fn public_pem(abs: &Path) -> bool {
+    use std::io::Read;
+    let named = abs
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.to_ascii_lowercase().ends_with(".pem"));
+    let Ok(md) = std::fs::symlink_metadata(abs) else {
+        return false;
+    };
+    if !named || !md.is_file() || md.len() > PEM_MAX {
+        return false;
+    }
+    let mut text = String::new();
+    let read = std::fs::File::open(abs).and_then(|f| f.take(PEM_MAX).read_to_string(&mut text));
+    if read.is_err() {
+        return false;
+    }
+    let mut blocks = 0;
+    for line in text.lines() {
+        let Some(label) = line.trim().strip_prefix("-----BEGIN ") else {
+            continue;
+        };
+        let label = label.trim_end_matches('-').trim();
+        if !matches!(
+            label,
+            "CERTIFICATE" | "TRUSTED CERTIFICATE" | "X509 CRL" | "PUBLIC KEY"
+        ) {
+            return false;
+        }
+        blocks += 1;
+    }
+    blocks > 0 && !text.contains("PRIVATE KEY")
+}
+
 /// The exposure of `home` for the allow-list `paths` (relative to `home`).
 pub fn home_exposure_of(home: &Path, paths: &[&str], cache: Option<&Path>) -> HomeExposure {
     let mut out = HomeExposure::default();
@@ -469,6 +510,35 @@ fn decode(buf: &[u8]) -> Option<WorkspaceIndex> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ca_bundle_is_public_and_a_private_key_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        let w = |name: &str, body: &str| {
+            let p = d.path().join(name);
+            std::fs::write(&p, body).unwrap();
+            p
+        };
+        let cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        assert!(public_pem(&w(
+            "cacert.pem",
+            &format!("# a bundle\n{cert}{cert}")
+        )));
+        assert!(!public_pem(&w(
+            "key.pem",
+            "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+        )));
+        assert!(!public_pem(&w(
+            "both.pem",
+            &format!("{cert}-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----\n")
+        )));
+        assert!(!public_pem(&w(
+            "enc.pem",
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nx\n"
+        )));
+        assert!(!public_pem(&w("empty.pem", "nothing here")));
+        assert!(!public_pem(&w("cert.key", cert)));
+    }
 
     #[test]
     fn home_exposure_binds_the_allow_list_and_masks_credentials() {

@@ -59,6 +59,18 @@ pub(crate) fn run_exposure(
     if let Err(e) = index.save(&cache) {
         tracing::warn!("cannot save the sensitive-file index: {e}");
     }
+    // Masked by name, shown by content: a PEM file that holds only certificates (a CA
+    // bundle) is public material, read afresh at every run (never from the index's cache).
+    let found: Vec<_> = found
+        .into_iter()
+        .filter(|p| {
+            let staged = snapshot
+                .entries
+                .binary_search_by(|e| e.path.as_bytes().cmp(p.as_bytes()))
+                .is_ok();
+            staged || !exposure::public_pem(&k.root.join(p.as_path()))
+        })
+        .collect();
     let staged = snapshot
         .entries
         .iter()
