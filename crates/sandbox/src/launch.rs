@@ -878,7 +878,12 @@ pub(crate) fn with_child_ctx<T>(
     };
     crate::timing::mark("sandbox: mount plan");
 
-    let block_inet = !req.network && !req.allow_loopback;
+    // Inet sockets are never refused here: with the network off the run has a network
+    // namespace of its own whose only interface is `lo`, so a socket binds and connects only
+    // within the run (a test's local server); a connect elsewhere fails at once (ENETUNREACH)
+    // without a packet leaving. (The Landlock tier, which has no namespace, refuses them:
+    // `tier::landlock`.)
+    let block_inet = false;
     let mut writable: Vec<&Path> = vec![&v.workspace, Path::new("/tmp"), Path::new("/dev/shm")];
     if let Some(h) = &v.home {
         writable.push(h);

@@ -25,10 +25,13 @@ pub struct SandboxSpec {
     pub cwd: PathBuf,
     /// Variables added to the scrubbed allow-list (never `LD_*`, `DYLD_*` or secret-like names).
     pub env: Vec<(OsString, OsString)>,
-    /// Keep the host network namespace. Off: a private namespace with only `lo`.
+    /// Keep the host network namespace. Off: a private namespace with only `lo` (up), where
+    /// inet sockets bind and connect within the run and nowhere else.
     pub network: bool,
-    /// With the network off, still allow `AF_INET`/`AF_INET6` sockets, which can then reach only
-    /// the private loopback (test suites that bind 127.0.0.1 need this).
+    /// Kept for callers and the warm wire format; it changes nothing any more. The full tier
+    /// always allows `AF_INET`/`AF_INET6` sockets with the network off, because they reach only
+    /// the run's private loopback (test suites bind 127.0.0.1); the Landlock tier always refuses
+    /// them, because there they would reach the host's network.
     pub allow_loopback: bool,
     /// Network egress through airlock's proxy ([`crate::net`]): the run keeps its private
     /// namespace with only `lo`, gets the proxy on `127.0.0.1:PORT` and the proxy variables, and

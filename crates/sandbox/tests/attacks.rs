@@ -188,13 +188,8 @@ fn host_loopback_listener_is_unreachable() {
     let probe = format!(
         "/usr/bin/python3 -c 'import socket,sys\ntry:\n s=socket.create_connection((\"127.0.0.1\",{port}),timeout=2); s.sendall(b\"leak\"); print(\"connected\")\nexcept Exception as e: print(type(e).__name__, e)'"
     );
-    // Network off: AF_INET itself is refused.
+    // Network off: sockets work, but only the sandbox's own loopback exists.
     let out = run(&fx.spec(&probe));
-    assert!(stdout(&out).contains("PermissionError"), "{}", stdout(&out));
-    // Loopback allowed: sockets work, but only the sandbox's own loopback exists.
-    let mut spec = fx.spec(&probe);
-    spec.allow_loopback = true;
-    let out = run(&spec);
     assert!(
         stdout(&out).contains("ConnectionRefusedError"),
         "{}",
@@ -224,6 +219,48 @@ fn host_loopback_listener_is_unreachable() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The run's private loopback works for a real server (a test suite's local server): Python's
+/// `http.server` on 127.0.0.1 and a raw socket on ::1, served and fetched inside the run; a
+/// connect to any other address fails at once (only `lo` exists: ENETUNREACH, no packet sent).
+#[test]
+fn loopback_servers_work_and_nothing_else_is_reachable() {
+    let fx = Fixture::new();
+    let script = r#"
+import errno, http.server, socket, threading, time, urllib.request
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"served-in-sandbox"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+url = "http://127.0.0.1:%d/" % srv.server_address[1]
+print("HTTP", urllib.request.urlopen(url, timeout=5).read().decode())
+s6 = socket.socket(socket.AF_INET6); s6.bind(("::1", 0)); s6.listen(1)
+c6 = socket.create_connection(("::1", s6.getsockname()[1]), timeout=5)
+a, _ = s6.accept(); c6.sendall(b"v6"); print("V6", a.recv(2).decode())
+for target in [("10.255.255.1", 80), ("2001:db8::1", 80)]:
+    t = time.monotonic()
+    try:
+        socket.create_connection(target, timeout=10); print("REACHED", target)
+    except OSError as e:
+        print("UNREACHABLE", target[0], errno.errorcode.get(e.errno, e.errno), round(time.monotonic() - t, 3))
+"#;
+    fx.write("srv.py", script);
+    let out = run(&fx.spec("/usr/bin/python3 srv.py"));
+    let text = stdout(&out);
+    assert!(text.contains("HTTP served-in-sandbox"), "{text}\n{out:?}");
+    assert!(text.contains("V6 v6"), "{text}");
+    assert!(!text.contains("REACHED"), "{text}");
+    for line in text.lines().filter(|l| l.starts_with("UNREACHABLE")) {
+        let secs: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(line.contains("ENETUNREACH"), "{line}");
+        assert!(secs < 1.0, "a refused connect waited: {line}");
+    }
+    assert_eq!(text.matches("UNREACHABLE").count(), 2, "{text}");
 }
 
 #[test]
