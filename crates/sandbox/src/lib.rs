@@ -190,8 +190,8 @@ pub use probe::{
 pub use settings::{HostMode, SandboxSettings};
 pub use spec::{
     CACHE_ROOT, CacheBind, Ceiling, CpuReport, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY,
-    DEFAULT_UPPER_BYTES, DiskReport, Limits, LimitsReport, Mechanism, MemoryReport, Outcome,
-    ProcessesReport, SandboxSpec,
+    DEFAULT_UPPER_BYTES, DiskReport, LayeredBind, Limits, LimitsReport, Mechanism, MemoryReport,
+    Outcome, ProcessesReport, SandboxSpec,
 };
 pub use tier::{
     Availability, LandlockBackend, Tier, UnknownTier, backend, choose, landlock_probe, run_best,

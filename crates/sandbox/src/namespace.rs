@@ -101,7 +101,7 @@ fn run_with(
     // A warm host uses groups only when this run wants them (the operator's switch is read
     // here, not in the host), and makes them itself.
     req.limits.cgroup = with_cgroup;
-    let cold_only = !spec.rw_binds.is_empty();
+    let cold_only = !spec.rw_binds.is_empty() || !spec.layered_binds.is_empty();
     if !cold_only && let Some(outcome) = warm::client::try_run(spec, settings, &req)? {
         return Ok(outcome);
     }

@@ -57,6 +57,12 @@ pub struct SandboxSpec {
     /// what the command writes there stays on the host, never staged (a granted run's package
     /// cache). A run with any is always cold.
     pub rw_binds: Vec<PathBuf>,
+    /// Host directories shown at their own path, writable, without the host's copy ever being
+    /// written: an overlay of the host directory (read-only, below) and the caller's layer
+    /// (above), which receives every write (a granted run's package cache over the user's own,
+    /// e.g. `~/.npm/_cacache`). The full tier only, and always cold; the other tiers show the
+    /// directory read-only when [`SandboxSpec::home_binds`] names it.
+    pub layered_binds: Vec<LayeredBind>,
     /// Paths hidden from the command behind an empty read-only directory (or `/dev/null` for a
     /// file): inside the workspace (relative, or absolute under it), e.g. airlock's own
     /// `.airlock` state and sensitive files such as `.env`, or absolute paths under `home` inside
@@ -107,6 +113,7 @@ impl SandboxSpec {
             ro_binds: Vec::new(),
             cache_binds: Vec::new(),
             rw_binds: Vec::new(),
+            layered_binds: Vec::new(),
             masked: Vec::new(),
             limits: Limits::default(),
             cancel: None,
@@ -114,6 +121,18 @@ impl SandboxSpec {
             warm_host: None,
         }
     }
+}
+
+/// A host directory under a writable layer of the caller's ([`SandboxSpec::layered_binds`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayeredBind {
+    /// The host directory, shown at this same path; never written.
+    pub path: PathBuf,
+    /// The overlay's upper directory: an existing host directory that receives the writes
+    /// (outside the workspace; the caller owns it and its lifetime).
+    pub upper: PathBuf,
+    /// The overlay's work directory: an existing empty directory on `upper`'s filesystem.
+    pub work: PathBuf,
 }
 
 /// Where [`SandboxSpec::cache_binds`] appear inside the sandbox: every cache sits beneath it.

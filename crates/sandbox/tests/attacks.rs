@@ -811,3 +811,49 @@ fn a_run_inherits_only_what_the_settings_hand_over() {
         }
     }
 }
+
+/// A layered bind shows a host directory writable at its own path while the host's copy is
+/// never written: reads see the host's files, writes, deletes and modes land in the caller's
+/// layer (a granted run's package cache over the user's own).
+#[test]
+fn layered_binds_never_write_the_host_directory() {
+    let fx = Fixture::new();
+    let host = fx.path().join("home/.npm/_cacache");
+    std::fs::create_dir_all(host.join("content")).unwrap();
+    std::fs::write(host.join("content/blob"), "host-blob").unwrap();
+    std::fs::write(host.join("index"), "host-index").unwrap();
+    let before = snapshot(&host);
+    let (upper, work) = (fx.path().join("layer/upper"), fx.path().join("layer/work"));
+    std::fs::create_dir_all(&upper).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let d = host.display();
+    let mut spec = fx.spec(&format!(
+        "cat {d}/content/blob; echo; echo new > {d}/tmp-new && cat {d}/tmp-new; \
+         echo more >> {d}/index; rm {d}/content/blob; chmod 777 {d}; ls {d}/content | wc -l; \
+         cat {d}/index"
+    ));
+    spec.home_binds = vec![PathBuf::from(".npm/_cacache")];
+    spec.layered_binds = vec![airlock_sandbox::LayeredBind {
+        path: host.clone(),
+        upper: upper.clone(),
+        work,
+    }];
+    let out = run(&spec);
+    let text = stdout(&out);
+    assert_eq!(out.exit_code, Some(0), "{text} {}", out.stderr.text_lossy());
+    assert_eq!(text, "host-blob\nnew\n0\nhost-indexmore\n", "{text}");
+    assert_eq!(snapshot(&host), before, "the host directory was written");
+    assert_eq!(
+        std::fs::read_to_string(upper.join("tmp-new")).unwrap(),
+        "new\n"
+    );
+    // The same layer is there for the next run of the caller's.
+    let again = run(&fx.spec(&format!("cat {d}/tmp-new 2>&1")));
+    assert!(
+        stdout(&again).contains("No such file"),
+        "{}",
+        stdout(&again)
+    );
+    spec.argv = vec!["sh".into(), "-c".into(), format!("cat {d}/tmp-new").into()];
+    assert_eq!(stdout(&run(&spec)), "new\n");
+}
