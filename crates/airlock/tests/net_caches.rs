@@ -186,3 +186,67 @@ fn an_ungranted_request_fails_at_once_and_names_the_grant() {
     assert_eq!(v["exit_code"], 3, "{v}");
     assert!(v.get("network").is_none() && v.get("note").is_none(), "{v}");
 }
+
+/// The names, sizes and times of the entries directly in each registry directory of
+/// `~/.cargo/registry/{index,cache}`: what a fetch into the user's cache would change.
+fn cargo_registry(home: &Path) -> BTreeMap<PathBuf, (u64, SystemTime, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    for part in ["index", "cache"] {
+        let top = home.join(".cargo/registry").join(part);
+        for reg in std::fs::read_dir(&top).into_iter().flatten().flatten() {
+            for e in std::iter::once(reg.path()).chain(
+                std::fs::read_dir(reg.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            ) {
+                let m = std::fs::symlink_metadata(&e).unwrap();
+                out.insert(e, (m.len(), m.modified().unwrap(), m.permissions().mode()));
+            }
+        }
+    }
+    out
+}
+
+/// cargo under its preset, in a crate below the workspace root (so no workspace `CARGO_HOME`
+/// of its own): it reads the user's `~/.cargo/registry` and writes what it fetches to the
+/// session's layer over it, never to the host's copy.
+#[test]
+fn cargo_under_its_preset_fetches_into_a_layer_over_the_users_registry() {
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    if !home.join(".cargo/registry/cache").is_dir() {
+        eprintln!("skipped: no ~/.cargo/registry/cache on this host");
+        return;
+    }
+    let fx = Fx::new();
+    std::fs::create_dir_all(fx.ws.join("tool/src")).unwrap();
+    std::fs::write(
+        fx.ws.join("tool/Cargo.toml"),
+        "[package]\nname = \"tool\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nitoa = \"=1.0.11\"\n",
+    )
+    .unwrap();
+    std::fs::write(fx.ws.join("tool/src/main.rs"), "fn main() {}\n").unwrap();
+    let before = cargo_registry(&home);
+    let (v, _) = fx.exec(
+        None,
+        &["preset:cargo"],
+        &["sh", "-c", "cd tool && cargo fetch && ls ~/.cargo/registry/cache/*/ | grep -c '^itoa-1.0.11.crate$'"],
+    );
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_eq!(stdout(&v).trim(), "1", "{v}");
+    assert!(
+        v["staged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "A tool/Cargo.lock"),
+        "{v}"
+    );
+    assert_eq!(
+        cargo_registry(&home),
+        before,
+        "the user's cargo registry was written"
+    );
+}
