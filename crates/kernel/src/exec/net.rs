@@ -359,6 +359,9 @@ pub(crate) fn layer_preset_caches(
             paths.push(PathBuf::from(m));
         }
     }
+    // GOMODCACHE may name `~/go/pkg/mod` itself: one layer per directory.
+    paths.sort();
+    paths.dedup();
     paths.retain(|p| {
         let name = p.to_string_lossy().trim_matches('/').replace('/', "_");
         let layer = scratch.join("home-caches").join(name);
