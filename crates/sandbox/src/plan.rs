@@ -141,6 +141,7 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) cache_binds: &'a [crate::CacheBind],
     /// Host directories bound read-write at the same path (a granted run's package cache).
     pub(crate) rw_binds: &'a [PathBuf],
+    /// Host directories shown writable at the same path through an overlay of the caller's.
     pub(crate) layered_binds: &'a [crate::LayeredBind],
     /// Absolute sandbox paths to hide: inside the workspace, or under an exposed home path.
     pub(crate) masked: &'a [PathBuf],
