@@ -20,7 +20,7 @@ mapfile -t bins < <(
         python3 -c '
 import json, sys
 wanted = {"core", "attacks", "degraded", "landlock_tier", "attacks_cold", "attacks_warm",
-          "attacks_landlock", "doctor"}
+          "attacks_landlock", "doctor", "net_loopback"}
 for line in sys.stdin:
     m = json.loads(line)
     t = m.get("target", {})

@@ -305,9 +305,9 @@ fn seccomp_program_uncached(
     Ok(out)
 }
 
-/// Address families a sandboxed command may open: unix sockets, IPv4/IPv6 (which the filter
-/// refuses again with EPERM when the network is off and loopback is not allowed; with the
-/// network off only the private loopback exists) and netlink for `NETLINK_ROUTE` (libc's
+/// Address families a sandboxed command may open: unix sockets, IPv4/IPv6 (in the full tier
+/// with the network off they reach only the run's private loopback; the Landlock tier refuses
+/// them again with EPERM) and netlink for `NETLINK_ROUTE` (libc's
 /// `getaddrinfo` and `ip` query interfaces with it). Every other family (vsock, which no network
 /// namespace confines, packet, XDP, Bluetooth, CAN, ALG, key, …) fails with EAFNOSUPPORT, and
 /// any other netlink protocol with EPROTONOSUPPORT.

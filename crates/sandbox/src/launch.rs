@@ -440,6 +440,8 @@ pub(crate) struct RunRequest {
     pub(crate) ro_binds: Vec<PathBuf>,
     /// Never on the wire: a run with read-write binds is always cold.
     pub(crate) rw_binds: Vec<PathBuf>,
+    /// Never on the wire either: a run with layered binds is always cold.
+    pub(crate) layered_binds: Vec<crate::LayeredBind>,
     /// A granted run ([`crate::net`]): the port of the proxy's listener PID 1 makes and passes
     /// out (the socket travels with the run's descriptors, after the five pipes).
     pub(crate) net_port: Option<u16>,
@@ -540,6 +542,20 @@ impl RunRequest {
                 ));
             }
         }
+        for l in &self.layered_binds {
+            let outside = |p: &Path| normal(p) && !p.starts_with(&v.workspace);
+            if !(outside(&l.path) && outside(&l.upper) && outside(&l.work))
+                || l.upper.starts_with(&l.path)
+                || l.work.starts_with(&l.path)
+            {
+                return bad(format!(
+                    "layered bind {} (upper {}, work {}): every path must be plain, absolute, outside the workspace, and the layers outside the bound directory",
+                    l.path.display(),
+                    l.upper.display(),
+                    l.work.display()
+                ));
+            }
+        }
         for b in self.home_binds.iter().chain(&self.ro_binds) {
             let abs = match &v.home {
                 Some(h) if b.is_relative() => h.join(b),
@@ -571,6 +587,11 @@ impl RunRequest {
             .chain(&self.ro_binds)
             .chain(v.cache_binds.iter().flat_map(|b| [&b.host, &b.inside]))
             .chain(&self.rw_binds)
+            .chain(
+                self.layered_binds
+                    .iter()
+                    .flat_map(|l| [&l.path, &l.upper, &l.work]),
+            )
             .map(|p| p.as_os_str());
         if strings
             .chain(paths)
@@ -605,6 +626,7 @@ impl RunRequest {
             home_binds: spec.home_binds.clone(),
             ro_binds: spec.ro_binds.clone(),
             rw_binds: spec.rw_binds.clone(),
+            layered_binds: spec.layered_binds.clone(),
             net_port: spec.net.as_ref().map(|a| a.port),
             network: spec.network,
             allow_loopback: spec.allow_loopback,
@@ -640,6 +662,7 @@ impl RunRequest {
             ro_binds: &self.ro_binds,
             cache_binds: &self.v.cache_binds,
             rw_binds: &self.rw_binds,
+            layered_binds: &self.layered_binds,
             masked: &self.v.masked,
             tmp_size: self.limits.tmp_size,
             pid_max,
@@ -878,13 +901,19 @@ pub(crate) fn with_child_ctx<T>(
     };
     crate::timing::mark("sandbox: mount plan");
 
-    let block_inet = !req.network && !req.allow_loopback;
+    // Inet sockets are never refused here: with the network off the run has a network
+    // namespace of its own whose only interface is `lo`, so a socket binds and connects only
+    // within the run (a test's local server); a connect elsewhere fails at once (ENETUNREACH)
+    // without a packet leaving. (The Landlock tier, which has no namespace, refuses them:
+    // `tier::landlock`.)
+    let block_inet = false;
     let mut writable: Vec<&Path> = vec![&v.workspace, Path::new("/tmp"), Path::new("/dev/shm")];
     if let Some(h) = &v.home {
         writable.push(h);
     }
     writable.extend(v.cache_binds.iter().map(|b| b.inside.as_path()));
     writable.extend(req.rw_binds.iter().map(PathBuf::as_path));
+    writable.extend(req.layered_binds.iter().map(|l| l.path.as_path()));
     let landlock = confine::landlock_plan(landlock_abi(), &writable, block_inet)?;
     let bpf = confine::seccomp_program(block_inet)?;
     crate::timing::mark("sandbox: landlock + seccomp prepared");

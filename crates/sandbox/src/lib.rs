@@ -25,6 +25,9 @@
 //! # What the namespace backend builds
 //!
 //! One `clone` creates fresh user, mount, pid, ipc, uts and (unless `network`) net namespaces.
+//! The net namespace has only `lo`, brought up before the command starts: `AF_INET`/`AF_INET6`
+//! sockets work, but bind and connect only within the run (a test's server on 127.0.0.1 or
+//! `::1`); a connect to any other address fails at once with ENETUNREACH, no packet sent.
 //! The clone child is PID 1 of the new pid namespace: it maps its own uid to root, builds a
 //! minimal root on a tmpfs and pivots into it, then forks the command (PID 2) and reaps.
 //! When the command exits, or the caller kills PID 1 on timeout or cancellation, the kernel
@@ -44,8 +47,7 @@
 //! - Landlock: writes only beneath the workspace, `/tmp`, `/dev/shm` and to the few device files.
 //!   seccomp (deny-list, EPERM): ptrace, process_vm_*, bpf, keyrings, perf, userfaultfd, module
 //!   and kexec calls, every mount-API call, unshare/setns and namespace flags on clone, io_uring,
-//!   TIOCSTI, sethostname/setdomainname, and `AF_INET`/`AF_INET6` sockets when the network is
-//!   off; sockets of any family but unix, inet, inet6 and netlink (`NETLINK_ROUTE` only) fail
+//!   TIOCSTI and sethostname/setdomainname; sockets of any family but unix, inet, inet6 and netlink (`NETLINK_ROUTE` only) fail
 //!   with EAFNOSUPPORT (vsock is not network-namespaced); `clone3` returns ENOSYS so libc falls
 //!   back to the inspectable `clone`; x32 system calls are refused.
 //! - Ceilings on the whole run ([`Limits`]): a control group of its own when the caller can
@@ -188,8 +190,8 @@ pub use probe::{
 pub use settings::{HostMode, SandboxSettings};
 pub use spec::{
     CACHE_ROOT, CacheBind, Ceiling, CpuReport, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY,
-    DEFAULT_UPPER_BYTES, DiskReport, Limits, LimitsReport, Mechanism, MemoryReport, Outcome,
-    ProcessesReport, SandboxSpec,
+    DEFAULT_UPPER_BYTES, DiskReport, LayeredBind, Limits, LimitsReport, Mechanism, MemoryReport,
+    Outcome, ProcessesReport, SandboxSpec,
 };
 pub use tier::{
     Availability, LandlockBackend, Tier, UnknownTier, backend, choose, landlock_probe, run_best,

@@ -59,11 +59,10 @@ fn run(spec: &SandboxSpec, settings: &SandboxSettings) -> Result<Outcome, Sandbo
                 "a run with the host's network cannot also have a proxied grant".into(),
             ));
         }
-        // A granted run: inet sockets (they reach only the private loopback, where the proxy
-        // listens) and the proxy variables.
+        // A granted run: the proxy variables (its inet sockets reach only the private
+        // loopback, where the proxy listens, as every run's do).
         Some(access) => {
             let mut s = spec.clone();
-            s.allow_loopback = true;
             for (k, v) in access.proxy_env() {
                 s.env.retain(|(n, _)| n.as_os_str() != k.as_str());
                 s.env.push((k.into(), v.into()));
@@ -101,7 +100,7 @@ fn run_with(
     // A warm host uses groups only when this run wants them (the operator's switch is read
     // here, not in the host), and makes them itself.
     req.limits.cgroup = with_cgroup;
-    let cold_only = !spec.rw_binds.is_empty();
+    let cold_only = !spec.rw_binds.is_empty() || !spec.layered_binds.is_empty();
     if !cold_only && let Some(outcome) = warm::client::try_run(spec, settings, &req)? {
         return Ok(outcome);
     }

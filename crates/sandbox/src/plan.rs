@@ -141,6 +141,8 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) cache_binds: &'a [crate::CacheBind],
     /// Host directories bound read-write at the same path (a granted run's package cache).
     pub(crate) rw_binds: &'a [PathBuf],
+    /// Host directories shown writable at the same path through an overlay of the caller's.
+    pub(crate) layered_binds: &'a [crate::LayeredBind],
     /// Absolute sandbox paths to hide: inside the workspace, or under an exposed home path.
     pub(crate) masked: &'a [PathBuf],
     pub(crate) tmp_size: u64,
@@ -280,6 +282,35 @@ impl Builder<'_> {
                 recursive: false,
             },
             format!("making the cache {} nosuid", dst.display()),
+        );
+        Ok(())
+    }
+
+    /// [`crate::LayeredBind`]: an overlay at the host directory's own path, the host directory
+    /// its only (read-only) lower layer; `nosuid`, `nodev`.
+    fn layered(&mut self, l: &crate::LayeredBind) -> Result<(), SandboxError> {
+        self.mkdirs(&l.path)?;
+        let dst = self.inside(&l.path);
+        let data = overlay_options(&l.path, &[], &l.upper, &l.work)?;
+        // Not `volatile` (that option is for the workspace's scratch upper): this layer is kept
+        // across the session's runs.
+        let data = data
+            .strip_suffix(b",volatile")
+            .map_or(data.clone(), <[u8]>::to_vec);
+        self.push(
+            Op::Overlay {
+                dst: cpath(&dst)?,
+                data: cstring(&data)?,
+            },
+            format!("layering a writable copy over {}", l.path.display()),
+        );
+        self.push(
+            Op::SetAttr {
+                path: cpath(&dst)?,
+                set: ATTR_NOSUID | ATTR_NODEV,
+                recursive: false,
+            },
+            format!("making the layer over {} nosuid", l.path.display()),
         );
         Ok(())
     }
@@ -444,6 +475,8 @@ enum Mount {
     /// A writable cache bind from this host directory.
     Cache(PathBuf),
     ReadWrite,
+    /// An overlay of the host directory at the same path under this writable layer.
+    Layered(crate::LayeredBind),
     Workspace,
 }
 
@@ -615,7 +648,10 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
             } else {
                 home.join(bind)
             };
-            mounts.push((abs, Mount::ReadOnly));
+            // A layered bind shows the same directory, writable: no read-only bind beneath.
+            if !input.layered_binds.iter().any(|l| l.path == abs) {
+                mounts.push((abs, Mount::ReadOnly));
+            }
         }
     }
     for bind in input.ro_binds {
@@ -626,6 +662,9 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
     }
     for bind in input.rw_binds {
         mounts.push((bind.clone(), Mount::ReadWrite));
+    }
+    for l in input.layered_binds {
+        mounts.push((l.path.clone(), Mount::Layered(l.clone())));
     }
     mounts.push((input.workspace.to_path_buf(), Mount::Workspace));
     // Parents first; the workspace overlay (and anything inside it) after every other mount,
@@ -639,6 +678,7 @@ fn build_phases(input: &PlanInput<'_>, with_base: bool) -> Result<Vec<Step>, San
             Mount::ReadOnly => b.bind_ro(abs, abs, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV)?,
             Mount::Cache(host) => b.bind_cache(host, abs)?,
             Mount::ReadWrite => b.bind_ro(abs, abs, ATTR_NOSUID | ATTR_NODEV)?,
+            Mount::Layered(l) => b.layered(l)?,
             Mount::Workspace => {
                 b.mkdirs(abs)?;
                 let (ws, layers, upper, work) = input.overlay_dirs();
@@ -684,6 +724,7 @@ pub(crate) fn build_base(newroot: &Path) -> Result<Vec<Step>, SandboxError> {
         ro_binds: &[],
         cache_binds: &[],
         rw_binds: &[],
+        layered_binds: &[],
         masked: &[],
         tmp_size: 1 << 20,
         pid_max: 1024,
@@ -776,6 +817,7 @@ mod tests {
             ro_binds: &[],
             cache_binds: &[],
             rw_binds: &[],
+            layered_binds: &[],
             masked: &[],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -818,6 +860,7 @@ mod tests {
                 ro_binds: &[],
                 cache_binds: &[],
                 rw_binds: &[],
+                layered_binds: &[],
                 masked: &[PathBuf::from("/x/ws/.airlock")],
                 tmp_size: 1 << 20,
                 pid_max: 500,
@@ -877,6 +920,7 @@ mod tests {
             ro_binds: &[],
             cache_binds: &[],
             rw_binds: &[],
+            layered_binds: &[],
             masked: &[PathBuf::from("/x/ws/.airlock")],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -907,6 +951,7 @@ mod tests {
             ro_binds: &[],
             cache_binds: &[],
             rw_binds: &[],
+            layered_binds: &[],
             masked: &[bin.join("tool.token")],
             tmp_size: 1 << 20,
             pid_max: 500,
@@ -942,6 +987,7 @@ mod tests {
             ro_binds: &[],
             cache_binds: &caches,
             rw_binds: &[],
+            layered_binds: &[],
             masked: &[],
             tmp_size: 1 << 20,
             pid_max: 500,

@@ -25,10 +25,13 @@ pub struct SandboxSpec {
     pub cwd: PathBuf,
     /// Variables added to the scrubbed allow-list (never `LD_*`, `DYLD_*` or secret-like names).
     pub env: Vec<(OsString, OsString)>,
-    /// Keep the host network namespace. Off: a private namespace with only `lo`.
+    /// Keep the host network namespace. Off: a private namespace with only `lo` (up), where
+    /// inet sockets bind and connect within the run and nowhere else.
     pub network: bool,
-    /// With the network off, still allow `AF_INET`/`AF_INET6` sockets, which can then reach only
-    /// the private loopback (test suites that bind 127.0.0.1 need this).
+    /// Kept for callers and the warm wire format; it changes nothing any more. The full tier
+    /// always allows `AF_INET`/`AF_INET6` sockets with the network off, because they reach only
+    /// the run's private loopback (test suites bind 127.0.0.1); the Landlock tier always refuses
+    /// them, because there they would reach the host's network.
     pub allow_loopback: bool,
     /// Network egress through airlock's proxy ([`crate::net`]): the run keeps its private
     /// namespace with only `lo`, gets the proxy on `127.0.0.1:PORT` and the proxy variables, and
@@ -54,6 +57,12 @@ pub struct SandboxSpec {
     /// what the command writes there stays on the host, never staged (a granted run's package
     /// cache). A run with any is always cold.
     pub rw_binds: Vec<PathBuf>,
+    /// Host directories shown at their own path, writable, without the host's copy ever being
+    /// written: an overlay of the host directory (read-only, below) and the caller's layer
+    /// (above), which receives every write (a granted run's package cache over the user's own,
+    /// e.g. `~/.npm/_cacache`). The full tier only, and always cold; the other tiers show the
+    /// directory read-only when [`SandboxSpec::home_binds`] names it.
+    pub layered_binds: Vec<LayeredBind>,
     /// Paths hidden from the command behind an empty read-only directory (or `/dev/null` for a
     /// file): inside the workspace (relative, or absolute under it), e.g. airlock's own
     /// `.airlock` state and sensitive files such as `.env`, or absolute paths under `home` inside
@@ -104,6 +113,7 @@ impl SandboxSpec {
             ro_binds: Vec::new(),
             cache_binds: Vec::new(),
             rw_binds: Vec::new(),
+            layered_binds: Vec::new(),
             masked: Vec::new(),
             limits: Limits::default(),
             cancel: None,
@@ -111,6 +121,18 @@ impl SandboxSpec {
             warm_host: None,
         }
     }
+}
+
+/// A host directory under a writable layer of the caller's ([`SandboxSpec::layered_binds`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayeredBind {
+    /// The host directory, shown at this same path; never written.
+    pub path: PathBuf,
+    /// The overlay's upper directory: an existing host directory that receives the writes
+    /// (outside the workspace; the caller owns it and its lifetime).
+    pub upper: PathBuf,
+    /// The overlay's work directory: an existing empty directory on `upper`'s filesystem.
+    pub work: PathBuf,
 }
 
 /// Where [`SandboxSpec::cache_binds`] appear inside the sandbox: every cache sits beneath it.

@@ -188,13 +188,8 @@ fn host_loopback_listener_is_unreachable() {
     let probe = format!(
         "/usr/bin/python3 -c 'import socket,sys\ntry:\n s=socket.create_connection((\"127.0.0.1\",{port}),timeout=2); s.sendall(b\"leak\"); print(\"connected\")\nexcept Exception as e: print(type(e).__name__, e)'"
     );
-    // Network off: AF_INET itself is refused.
+    // Network off: sockets work, but only the sandbox's own loopback exists.
     let out = run(&fx.spec(&probe));
-    assert!(stdout(&out).contains("PermissionError"), "{}", stdout(&out));
-    // Loopback allowed: sockets work, but only the sandbox's own loopback exists.
-    let mut spec = fx.spec(&probe);
-    spec.allow_loopback = true;
-    let out = run(&spec);
     assert!(
         stdout(&out).contains("ConnectionRefusedError"),
         "{}",
@@ -224,6 +219,48 @@ fn host_loopback_listener_is_unreachable() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The run's private loopback works for a real server (a test suite's local server): Python's
+/// `http.server` on 127.0.0.1 and a raw socket on ::1, served and fetched inside the run; a
+/// connect to any other address fails at once (only `lo` exists: ENETUNREACH, no packet sent).
+#[test]
+fn loopback_servers_work_and_nothing_else_is_reachable() {
+    let fx = Fixture::new();
+    let script = r#"
+import errno, http.server, socket, threading, time, urllib.request
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"served-in-sandbox"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+url = "http://127.0.0.1:%d/" % srv.server_address[1]
+print("HTTP", urllib.request.urlopen(url, timeout=5).read().decode())
+s6 = socket.socket(socket.AF_INET6); s6.bind(("::1", 0)); s6.listen(1)
+c6 = socket.create_connection(("::1", s6.getsockname()[1]), timeout=5)
+a, _ = s6.accept(); c6.sendall(b"v6"); print("V6", a.recv(2).decode())
+for target in [("10.255.255.1", 80), ("2001:db8::1", 80)]:
+    t = time.monotonic()
+    try:
+        socket.create_connection(target, timeout=10); print("REACHED", target)
+    except OSError as e:
+        print("UNREACHABLE", target[0], errno.errorcode.get(e.errno, e.errno), round(time.monotonic() - t, 3))
+"#;
+    fx.write("srv.py", script);
+    let out = run(&fx.spec("/usr/bin/python3 srv.py"));
+    let text = stdout(&out);
+    assert!(text.contains("HTTP served-in-sandbox"), "{text}\n{out:?}");
+    assert!(text.contains("V6 v6"), "{text}");
+    assert!(!text.contains("REACHED"), "{text}");
+    for line in text.lines().filter(|l| l.starts_with("UNREACHABLE")) {
+        let secs: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(line.contains("ENETUNREACH"), "{line}");
+        assert!(secs < 1.0, "a refused connect waited: {line}");
+    }
+    assert_eq!(text.matches("UNREACHABLE").count(), 2, "{text}");
 }
 
 #[test]
@@ -773,4 +810,50 @@ fn a_run_inherits_only_what_the_settings_hand_over() {
             );
         }
     }
+}
+
+/// A layered bind shows a host directory writable at its own path while the host's copy is
+/// never written: reads see the host's files, writes, deletes and modes land in the caller's
+/// layer (a granted run's package cache over the user's own).
+#[test]
+fn layered_binds_never_write_the_host_directory() {
+    let fx = Fixture::new();
+    let host = fx.path().join("home/.npm/_cacache");
+    std::fs::create_dir_all(host.join("content")).unwrap();
+    std::fs::write(host.join("content/blob"), "host-blob").unwrap();
+    std::fs::write(host.join("index"), "host-index").unwrap();
+    let before = snapshot(&host);
+    let (upper, work) = (fx.path().join("layer/upper"), fx.path().join("layer/work"));
+    std::fs::create_dir_all(&upper).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let d = host.display();
+    let mut spec = fx.spec(&format!(
+        "cat {d}/content/blob; echo; echo new > {d}/tmp-new && cat {d}/tmp-new; \
+         echo more >> {d}/index; rm {d}/content/blob; chmod 777 {d}; ls {d}/content | wc -l; \
+         cat {d}/index"
+    ));
+    spec.home_binds = vec![PathBuf::from(".npm/_cacache")];
+    spec.layered_binds = vec![airlock_sandbox::LayeredBind {
+        path: host.clone(),
+        upper: upper.clone(),
+        work,
+    }];
+    let out = run(&spec);
+    let text = stdout(&out);
+    assert_eq!(out.exit_code, Some(0), "{text} {}", out.stderr.text_lossy());
+    assert_eq!(text, "host-blob\nnew\n0\nhost-indexmore\n", "{text}");
+    assert_eq!(snapshot(&host), before, "the host directory was written");
+    assert_eq!(
+        std::fs::read_to_string(upper.join("tmp-new")).unwrap(),
+        "new\n"
+    );
+    // The same layer is there for the next run of the caller's.
+    let again = run(&fx.spec(&format!("cat {d}/tmp-new 2>&1")));
+    assert!(
+        stdout(&again).contains("No such file"),
+        "{}",
+        stdout(&again)
+    );
+    spec.argv = vec!["sh".into(), "-c".into(), format!("cat {d}/tmp-new").into()];
+    assert_eq!(stdout(&run(&spec)), "new\n");
 }

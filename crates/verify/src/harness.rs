@@ -618,7 +618,11 @@ fn environment_note(
                 .to_string(),
         );
     } else {
-        notes.push("no network (only loopback)".to_string());
+        // What a test may do with sockets, per tier (the sandbox crate's `tier` docs).
+        notes.push(match output.tier {
+            Some(airlock_sandbox::Tier::Landlock) => "no network and no loopback: the landlock tier (no network namespace) refuses inet sockets, so a test that starts a local server fails here; it passes in the full tier".to_string(),
+            _ => "no network beyond the run's own loopback (refused by policy: a verification gets no network grant): a test may serve and connect on 127.0.0.1 and ::1; every other address and every name lookup fails at once".to_string(),
+        });
         notes.push(
             "HOME is fresh and empty apart from read-only toolchain paths; /tmp is private"
                 .to_string(),

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
-use airlock_policy::net::{NetPolicy, NetRuleSet, PresetSources, resolve_preset};
+use airlock_policy::net::{
+    GrantItem, NetPolicy, NetRuleSet, Preset, PresetSources, resolve_preset,
+};
 use airlock_sandbox::net::{NetAccess, NetDecision, NetGate};
 
 /// A question to the operator from a run's proxy: the `host:port`, the sentence of the ask
@@ -289,4 +291,203 @@ pub(crate) fn expose_cargo_cache(
     }
     spec.env.push(("CARGO_HOME".into(), cache.into_os_string()));
     true
+}
+
+/// The presets the operator's `[net]` rules and `--allow-net` items grant, whatever commands
+/// they are scoped to (a malformed item grants nothing here; [`access_for`] reports it).
+pub(crate) fn granted_presets(config: Option<&NetRuleSet>, allow_net: &[String]) -> Vec<Preset> {
+    let items: Vec<&str> = allow_net.iter().map(String::as_str).collect();
+    let flags = NetRuleSet::parse(&items, &[]).unwrap_or_default();
+    let mut out: Vec<Preset> = config
+        .into_iter()
+        .flat_map(|c| &c.allow)
+        .chain(&flags.allow)
+        .filter_map(|g| match g {
+            GrantItem::Preset(p, _) => Some(*p),
+            GrantItem::Host(_) => None,
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+/// The caches under `$HOME` that a preset's tool writes as it fetches, when the host has them
+/// (the sandbox shows them read-only otherwise: `exposure::TOOLCHAIN_PATHS`). pip writes its
+/// cache under `XDG_CACHE_HOME`, which every run has writable already (the workspace's `xdg`
+/// cache); a cargo workspace's granted run has its own `CARGO_HOME` ([`expose_cargo_cache`]).
+const PRESET_CACHES: &[(Preset, &[&str])] = &[
+    (Preset::Npm, &[".npm/_cacache"]),
+    (Preset::Go, &["go/pkg/mod"]),
+    (
+        Preset::Cargo,
+        &[
+            ".cargo/registry/index",
+            ".cargo/registry/cache",
+            ".cargo/registry/src",
+            ".cargo/git/db",
+            ".cargo/git/checkouts",
+        ],
+    ),
+];
+
+/// Gives a granted run of `presets` the user's own package caches, writable, without the host's
+/// copy ever being written: each exposed cache of [`PRESET_CACHES`] (and a `GOMODCACHE` the run
+/// reads from outside `$HOME`) becomes a layered bind, the host's directory below and a layer in
+/// the session's scratch directory `scratch` above, kept for the session's later runs. Returns
+/// the paths layered.
+pub(crate) fn layer_preset_caches(
+    spec: &mut airlock_sandbox::SandboxSpec,
+    home: Option<&Path>,
+    presets: &[Preset],
+    scratch: &Path,
+) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for (preset, rels) in PRESET_CACHES {
+        if !presets.contains(preset) {
+            continue;
+        }
+        let exposed = |p: &PathBuf| spec.home_binds.contains(p) || spec.ro_binds.contains(p);
+        paths.extend(
+            home.into_iter()
+                .flat_map(|h| rels.iter().map(move |r| h.join(r)))
+                .filter(|p| exposed(p) && p.is_dir()),
+        );
+        if *preset == Preset::Go
+            && let Some((_, m)) = spec.env.iter().find(|(k, _)| k == "GOMODCACHE")
+            && exposed(&PathBuf::from(m))
+        {
+            paths.push(PathBuf::from(m));
+        }
+    }
+    // GOMODCACHE may name `~/go/pkg/mod` itself: one layer per directory.
+    paths.sort();
+    paths.dedup();
+    paths.retain(|p| {
+        let name = p.to_string_lossy().trim_matches('/').replace('/', "_");
+        let layer = scratch.join("home-caches").join(name);
+        let (upper, work) = (layer.join("upper"), layer.join("work"));
+        match std::fs::create_dir_all(&upper).and_then(|()| std::fs::create_dir_all(&work)) {
+            Ok(()) => {
+                spec.layered_binds.push(airlock_sandbox::LayeredBind {
+                    path: p.clone(),
+                    upper,
+                    work,
+                });
+                true
+            }
+            Err(e) => {
+                tracing::warn!("cannot make the cache layer {}: {e}", layer.display());
+                false
+            }
+        }
+    });
+    paths
+}
+
+/// Variables of a run without a grant: package managers give up at once on the network that is
+/// not there instead of retrying it (npm retries a failed name lookup for 70 s, pip five times).
+pub(crate) const UNGRANTED_ENV: &[(&str, &str)] = &[
+    ("CARGO_NET_OFFLINE", "true"),
+    ("npm_config_fetch_retries", "0"),
+    ("PIP_RETRIES", "0"),
+];
+
+/// What a failed name lookup or connection prints, in the tools a run is likely to use (node,
+/// glibc, curl, Python, Go, Rust).
+const NET_FAILURES: &[&str] = &[
+    "EAI_AGAIN",
+    "ENOTFOUND",
+    "ENETUNREACH",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Could not resolve host",
+    "Failed to resolve",
+    "failed to lookup address",
+    "dial tcp: lookup",
+    "NameResolutionError",
+];
+
+/// The note of a run without a grant that failed on the network: that the policy refused it,
+/// and the grant to ask for (the host the output names, and the preset of the command's
+/// package manager). `None` when the output shows no failed lookup or connection.
+pub(crate) fn refused_note(command: &str, output: &str) -> Option<String> {
+    NET_FAILURES.iter().find(|m| output.contains(*m))?;
+    let host = failed_host(output);
+    let preset = command
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
+        .map(|w| w.rsplit('/').next().unwrap_or(w))
+        .find_map(|w| match w {
+            "npm" | "npx" | "pnpm" | "yarn" => Some("preset:npm"),
+            "pip" | "pip3" | "uv" => Some("preset:pip"),
+            "cargo" => Some("preset:cargo"),
+            "go" => Some("preset:go"),
+            _ => None,
+        });
+    let grant = match (&host, preset) {
+        (Some(h), Some(p)) => format!("--allow-net {h} or --allow-net {p}"),
+        (Some(h), None) => format!("--allow-net {h}"),
+        (None, Some(p)) => format!("--allow-net HOST or --allow-net {p}"),
+        (None, None) => {
+            "--allow-net HOST or a preset (--allow-net preset:npm, pip, cargo, go)".to_string()
+        }
+    };
+    let what = host.map_or(String::new(), |h| format!(" (it tried {h})"));
+    Some(format!(
+        "network refused by policy: this run had no network grant, so every name lookup and connection outside the sandbox fails at once{what}; the operator can grant it with {grant}."
+    ))
+}
+
+/// The host a failed lookup names in `output`, when one of the usual phrasings gives it.
+fn failed_host(output: &str) -> Option<String> {
+    const BEFORE: &[&str] = &[
+        "EAI_AGAIN ",
+        "ENOTFOUND ",
+        "Could not resolve host: ",
+        "Failed to resolve '",
+        "dial tcp: lookup ",
+        "failed to resolve address for ",
+    ];
+    BEFORE.iter().find_map(|b| {
+        let at = output.find(b)? + b.len();
+        let host: String = output[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
+            .collect();
+        (host.contains('.') && !host.starts_with('.')).then_some(host)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_network_failure_gets_the_policy_note_with_the_grant_to_ask_for() {
+        let npm = "npm error request to https://registry.npmjs.org/left-pad failed, reason: getaddrinfo EAI_AGAIN registry.npmjs.org\n";
+        let note = refused_note("npm view left-pad version", npm).unwrap();
+        assert!(note.starts_with("network refused by policy"), "{note}");
+        assert!(
+            note.contains("--allow-net registry.npmjs.org or --allow-net preset:npm"),
+            "{note}"
+        );
+        let curl = "curl: (6) Could not resolve host: example.com";
+        let note = refused_note("cd x && curl -sS https://example.com/", curl).unwrap();
+        assert!(note.ends_with("with --allow-net example.com."), "{note}");
+        let pip =
+            "Failed to establish a new connection: [Errno -3] Temporary failure in name resolution";
+        let note = refused_note("/usr/bin/pip3 install six", pip).unwrap();
+        assert!(
+            note.contains("--allow-net HOST or --allow-net preset:pip"),
+            "{note}"
+        );
+        let go =
+            "dial tcp: lookup proxy.golang.org on 10.0.0.1:53: dial udp: network is unreachable";
+        assert!(
+            refused_note("go mod download", go)
+                .unwrap()
+                .contains("proxy.golang.org or --allow-net preset:go")
+        );
+        assert_eq!(refused_note("make", "error: no rule to make target"), None);
+    }
 }

@@ -201,13 +201,19 @@ pub(crate) fn bash(
     spec.env.extend(caches.env);
     spec.cache_binds = caches.binds;
     spec.ro_binds = caches.ro_binds;
-    if net.is_none() {
-        spec.env.insert(
-            0,
-            (OsString::from("CARGO_NET_OFFLINE"), OsString::from("true")),
-        );
+    let granted = net.is_some();
+    if granted {
+        // The user's own package caches under a granted preset: writable through a layer of
+        // the session's, the host's copy never written.
+        let presets = super::net::granted_presets(k.net, &ctx.operator.allow_net);
+        super::net::layer_preset_caches(&mut spec, k.settings.home.as_deref(), &presets, &dirs.dir);
+    } else {
+        for (name, value) in super::net::UNGRANTED_ENV.iter().rev() {
+            spec.env
+                .insert(0, (OsString::from(name), OsString::from(value)));
+        }
     }
-    super::net::expose_cargo_cache(&mut spec, k.settings.home.as_deref(), k.root, net.is_some());
+    super::net::expose_cargo_cache(&mut spec, k.settings.home.as_deref(), k.root, granted);
     spec.net = net;
     spec.cancel = Some(ctx.cancel.flag());
     spec.warm_host = Some(dirs.warm_host_socket());
@@ -315,6 +321,18 @@ pub(crate) fn bash(
     }
     if let Some(report) = &outcome.net {
         super::net::report_into(&mut out, report);
+    }
+    if !granted
+        && exit_code != 0
+        && !outcome.timed_out
+        && let Some(note) =
+            super::net::refused_note(script.script(), &format!("{stderr}\n{stdout}"))
+    {
+        out["network"] = json!("refused by policy");
+        out["note"] = json!(match out.get("note").and_then(Value::as_str) {
+            Some(n) => format!("{n} {note}"),
+            None => note,
+        });
     }
     crate::CallOutcome {
         ok: exit_code == 0,

@@ -11,8 +11,15 @@
 //!   (its secrets), `$HOME` beyond the toolchain paths and the rest of the host are out of
 //!   reach. Signals and abstract unix sockets are scoped to the run (ABI 6), and with the
 //!   network off TCP bind/connect are refused (ABI 4).
+//! - No network sockets with the network off: `socket(AF_INET/AF_INET6)` fails with EPERM, so a
+//!   test that starts a local server fails here (it passes in the full tier). This tier has no
+//!   network namespace: a socket would be the host's, reaching the host's interfaces, its
+//!   loopback services and the outside. Landlock's network rules (ABI 4) cannot narrow that to
+//!   a loopback of the run's own: they allow or refuse TCP bind/connect by *port* alone, for
+//!   every address, and do not govern UDP at all. So the refusal stays, and verify's
+//!   environment note says so for this tier.
 //! - seccomp: the full tier's filter (namespace, mount, ptrace-class, keyring, BPF calls;
-//!   socket families allow-listed; `AF_INET`/`AF_INET6` refused with the network off), plus
+//!   socket families allow-listed), with `AF_INET`/`AF_INET6` refused (network off), plus
 //!   `socket(AF_UNIX)` and `setsid`/`setpgid` (see
 //!   `confine::seccomp_program_copy_tier`).
 //! - rlimits (memory, CPU time, file size, open files, processes) and a process-group kill at

@@ -6,7 +6,8 @@
 //! - [`Tier::Landlock`]: for hosts without usable user namespaces (an AppArmor restriction, a
 //!   container's seccomp profile, a sysctl): a fast copy of the workspace, Landlock confining
 //!   writes to that copy and private temporary directories and reads to the system and
-//!   toolchain directories, the same seccomp filter (no network sockets), rlimits and a
+//!   toolchain directories, the same seccomp filter plus no inet sockets (no namespace keeps
+//!   them off the host's network; the full tier allows them in the run's own), rlimits and a
 //!   process-group kill ([`LandlockBackend`]).
 //! - [`Tier::Degraded`]: no kernel isolation at all ([`crate::DegradedBackend`]), only when the
 //!   operator opts in.
