@@ -5,8 +5,9 @@ developers do (scripts/ci-deps-realprojects.sh puts them under target/realprojec
 
     python3 scripts/bench-integrity.py OLD_AIRLOCK NEW_AIRLOCK [ROUNDS] [PROJECT ...]
 
-Each build gets its own copy of each project (so each keeps its own caches), the same staged
-one-line change, one warm-up verify, then ROUNDS verifies alternating old/new. Prints the
+Each build gets its own copy of each project (so each keeps its own caches; a virtualenv is
+made anew in each), the same staged one-line change, one warm-up verify, then ROUNDS rounds
+alternating old/new, each staging one more line first (so every verify is after a change). Prints the
 median wall time of each and the ratio new/old, per project.
 """
 import json
@@ -50,6 +51,7 @@ def prepare(binary, project, tmp, tag):
     src = os.path.join(REAL, project)
     ws = os.path.join(tmp, f"{project}-{tag}")
     shutil.copytree(src, ws, symlinks=True)
+    fresh_venv(ws)
     home = os.path.join(tmp, f"home-{tag}")
     os.makedirs(home, exist_ok=True)
     rel, line = CHANGES[project]
@@ -58,6 +60,26 @@ def prepare(binary, project, tmp, tag):
     args = json.dumps({"path": rel, "content": body + line})
     airlock(binary, ws, home, "call", "write_file", args)
     return ws, home
+
+
+def change(binary, ws, home, project, n):
+    """Stage the n-th one-line change (a new line each time, so every verify rebuilds)."""
+    rel, line = CHANGES[project]
+    with open(os.path.join(ws, rel)) as f:
+        body = f.read()
+    args = json.dumps({"path": rel, "content": body + line * n})
+    airlock(binary, ws, home, "call", "write_file", args)
+
+
+def fresh_venv(ws):
+    """A copied virtualenv points at its old place: make the project's own again."""
+    venv = os.path.join(ws, ".venv")
+    if not os.path.isdir(venv):
+        return
+    shutil.rmtree(venv)
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    pip = os.path.join(venv, "bin", "pip")
+    subprocess.run([pip, "install", "-q", "-e", ws, "pytest", "pretend"], check=True)
 
 
 def verify(binary, ws, home):
@@ -87,8 +109,9 @@ def main():
             ta, va, ca = verify(old, *a)
             tb, vb, cb = verify(new, *b)
             times = {"old": [], "new": []}
-            for _ in range(rounds):
+            for n in range(rounds):
                 for tag, binary, (ws, home) in (("old", old, a), ("new", new, b)):
+                    change(binary, ws, home, project, n + 2)
                     t, _, _ = verify(binary, ws, home)
                     times[tag].append(t)
             mo, mn = statistics.median(times["old"]), statistics.median(times["new"])

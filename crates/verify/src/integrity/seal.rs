@@ -135,10 +135,29 @@ pub fn authentic(
 /// Entries read at most for one fingerprint; past that the fingerprint says it is truncated.
 const MAX_ENTRIES: usize = 2_000_000;
 
+/// Directories of installed packages, build outputs and caches: their own entries are in the
+/// fingerprint (a package installed, removed or replaced changes them), not everything below
+/// (a walk of `node_modules` on every verify and apply would cost more than the run).
+const SHALLOW: &[&str] = &[
+    "node_modules",
+    ".venv",
+    "venv",
+    "target",
+    "__pycache__",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".next",
+    ".turbo",
+];
+
 /// The fingerprint of the tree at `root` now: per top-level name, a hash of every entry's
 /// name, size, modification time (to the nanosecond) and mode below it (`.git` and `.airlock`
-/// left out). Inodes are not part of it, so a workspace copied with its times (`cp -a`) or
-/// moved keeps its fingerprint.
+/// left out; of [`SHALLOW`] directories — installed packages, build outputs, caches — only
+/// their own entries). Inodes are not part of it, so a workspace copied with its times
+/// (`cp -a`) or moved keeps its fingerprint.
 pub fn base_fingerprint(root: &Path) -> io::Result<BaseFingerprint> {
     let mut out = std::collections::BTreeMap::new();
     let mut budget = MAX_ENTRIES;
@@ -153,7 +172,11 @@ pub fn base_fingerprint(root: &Path) -> io::Result<BaseFingerprint> {
         let m = e.path().symlink_metadata()?;
         meta(&mut h, &m);
         if m.is_dir() {
-            hash_dir(&e.path(), &mut h, &mut budget)?;
+            if SHALLOW.contains(&name.as_str()) {
+                shallow_dir(&e.path(), &mut h, &mut budget);
+            } else {
+                hash_dir(&e.path(), &mut h, &mut budget)?;
+            }
         }
         out.insert(name, h.finalize().to_hex()[..32].to_string());
     }
@@ -191,10 +214,31 @@ fn hash_dir(dir: &Path, h: &mut blake3::Hasher, budget: &mut usize) -> io::Resul
         };
         meta(h, &m);
         if m.is_dir() {
-            hash_dir(&e.path(), h, budget)?;
+            if SHALLOW.iter().any(|s| e.file_name() == *s) {
+                shallow_dir(&e.path(), h, budget);
+            } else {
+                hash_dir(&e.path(), h, budget)?;
+            }
         }
     }
     Ok(())
+}
+
+/// A [`SHALLOW`] directory: its entries' names and metadata, one level down.
+fn shallow_dir(dir: &Path, h: &mut blake3::Hasher, budget: &mut usize) {
+    let Ok(r) = std::fs::read_dir(dir) else {
+        h.update(b"\0unreadable");
+        return;
+    };
+    let mut entries: Vec<_> = r.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        *budget = budget.saturating_sub(1);
+        h.update(e.file_name().as_encoded_bytes());
+        if let Ok(m) = e.metadata() {
+            meta(h, &m);
+        }
+    }
 }
 
 #[cfg(test)]
