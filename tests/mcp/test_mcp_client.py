@@ -321,3 +321,41 @@ def test_an_unanswered_approval_times_out_as_a_denial(workspace: Path) -> None:
 
     run(go)
     assert len(asked) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_pass_that_changed_the_test_configuration_needs_the_operator_to_apply(
+    workspace: Path, mode: str
+) -> None:
+    """Verdict integrity over MCP: the tests pass, but the changeset also changed the test
+    configuration, so the agent's `apply` puts the question to the person; a refusal writes
+    nothing, an approval applies."""
+    refuse = Operator("deny")
+    approve = Operator("once")
+
+    async def stage_and_verify(client: Client) -> None:
+        r = await client.call_tool("write_file", {"path": "src/value.txt", "content": "fixed\n"})
+        assert not r.is_error, text_of(r)
+        r = await client.call_tool(
+            "write_file", {"path": "pytest.ini", "content": "[pytest]\ntestpaths = tests\naddopts = -q\n"}
+        )
+        assert not r.is_error, text_of(r)
+        r = await client.call_tool("verify", {"timeout_secs": 120})
+        verdict = json.loads(text_of(r))
+        assert verdict["verdict"] == "passed", verdict
+        assert "test_config" in verdict["apply_needs_operator"], verdict
+
+    async def go() -> None:
+        flags = ("--mode", "build")
+        async with Client(params(workspace, *flags), mode=mode, elicitation_callback=refuse) as client:
+            await stage_and_verify(client)
+            r = await client.call_tool("apply", {})
+            assert decision_of(r)["rule"] == "apply_needs_operator", text_of(r)
+        assert (workspace / "src" / "value.txt").read_text() == "broken\n"
+        async with Client(params(workspace, *flags), mode=mode, elicitation_callback=approve) as client:
+            r = await client.call_tool("apply", {})
+            assert not r.is_error, text_of(r)
+
+    run(go)
+    assert refuse.asked and "test configuration" in refuse.asked[0], refuse.asked
+    assert (workspace / "src" / "value.txt").read_text() == "fixed\n"
