@@ -358,4 +358,6 @@ def test_a_pass_that_changed_the_test_configuration_needs_the_operator_to_apply(
 
     run(go)
     assert refuse.asked and "test configuration" in refuse.asked[0], refuse.asked
+    # The question shows exactly the changed test configuration: its diff.
+    assert "+addopts = -q" in refuse.asked[0], refuse.asked
     assert (workspace / "src" / "value.txt").read_text() == "fixed\n"

@@ -780,7 +780,7 @@ fn check_seal(
     if seal.concerns.is_empty() || call.operator.accept_concerns {
         return Ok(());
     }
-    let summary = concern_summary(verified, &seal);
+    let summary = concern_summary(k, verified, &seal);
     let req = ApprovalRequest {
         tool: "apply".into(),
         summary,
@@ -809,43 +809,54 @@ fn check_seal(
 /// The concerns of a verdict and the staged diff of the paths behind them (bounded), for the
 /// operator's question.
 fn concern_summary(
+    k: &ExecCtx<'_>,
     verified: &airlock_stage::VerifiedChangeset,
     seal: &airlock_stage::VerdictSeal,
 ) -> String {
     let names: Vec<&str> = seal.concerns.iter().map(|c| c.describe()).collect();
     let mut text = format!("apply although {}", names.join("; "));
-    let paths: Vec<String> = verified
+    let concerns: Vec<&Value> = verified
         .verdict()
         .detail
         .pointer("/integrity/concerns")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .collect();
+    let lines = concerns
+        .iter()
         .filter_map(|c| c.get("detail").and_then(Value::as_array))
         .flatten()
         .filter_map(Value::as_str)
-        .take(8)
-        .map(str::to_string)
-        .collect();
-    for p in paths {
+        .take(8);
+    for line in lines {
         text.push_str("\n  - ");
-        text.push_str(&p);
+        text.push_str(line);
     }
-    if let Some(hooks) = verified
-        .verdict()
-        .detail
-        .get("session_local_hooks")
-        .and_then(Value::as_array)
+    // Exactly those changes, first: the staged diff of the paths behind the concerns.
+    let paths: Vec<airlock_policy::RelPath> = concerns
+        .iter()
+        .filter_map(|c| c.get("paths").and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|p| airlock_policy::RelPath::new(p).ok())
+        .collect();
+    if !paths.is_empty()
+        && let Ok(diff) = sdiff::unified_diff(k.store, verified.snapshot(), &paths)
+        && !diff.is_empty()
     {
-        for h in hooks.iter().take(5) {
-            text.push_str(&format!(
-                "\n  - session-local `{}`",
-                h.get("path").and_then(Value::as_str).unwrap_or("?")
-            ));
+        let (shown, cut) = crate::output::cut(&diff, CONCERN_DIFF_BYTES);
+        text.push('\n');
+        text.push_str(shown);
+        if cut > 0 {
+            text.push_str(&format!("\n[… {cut} more bytes: `airlock diff` shows all]"));
         }
     }
     text
 }
+
+/// Most bytes of the staged diff shown with an apply's concerns.
+const CONCERN_DIFF_BYTES: usize = 4096;
 
 /// The stage's second look at host-exec paths during apply: the policy's classification by name
 /// and the operator's `--allow-host-exec` grant.
