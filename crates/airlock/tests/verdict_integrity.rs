@@ -203,6 +203,7 @@ fn test_configuration_that_drops_the_failing_test_needs_the_operator() {
     // … but the verdict says the test definition changed, and the agent cannot apply it.
     let concerns = v["apply_needs_operator"].to_string();
     assert!(concerns.contains("test_config"), "{v:#}");
+    assert_eq!(v["integrity"]["contract"]["verdict"], "failed", "{v:#}");
     assert_not_applied(&ws, "addopts -k");
     // The operator, having reviewed it, can.
     let o = ws.run(&["apply", "--accept-test-changes"]);
@@ -222,6 +223,12 @@ fn an_edited_existing_test_needs_the_operator_and_a_new_test_does_not() {
         v["apply_needs_operator"]
             .to_string()
             .contains("test_changed"),
+        "{v:#}"
+    );
+    // The contract run (the base's test file against the changed code) shows the regression.
+    assert_eq!(v["integrity"]["contract"]["verdict"], "failed", "{v:#}");
+    assert!(
+        v["diagnostics"].as_str().unwrap().contains("contract run:"),
         "{v:#}"
     );
     assert_not_applied(&ws, "edited assertion");

@@ -462,6 +462,7 @@ fn verify_scoped(
         },
         concerns: crate::integrity::classify::judge(input.workspace, &input.layers),
         signals: parsed.signals.clone(),
+        contract: None,
     };
     if !opts.local_hooks.is_empty() {
         integrity.concerns.push(crate::integrity::ConcernReport {
@@ -484,6 +485,9 @@ fn verify_scoped(
         integrity
             .concerns
             .extend(fewer_than_base(runner, input, opts, target, parsed.counts)?);
+    }
+    if verdict == Verdict::Passed && target.related.is_none() && opts.only.is_empty() {
+        integrity.contract = contract_run(runner, input, opts, target, &integrity.concerns)?;
     }
     let mut header = format!(
         "{verdict}: {} passed, {} failed, {} skipped ({}",
@@ -982,6 +986,95 @@ fn fewer_than_base(
             detail,
         }),
     )
+}
+
+/// The contract run: when the changeset changed the test definition (existing tests or test
+/// configuration), the base's versions of exactly those files are laid over the changeset and
+/// the suite runs again, so the operator who decides sees whether the changed code passes the
+/// tests the base defined. `None` when nothing of the test definition changed.
+fn contract_run(
+    runner: &dyn CommandRunner,
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    target: Target,
+    concerns: &[crate::integrity::ConcernReport],
+) -> Result<Option<crate::integrity::Contract>, VerifyError> {
+    use airlock_types::Concern;
+    let definition: Vec<&crate::integrity::ConcernReport> = concerns
+        .iter()
+        .filter(|c| matches!(c.kind, Concern::TestChanged | Concern::TestConfig))
+        .collect();
+    if definition.is_empty() {
+        return Ok(None);
+    }
+    let not_run = |note: String| {
+        Ok(Some(crate::integrity::Contract {
+            verdict: None,
+            tests: Counts::default(),
+            note,
+        }))
+    };
+    let complete = definition
+        .iter()
+        .all(|c| c.paths.len() == c.detail.len() && c.paths.len() < 8);
+    if !complete {
+        return not_run(
+            "the changeset changes too much of the test definition to restore the base's".into(),
+        );
+    }
+    let scratch = fresh_dir(input.scratch_dir, "contract")?;
+    let layer = scratch.path().join("base-tests");
+    let base = DirSource::new(input.workspace);
+    for path in definition.iter().flat_map(|c| &c.paths) {
+        let Some(bytes) = base.read(path) else {
+            return not_run(format!(
+                "`{path}` is new test configuration (the base has none to restore), so the base's test definition cannot be run alone"
+            ));
+        };
+        let dest = layer.join(path);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| VerifyError::io(parent, e))?;
+        }
+        std::fs::write(&dest, bytes).map_err(|e| VerifyError::io(&dest, e))?;
+    }
+    let mut layers = input.layers.clone();
+    layers.push(layer);
+    let src = DirSource::layered(input.workspace, &layers);
+    let run = fresh_dir(input.scratch_dir, "contract-run")?;
+    let attempt = run_once(
+        runner,
+        input.workspace,
+        &layers,
+        run.path(),
+        opts,
+        target,
+        &src,
+    )?;
+    let Attempt::Ran {
+        plan,
+        output,
+        steps_before_runner,
+    } = attempt
+    else {
+        return not_run("the base's test definition could not be run".into());
+    };
+    let mut collector = Collector::new(opts.budget_bytes, None);
+    let (parsed, _) = parse_run(&plan, &output, steps_before_runner, &src, &mut collector);
+    let (verdict, _) = decide(&facts_of(&output, opts, &parsed, &collector, false));
+    let note = match verdict {
+        Verdict::Passed => {
+            "the changed code also passes the tests and configuration the base defined".to_string()
+        }
+        v => format!(
+            "with the tests and configuration the base defined, the changed code gives `{v}` ({} passed, {} failed): the change to the test definition is what made it pass",
+            parsed.counts.passed, parsed.counts.failed
+        ),
+    };
+    Ok(Some(crate::integrity::Contract {
+        verdict: Some(verdict),
+        tests: parsed.counts,
+        note,
+    }))
 }
 
 /// Prepares airlock's pytest witness for a run: the plugin and its key in the run's private

@@ -440,6 +440,9 @@ fn note_concerns(
             lines.push(format!("  - {}: {d}", c.kind.describe()));
         }
     }
+    if let Some(contract) = &report.integrity.contract {
+        lines.push(format!("  contract run: {}", contract.note));
+    }
     if let Some(d) = obj.get_mut("diagnostics")
         && let Some(text) = d.as_str()
     {
@@ -832,6 +835,15 @@ fn concern_summary(
     for line in lines {
         text.push_str("\n  - ");
         text.push_str(line);
+    }
+    if let Some(note) = verified
+        .verdict()
+        .detail
+        .pointer("/integrity/contract/note")
+        .and_then(Value::as_str)
+    {
+        text.push_str("\n  contract run: ");
+        text.push_str(note);
     }
     // Exactly those changes, first: the staged diff of the paths behind the concerns.
     let paths: Vec<airlock_policy::RelPath> = concerns

@@ -39,6 +39,23 @@ pub struct Integrity {
     /// `exit`), for the record.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signals: Vec<String>,
+    /// When the changeset changed the test definition: the base's tests and test configuration
+    /// run against the changed code (the contract), for the operator who decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<Contract>,
+}
+
+/// The contract run: the base's own test definition against the changed code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contract {
+    /// Its verdict (`None`: it could not be run, see `note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<airlock_types::Verdict>,
+    /// Its counts.
+    #[serde(default)]
+    pub tests: crate::model::Counts,
+    /// One sentence: what it shows, or why it could not run.
+    pub note: String,
 }
 
 impl Integrity {
