@@ -1010,7 +1010,8 @@ fn contract_run(
     let not_run = |note: String| {
         Ok(Some(crate::integrity::Contract {
             verdict: None,
-            tests: Counts::default(),
+            passed: 0,
+            failed: 0,
             note,
         }))
     };
@@ -1072,7 +1073,8 @@ fn contract_run(
     };
     Ok(Some(crate::integrity::Contract {
         verdict: Some(verdict),
-        tests: parsed.counts,
+        passed: parsed.counts.passed,
+        failed: parsed.counts.failed,
         note,
     }))
 }

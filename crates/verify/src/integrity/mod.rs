@@ -51,9 +51,12 @@ pub struct Contract {
     /// Its verdict (`None`: it could not be run, see `note`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<airlock_types::Verdict>,
-    /// Its counts.
+    /// Tests that passed in it.
     #[serde(default)]
-    pub tests: crate::model::Counts,
+    pub passed: u64,
+    /// Tests that failed in it.
+    #[serde(default)]
+    pub failed: u64,
     /// One sentence: what it shows, or why it could not run.
     pub note: String,
 }
