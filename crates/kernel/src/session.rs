@@ -243,16 +243,12 @@ fn private_dir(dir: &Path, uid: u32) -> std::io::Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// Removes everything inside `dir` (creating it if missing), whatever the entries' modes.
+/// Removes everything inside `dir` (creating it if missing), whatever the entries' modes and
+/// however deep a command built its tree (by directory handles, never by a path past
+/// `PATH_MAX`: [`airlock_sandbox::tree`]).
 fn empty_dir(dir: &Path) -> std::io::Result<()> {
-    match std::fs::read_dir(dir) {
-        Ok(rd) => {
-            for entry in rd {
-                let path = entry?.path();
-                airlock_sandbox::remove_tree(&path)?;
-            }
-            Ok(())
-        }
+    match airlock_sandbox::tree::empty_dir_counted(dir) {
+        Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(dir),
         Err(e) => Err(e),
     }

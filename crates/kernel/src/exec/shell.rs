@@ -246,7 +246,7 @@ pub(crate) fn bash(
     let staged = if over_disk {
         Vec::new()
     } else {
-        match harvest_into_store(k, &dirs.upper, &exposure.workspace_masked) {
+        match harvest_into_store(k, &dirs, &exposure.workspace_masked) {
             Ok(s) => s,
             Err(e) => {
                 return failure(
@@ -400,10 +400,12 @@ fn read_upper_file(path: &Path) -> std::io::Result<Vec<u8>> {
 /// secret is never changed because the command saw a mask in its place.
 pub(crate) fn harvest_into_store(
     k: &ExecCtx<'_>,
-    upper: &Path,
+    dirs: &SessionScratch,
     masked: &[PathBuf],
 ) -> Result<Vec<String>, String> {
-    let changes = airlock_sandbox::harvest(upper).map_err(|e| e.to_string())?;
+    let upper = dirs.upper.as_path();
+    let limit = stageable_path_bytes(k.root, dirs);
+    let changes = airlock_sandbox::harvest_within(upper, limit).map_err(|e| e.to_string())?;
     // The blobs written below are named only when the batch commits: no collection meanwhile.
     let _pin = k
         .store
@@ -426,8 +428,13 @@ pub(crate) fn harvest_into_store(
         |p: &Path| crate::host_shape::merged_node(k.store, p),
         |p: &Path| crate::host_shape::upper_node(upper, k.store, p),
     );
+    let mut too_long = Vec::new();
     for change in changes {
         let path = change.path().to_path_buf();
+        if let UpperChange::TooLong { limit, .. } = change {
+            too_long.push((path, limit));
+            continue;
+        }
         let Ok(rel) = RelPath::new(&path) else {
             continue;
         };
@@ -449,7 +456,7 @@ pub(crate) fn harvest_into_store(
                 true
             }
             UpperChange::Dir { opaque, .. } => *opaque,
-            UpperChange::Unsupported { .. } => false,
+            UpperChange::Unsupported { .. } | UpperChange::TooLong { .. } => false,
         };
         if holds_mask && replaces {
             summary.push(format!(
@@ -481,6 +488,7 @@ pub(crate) fn harvest_into_store(
                 summary.push(format!("! {rel} (a {kind}: not staged)"));
                 continue;
             }
+            UpperChange::TooLong { .. } => continue,
             UpperChange::File { mode, .. } => {
                 let bytes = read_upper_file(&upper.join(&path))
                     .map_err(|e| format!("reading `{rel}` from the sandbox: {e}"))?;
@@ -586,6 +594,7 @@ pub(crate) fn harvest_into_store(
     if let Some(line) = session_local_summary(&local) {
         summary.push(line.trim_end().to_string());
     }
+    summary.extend(too_long_summary(&too_long));
     if batch.is_empty() {
         return Ok(summary);
     }
@@ -596,6 +605,34 @@ pub(crate) fn harvest_into_store(
         .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
     settle_summary(k, summary, unsure)
+}
+
+/// The longest workspace-relative path a harvest stages: one that fits in `PATH_MAX` below the
+/// workspace root and below the session's scratch layers, so that applying it, materialising it
+/// in the staged layer and reading it back from the upper directory all work by path. Anything
+/// longer could never be applied ([`too_long_summary`]).
+pub(crate) fn stageable_path_bytes(root: &Path, dirs: &SessionScratch) -> usize {
+    let longest = [root, &dirs.upper, &dirs.layer]
+        .iter()
+        .map(|p| p.as_os_str().len())
+        .max()
+        .unwrap_or(0);
+    (airlock_sandbox::PATH_MAX - 2).saturating_sub(longest)
+}
+
+/// The stable rule id of an upper-directory entry refused for the length of its path.
+pub(crate) const PATH_TOO_LONG_RULE: &str = "jail_path_too_long";
+
+/// One line for the entries a harvest refused for the length of their path (none when there
+/// are none): how many, the limit, and the start of the first.
+fn too_long_summary(too_long: &[(PathBuf, usize)]) -> Option<String> {
+    let (first, limit) = too_long.first()?;
+    let shown: String = first.to_string_lossy().chars().take(60).collect();
+    Some(format!(
+        "! {shown}… ({} path(s) longer than the {limit} bytes a staged path may have here, the system's {}-byte PATH_MAX less the workspace's own path; rule {PATH_TOO_LONG_RULE}): these and everything below them were not staged",
+        too_long.len(),
+        airlock_sandbox::PATH_MAX
+    ))
 }
 
 /// A summary line whose change may have left its path as the workspace has it: a rewrite
