@@ -91,6 +91,11 @@ struct Global {
     /// kernel isolation (a copy of the workspace; every result says so) instead of refusing.
     #[arg(long, global = true)]
     allow_degraded: bool,
+    /// Most a session may stage, in bytes (suffixes K, M, G accepted): a write or a command's
+    /// harvest that would take the session's staged contents past it fails, nothing of it
+    /// staged [default: the user config's `[limits] max_staged_bytes`, else 2G].
+    #[arg(long, global = true, value_name = "BYTES", value_parser = parse_bytes)]
+    max_staged: Option<u64>,
     /// Machine output (JSON) on stdout; logs always go to stderr.
     #[arg(long, global = true)]
     json: bool,
@@ -645,6 +650,9 @@ fn kernel_config(g: &Global) -> Result<KernelConfig, Box<dyn std::error::Error>>
 
 fn open_kernel(g: &Global) -> Result<Kernel, Box<dyn std::error::Error>> {
     let mut kernel = Kernel::open(kernel_config(g)?)?;
+    if let Some(limit) = g.max_staged {
+        kernel.set_max_staged_bytes(limit);
+    }
     if g.unrestricted {
         let session = kernel.session().to_string();
         let grant = crate::unrestricted::confirm(

@@ -153,3 +153,96 @@ fn discard_returns_a_session_whose_crashed_run_left_a_deep_upper_dir_to_work() {
         "the upper directory is empty after the runs"
     );
 }
+
+/// Bytes of the files below `dir`.
+fn bytes_below(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let md = e.metadata().unwrap();
+        total += if md.is_dir() {
+            bytes_below(&e.path())
+        } else {
+            md.len()
+        };
+    }
+    total
+}
+
+#[test]
+fn runs_each_under_the_disk_ceiling_cannot_stage_past_the_sessions_ceiling() {
+    let fx = Fx::new();
+    let mib = 1u64 << 20;
+    let write = |name: &str| {
+        format!(
+            "head -c {} /dev/zero | tr '\\0' '{name}' > {name}.bin",
+            3 * mib / 2
+        )
+    };
+    // Each run writes 1.5 MiB under a 2 MiB disk ceiling; the session may stage 4 MiB.
+    for name in ["a", "b"] {
+        let o = fx.build(
+            &[
+                "--max-staged",
+                "4M",
+                "exec",
+                "--disk",
+                "2M",
+                "--",
+                "sh",
+                "-c",
+                &write(name),
+            ],
+            0,
+        );
+        assert!(text(&o).contains(&format!("{name}.bin")), "{}", text(&o));
+    }
+    let blobs = fx.ws.join(".airlock/blobs");
+    let stored = bytes_below(&blobs);
+    let o = fx.build(
+        &[
+            "--max-staged",
+            "4M",
+            "exec",
+            "--disk",
+            "2M",
+            "--",
+            "sh",
+            "-c",
+            &write("c"),
+        ],
+        1,
+    );
+    let all = text(&o);
+    assert!(
+        all.contains(&format!("ceiling of {} bytes", 4 * mib))
+            && all.contains(&format!("{} bytes are staged now", 3 * mib))
+            && all.contains("discard")
+            && all.contains("--max-staged"),
+        "the refusal names the ceiling, the total and the ways out: {all}"
+    );
+    assert_eq!(
+        bytes_below(&blobs),
+        stored,
+        "nothing of the refused run was stored"
+    );
+    let status = String::from_utf8_lossy(&fx.run(&["status"]).stdout).into_owned();
+    assert!(
+        status.contains("a.bin") && status.contains("b.bin") && !status.contains("c.bin"),
+        "{status}"
+    );
+    // The user config's ceiling holds for the agent's own writes too.
+    let config = fx.run.parent().unwrap().join("config/airlock");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!("[limits]\nmax_staged_bytes = {}\n", 3 * mib + 10),
+    )
+    .unwrap();
+    let args = format!(r#"{{"path":"d.txt","content":"{}"}}"#, "d".repeat(20));
+    let o = fx.build(&["call", "write_file", &args], 1);
+    assert!(text(&o).contains("over its ceiling"), "{}", text(&o));
+    // Discarding brings the session back under it.
+    fx.build(&["discard"], 0);
+    fx.build(&["call", "write_file", &args], 0);
+    fx.build(&["exec", "--", "sh", "-c", &write("e")], 0);
+}

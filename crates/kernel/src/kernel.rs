@@ -121,6 +121,9 @@ impl Kernel {
             env.iter().cloned(),
         ));
         let store = Store::open(&root, &config.session)?;
+        if let Some(limit) = cfg.max_staged_bytes {
+            store.set_max_staged_bytes(limit);
+        }
         airlock_sandbox::timing::mark("store open");
         let startup = recover_at_startup(&root, &config.settings);
         airlock_sandbox::timing::mark("journal recovery");
@@ -167,6 +170,14 @@ impl Kernel {
         self.jail.set_unrestricted(&grant);
         self.policy.grant_unrestricted(grant);
         journal.commit(id)
+    }
+
+    /// Sets the ceiling on the bytes this session may stage (the operator's `--max-staged`,
+    /// over the user config's `[limits] max_staged_bytes` and the default of 2 GiB): a
+    /// `write_file`, `edit_file` or command harvest that would take the changeset past it fails
+    /// whole, naming the ceiling.
+    pub fn set_max_staged_bytes(&self, limit: u64) {
+        self.store.set_max_staged_bytes(limit);
     }
 
     /// True once the operator granted this session unrestricted.

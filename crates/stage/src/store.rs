@@ -27,6 +27,7 @@ use std::ffi::OsStr;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -38,6 +39,13 @@ const SCHEMA_VERSION: i64 = 2;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest accepted session name.
 const MAX_SESSION_NAME: usize = 64;
+
+/// Default ceiling on the bytes a session's changeset may hold (the sizes of its staged
+/// writes): 2 GiB. The operator sets another with [`Store::set_max_staged_bytes`].
+pub const DEFAULT_MAX_STAGED_BYTES: u64 = 2 << 30;
+
+/// The sum of the sizes of a changeset's staged writes.
+const STAGED_BYTES_SQL: &str = "SELECT COALESCE(SUM(json_extract(change, '$.size')), 0) FROM entries WHERE json_extract(change, '$.op') = 'write'";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS entries (
@@ -155,6 +163,19 @@ pub enum StageError {
     /// The changeset has no passing verdict for its current hash.
     #[error(transparent)]
     NotVerified(#[from] NotVerified),
+    /// A batch would take the changeset's staged bytes past the session's ceiling; nothing of
+    /// it was staged.
+    #[error(
+        "staging this would bring the session's staged contents to {after} bytes, over its ceiling of {limit} bytes ({before} bytes are staged now); nothing of it was staged. `discard` drops the session's staged changes, or the operator raises the ceiling with `--max-staged BYTES` or `[limits] max_staged_bytes` in the user config"
+    )]
+    OverCeiling {
+        /// The ceiling, in bytes.
+        limit: u64,
+        /// Bytes staged before the batch.
+        before: u64,
+        /// Bytes the batch would have left staged.
+        after: u64,
+    },
     /// The changeset changed between the apply and the clean-up after it.
     #[error(
         "the changeset changed after it was applied (applied {applied}, now {current}); its entries were kept"
@@ -241,6 +262,8 @@ pub struct Store {
     ws: Dir,
     blobs: BlobStore,
     conn: Mutex<Connection>,
+    /// The ceiling on the changeset's staged bytes ([`DEFAULT_MAX_STAGED_BYTES`]).
+    max_staged: AtomicU64,
 }
 
 impl Store {
@@ -286,6 +309,7 @@ impl Store {
             ws,
             blobs,
             conn: Mutex::new(conn),
+            max_staged: AtomicU64::new(DEFAULT_MAX_STAGED_BYTES),
         })
     }
 
@@ -297,6 +321,24 @@ impl Store {
     /// The session name.
     pub fn session(&self) -> &str {
         &self.session
+    }
+
+    /// Sets the ceiling on the bytes the changeset may hold (the sizes of its staged writes): a
+    /// batch that would take it past the ceiling fails whole ([`StageError::OverCeiling`]);
+    /// one that shrinks it always goes through. The operator's setting, never the workspace's.
+    pub fn set_max_staged_bytes(&self, limit: u64) {
+        self.max_staged.store(limit, Ordering::Relaxed);
+    }
+
+    /// The ceiling on the changeset's staged bytes.
+    pub fn max_staged_bytes(&self) -> u64 {
+        self.max_staged.load(Ordering::Relaxed)
+    }
+
+    /// The bytes the changeset holds now: the sum of the sizes of its staged writes.
+    pub fn staged_bytes(&self) -> Result<u64, StageError> {
+        let conn = self.lock();
+        staged_bytes_in(&conn).map_err(|e| self.db(e))
     }
 
     /// The blob store holding staged contents.
@@ -425,6 +467,7 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.db(e))?;
         let n = ops.len();
+        let before = staged_bytes_in(&tx).map_err(|e| self.db(e))?;
         {
             let cx = Ctx {
                 conn: &tx,
@@ -435,6 +478,18 @@ impl Store {
             };
             for (op, hash) in ops.into_iter().zip(hashes) {
                 cx.run(op, hash)?;
+            }
+            // The session's ceiling: a batch that grows the changeset past it is rolled back.
+            let (after, limit) = (
+                staged_bytes_in(&tx).map_err(|e| self.db(e))?,
+                self.max_staged_bytes(),
+            );
+            if after > limit && after > before {
+                return Err(StageError::OverCeiling {
+                    limit,
+                    before,
+                    after,
+                });
             }
             // Every blob the entries name is on disk before the entries are.
             if cx.unsynced.get() {
@@ -607,6 +662,12 @@ impl Store {
     fn db(&self, source: rusqlite::Error) -> StageError {
         db_error(&self.db_path, source)
     }
+}
+
+/// The sum of the sizes of the staged writes ([`Store::staged_bytes`]).
+fn staged_bytes_in(conn: &Connection) -> rusqlite::Result<u64> {
+    let n: i64 = conn.query_row(STAGED_BYTES_SQL, [], |r| r.get(0))?;
+    Ok(n.max(0).unsigned_abs())
 }
 
 fn db_error(path: &Path, source: rusqlite::Error) -> StageError {

@@ -618,3 +618,57 @@ fn the_kept_wal_is_empty_between_processes() {
         Some("src/lib.rs".to_string())
     );
 }
+
+#[test]
+fn a_session_cannot_stage_past_its_ceiling_and_can_always_shrink() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "t").unwrap();
+    assert_eq!(
+        s.max_staged_bytes(),
+        airlock_stage::store::DEFAULT_MAX_STAGED_BYTES
+    );
+    s.set_max_staged_bytes(100);
+    s.stage_write(&rp("a"), &[b'a'; 60], None).unwrap();
+    assert_eq!(s.staged_bytes().unwrap(), 60);
+    // A batch past the ceiling fails whole: nothing of it is staged.
+    let err = s
+        .stage_batch([
+            StageOp::Write {
+                path: rp("small"),
+                content: b"s".to_vec(),
+                mode: None,
+            },
+            StageOp::Write {
+                path: rp("b"),
+                content: vec![b'b'; 60],
+                mode: None,
+            },
+        ])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StageError::OverCeiling {
+                limit: 100,
+                before: 60,
+                after: 121
+            }
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("100 bytes") && msg.contains("discard") && msg.contains("--max-staged"),
+        "{msg}"
+    );
+    assert!(s.get(&rp("small")).unwrap().is_none());
+    assert_eq!(s.staged_bytes().unwrap(), 60);
+    // Replacing a staged write counts its new size only.
+    s.stage_write(&rp("a"), &[b'a'; 95], None).unwrap();
+    assert_eq!(s.staged_bytes().unwrap(), 95);
+    // Under a lowered ceiling, what shrinks the changeset still goes through.
+    s.set_max_staged_bytes(10);
+    s.stage_write(&rp("a"), &[b'a'; 50], None).unwrap();
+    s.stage_delete(&rp("a")).unwrap();
+    assert_eq!(s.staged_bytes().unwrap(), 0);
+}

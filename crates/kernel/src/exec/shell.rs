@@ -406,6 +406,7 @@ pub(crate) fn harvest_into_store(
     let upper = dirs.upper.as_path();
     let limit = stageable_path_bytes(k.root, dirs);
     let changes = airlock_sandbox::harvest_within(upper, limit).map_err(|e| e.to_string())?;
+    check_staged_ceiling(k, upper, &changes, masked)?;
     // The blobs written below are named only when the batch commits: no collection meanwhile.
     let _pin = k
         .store
@@ -605,6 +606,48 @@ pub(crate) fn harvest_into_store(
         .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
     settle_summary(k, summary, unsure)
+}
+
+/// Refuses a harvest whose files would take the changeset past the session's ceiling on staged
+/// bytes, before any of their contents is stored (the store's own check at commit is the
+/// authority; this one keeps a refused harvest from filling the blob store first). A file
+/// replacing a staged write counts by how much it grows it.
+fn check_staged_ceiling(
+    k: &ExecCtx<'_>,
+    upper: &Path,
+    changes: &[UpperChange],
+    masked: &[PathBuf],
+) -> Result<(), String> {
+    let limit = k.store.max_staged_bytes();
+    let before = k.store.staged_bytes().map_err(|e| e.to_string())?;
+    let mut after = i128::from(before);
+    for c in changes {
+        let UpperChange::File { path, .. } = c else {
+            continue;
+        };
+        if path.starts_with(".airlock") || masked.iter().any(|m| path.starts_with(m)) {
+            continue;
+        }
+        let size = std::fs::symlink_metadata(upper.join(path)).map_or(0, |m| m.len());
+        let old = match RelPath::new(path).ok().map(|r| k.store.get(&r)) {
+            Some(Ok(Some(e))) => match e.change {
+                Change::Write { size, .. } => size,
+                _ => 0,
+            },
+            _ => 0,
+        };
+        after += i128::from(size) - i128::from(old);
+    }
+    let after = u64::try_from(after.max(0)).unwrap_or(u64::MAX);
+    if after > limit && after > before {
+        return Err(airlock_stage::store::StageError::OverCeiling {
+            limit,
+            before,
+            after,
+        }
+        .to_string());
+    }
+    Ok(())
 }
 
 /// The longest workspace-relative path a harvest stages: one that fits in `PATH_MAX` below the
