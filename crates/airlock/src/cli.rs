@@ -567,7 +567,7 @@ fn cmd_doctor(g: &Global, args: &crate::doctor::DoctorArgs) -> CliResult {
 /// `airlock gc`: an operator's maintenance command, not a tool (nothing an agent decides).
 fn cmd_gc(g: &Global) -> CliResult {
     let kernel = open_kernel(g)?;
-    let report = match airlock_stage::gc::collect(kernel.workspace()) {
+    let report = match kernel.gc() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("airlock: {e}");
@@ -576,14 +576,24 @@ fn cmd_gc(g: &Global) -> CliResult {
     };
     if g.json {
         println!("{}", serde_json::to_value(&report)?);
-    } else if let Some(why) = &report.skipped {
-        println!("{why}");
-    } else {
-        println!(
-            "Freed {} stored blob(s) ({} bytes); {} still in use.",
-            report.removed, report.removed_bytes, report.kept
-        );
+        return Ok(0);
     }
+    match &report.blobs.skipped {
+        Some(why) => println!("{why}"),
+        None => println!(
+            "Freed {} stored blob(s) ({} bytes); {} still in use.",
+            report.blobs.removed, report.blobs.removed_bytes, report.blobs.kept
+        ),
+    }
+    println!(
+        "Removed {} spool director(ies) ({} bytes) and {} idle sandbox scratch director(ies) ({} bytes); {} in use left. {} bytes freed in all.",
+        report.spool.removed,
+        report.spool.bytes,
+        report.scratch.removed,
+        report.scratch.bytes,
+        report.spool.in_use + report.scratch.in_use,
+        report.freed_bytes
+    );
     Ok(0)
 }
 

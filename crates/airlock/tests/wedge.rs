@@ -11,6 +11,8 @@ struct Fx {
     _t: tempfile::TempDir,
     ws: PathBuf,
     run: PathBuf,
+    /// Environment every command gets.
+    env: Vec<(&'static str, &'static str)>,
 }
 
 impl Fx {
@@ -21,7 +23,12 @@ impl Fx {
         std::fs::create_dir_all(ws.join("src")).unwrap();
         std::fs::create_dir_all(&run).unwrap();
         std::fs::write(ws.join("README.md"), "# sample\n").unwrap();
-        Fx { _t: t, ws, run }
+        Fx {
+            _t: t,
+            ws,
+            run,
+            env: Vec::new(),
+        }
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
@@ -31,6 +38,7 @@ impl Fx {
             .args(args)
             .env("XDG_CONFIG_HOME", self.run.parent().unwrap().join("config"))
             .env("AIRLOCK_RUN_DIR", &self.run)
+            .envs(self.env.iter().copied())
             .stdin(Stdio::null());
         c
     }
@@ -245,4 +253,60 @@ fn runs_each_under_the_disk_ceiling_cannot_stage_past_the_sessions_ceiling() {
     fx.build(&["discard"], 0);
     fx.build(&["call", "write_file", &args], 0);
     fx.build(&["exec", "--", "sh", "-c", &write("e")], 0);
+}
+
+#[test]
+fn gc_reclaims_unreferenced_blobs_dead_spools_and_idle_deep_scratch() {
+    let mut fx = Fx::new();
+    // No warm host: it would hold the session's scratch as in use.
+    fx.env.push(("AIRLOCK_SANDBOX_HOST", "off"));
+    fx.build(&["exec", "--", "sh", "-c", "echo one > a.txt"], 0);
+    // The second write leaves the first content's blob named by nothing.
+    fx.build(&["exec", "--", "sh", "-c", "echo two > a.txt"], 0);
+    // A run that died left its spool, with a deep tree in it; a session that is gone, its own.
+    let spool = fx.ws.join(".airlock/spool");
+    let dead = spool.join("default/run-0000000000000001-dead");
+    std::fs::create_dir_all(&dead).unwrap();
+    std::fs::write(dead.join("stdout"), vec![b'x'; 1000]).unwrap();
+    plant_deep_tree(&dead, 30);
+    std::fs::create_dir_all(spool.join("gone/run-0000000000000002-x")).unwrap();
+    std::fs::write(
+        spool.join("gone/run-0000000000000002-x/stderr"),
+        [b'y'; 500],
+    )
+    .unwrap();
+    // The session's scratch, idle for two hours, with a deep tree a crash left in `upper`.
+    let scratch = fx.scratch();
+    plant_deep_tree(&scratch.join("upper"), 30);
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::open(&scratch)
+        .unwrap()
+        .set_modified(two_hours_ago)
+        .unwrap();
+
+    let o = fx.run(&["--json", "gc"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let line = String::from_utf8_lossy(&o.stdout).into_owned();
+    let r: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(r["removed"], 1, "the first content's blob: {r}");
+    assert_eq!(r["removed_bytes"], 4, "{r}");
+    assert_eq!(r["spool"]["removed"], 2, "{r}");
+    assert_eq!(r["spool"]["bytes"], 1000 + 4 + 500, "{r}");
+    assert_eq!(r["scratch"]["removed"], 1, "{r}");
+    assert!(r["scratch"]["bytes"].as_u64().unwrap() >= 4, "{r}");
+    assert_eq!(
+        r["freed_bytes"].as_u64().unwrap(),
+        4 + 1504 + r["scratch"]["bytes"].as_u64().unwrap(),
+        "{r}"
+    );
+    assert!(!scratch.exists() && !dead.exists() && !spool.join("gone").exists());
+    // The text form says it too; what is staged stays, and the session works on.
+    let o = fx.run(&["gc"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("bytes freed in all"),
+        "{}",
+        text(&o)
+    );
+    let o = fx.build(&["exec", "--", "cat", "a.txt"], 0);
+    assert!(text(&o).contains("two"), "{}", text(&o));
 }
