@@ -121,7 +121,7 @@ fn a_tree_deeper_than_path_max_is_refused_by_rule_and_the_session_keeps_working(
     let all = text(&o);
     assert!(all.contains("made"), "{all}");
     assert!(
-        all.contains("jail_path_too_long") && all.contains("PATH_MAX"),
+        all.contains("jail_too_long") && all.contains("PATH_MAX"),
         "the refusal names its rule and the limit: {all}"
     );
     // What fits was staged; the next command, a verify and status all work.
@@ -139,6 +139,28 @@ fn a_tree_deeper_than_path_max_is_refused_by_rule_and_the_session_keeps_working(
     );
     fx.build(&["discard"], 0);
     fx.build(&["exec", "--", "true"], 0);
+}
+
+#[test]
+fn a_path_the_jail_accepts_never_wedges_the_staged_layer() {
+    let fx = Fx::new();
+    // Within the jail's 4096 bytes below the workspace, but past PATH_MAX below the scratch
+    // directory, whose own path is longer than the workspace's.
+    let room = 4095 - fx.ws.as_os_str().len() - 1;
+    let mut rel = deep_path(room / 201);
+    rel.push('/');
+    rel.push_str(&"f".repeat(room - rel.len() - 1));
+    assert!(fx.run.join("0123456789abcdef/layer").as_os_str().len() + 1 + rel.len() > 4096);
+    let args = format!(r#"{{"path":"{rel}","content":"deep"}}"#);
+    fx.build(&["call", "write_file", &args], 0);
+    let o = fx.build(&["exec", "--", "sh", "-c", "echo ok > src/ok.txt"], 0);
+    assert!(text(&o).contains("src/ok.txt"), "{}", text(&o));
+    let o = fx.build(&["exec", "--", "sh", "-c", &format!("cat {rel}")], 0);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("deep"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

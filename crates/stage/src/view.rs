@@ -615,7 +615,11 @@ mod tests {
             assert!(!r.is_ignored(&rp(&deep[..i]), true));
         }
         assert!(r.is_ignored(&rp(&format!("{deep}/x.log")), false));
-        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

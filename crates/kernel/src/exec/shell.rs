@@ -650,21 +650,21 @@ fn check_staged_ceiling(
     Ok(())
 }
 
-/// The longest workspace-relative path a harvest stages: one that fits in `PATH_MAX` below the
-/// workspace root and below the session's scratch layers, so that applying it, materialising it
-/// in the staged layer and reading it back from the upper directory all work by path. Anything
-/// longer could never be applied ([`too_long_summary`]).
+/// The longest workspace-relative path a harvest stages: what the jail lets any tool name
+/// (the workspace's absolute path and it within `MAX_PATH_BYTES`, 4096), and what the harvest
+/// can read back from the upper directory by path. Anything longer could never be applied
+/// ([`too_long_summary`]); the staged layer is made relative to its own directory, so its
+/// location sets no limit.
 pub(crate) fn stageable_path_bytes(root: &Path, dirs: &SessionScratch) -> usize {
-    let longest = [root, &dirs.upper, &dirs.layer]
-        .iter()
-        .map(|p| p.as_os_str().len())
-        .max()
-        .unwrap_or(0);
-    (airlock_sandbox::PATH_MAX - 2).saturating_sub(longest)
+    let max = airlock_policy::path::MAX_PATH_BYTES;
+    (max - 1)
+        .saturating_sub(root.as_os_str().len())
+        .min((airlock_sandbox::PATH_MAX - 2).saturating_sub(dirs.upper.as_os_str().len()))
 }
 
-/// The stable rule id of an upper-directory entry refused for the length of its path.
-pub(crate) const PATH_TOO_LONG_RULE: &str = "jail_path_too_long";
+/// The stable rule id of an upper-directory entry refused for the length of its path: the
+/// jail's, which refuses the same paths to every other tool.
+pub(crate) const PATH_TOO_LONG_RULE: &str = "jail_too_long";
 
 /// One line for the entries a harvest refused for the length of their path (none when there
 /// are none): how many, the limit, and the start of the first.
@@ -672,7 +672,7 @@ fn too_long_summary(too_long: &[(PathBuf, usize)]) -> Option<String> {
     let (first, limit) = too_long.first()?;
     let shown: String = first.to_string_lossy().chars().take(60).collect();
     Some(format!(
-        "! {shown}… ({} path(s) longer than the {limit} bytes a staged path may have here, the system's {}-byte PATH_MAX less the workspace's own path; rule {PATH_TOO_LONG_RULE}): these and everything below them were not staged",
+        "! {shown}… ({} path(s) longer than the {limit} bytes a staged path may have here, the system's {}-byte PATH_MAX less the workspace's or the sandbox scratch's own path; rule {PATH_TOO_LONG_RULE}): these and everything below them were not staged",
         too_long.len(),
         airlock_sandbox::PATH_MAX
     ))
