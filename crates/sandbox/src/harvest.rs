@@ -83,7 +83,10 @@ pub const PATH_MAX: usize = 4096;
 /// are an error rather than a guess. Entries whose absolute path in `upper` would not fit in
 /// [`PATH_MAX`] are [`UpperChange::TooLong`] (see [`harvest_within`]).
 pub fn harvest(upper: &Path) -> io::Result<Vec<UpperChange>> {
-    harvest_within(upper, PATH_MAX - 2 - upper.as_os_str().len())
+    harvest_within(
+        upper,
+        (PATH_MAX - 2).saturating_sub(upper.as_os_str().len()),
+    )
 }
 
 /// [`harvest`], where an entry whose workspace-relative path is longer than `max_rel` bytes is

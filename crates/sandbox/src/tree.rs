@@ -193,14 +193,28 @@ fn clear_files(dir: &OwnedFd) -> io::Result<(u64, Vec<CString>)> {
 /// when a command took it away (`chmod 000`).
 fn open_child(parent: &OwnedFd, name: &CStr, mode: u32) -> io::Result<OwnedFd> {
     if mode & 0o700 != 0o700 {
-        gone(rustix::fs::chmodat(
-            parent,
-            name,
-            Mode::from_raw_mode(0o700),
-            AtFlags::empty(),
-        ))?;
+        gone(chmod_dir_nofollow(parent, name, Mode::from_raw_mode(0o700)))?;
     }
     open_dir(parent, name).map_err(io::Error::from)
+}
+
+/// Changes the mode of the directory `name` of `parent`, never through a symlink put in its
+/// place meanwhile: the directory is opened `O_PATH | O_NOFOLLOW` (no permission needed) and
+/// changed through its `/proc/self/fd` link; without `/proc`, by name.
+fn chmod_dir_nofollow(parent: &OwnedFd, name: &CStr, mode: Mode) -> rustix::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = rustix::fs::openat(
+        parent,
+        name,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    match rustix::fs::chmod(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(), mode) {
+        Err(e) if e == rustix::io::Errno::NOENT => {
+            rustix::fs::chmodat(parent, name, mode, AtFlags::empty())
+        }
+        other => other,
+    }
 }
 
 fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> rustix::io::Result<OwnedFd> {
@@ -266,5 +280,22 @@ mod tests {
             "a missing tree is gone"
         );
         assert!(Path::new("/etc/passwd").exists());
+    }
+
+    #[test]
+    fn a_mode_is_never_changed_through_a_symlink() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("l")).unwrap();
+        let fd = open_dir(rustix::fs::CWD, &root).unwrap();
+        assert!(chmod_dir_nofollow(&fd, c"l", Mode::from_raw_mode(0o700)).is_err());
+        let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o750);
+        remove_tree_counted(&root).unwrap();
+        assert!(outside.is_dir(), "the link goes, never its target");
     }
 }
