@@ -7,11 +7,10 @@
 use crate::blobs::BlobStore;
 use crate::model::{Change, ChangesetSnapshot, Fingerprint};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, XattrFlags};
-use std::collections::HashSet;
 use std::ffi::{CStr, CString, OsStr};
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -68,7 +67,7 @@ fn create_parents(at: &Place, rel: &Path) -> io::Result<()> {
         return Ok(());
     }
     create_parents(at, parent)?;
-    ensure_dir(at, &cp, 0o755)?;
+    ensure_dir(at.layer.as_fd(), &cp, 0o755)?;
     // Only a real directory of the workspace lends its attributes; a symlink never.
     if let Some(base) = &at.base
         && let Ok(st) = rustix::fs::statat(base, &cp, AtFlags::SYMLINK_NOFOLLOW)
@@ -93,6 +92,17 @@ fn create_parents(at: &Place, rel: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// A handle on a directory for the `*at` calls below it only (`O_PATH`: it needs no permission
+/// on the directory itself, as a path through it needs none).
+fn open_path(at: impl AsFd, path: impl rustix::path::Arg) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        at,
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
 fn open_dir(at: impl AsFd, path: impl rustix::path::Arg) -> io::Result<OwnedFd> {
     Ok(rustix::fs::openat(
         at,
@@ -113,23 +123,29 @@ fn materialize(
         layer: open_dir(rustix::fs::CWD, dir)?,
         base: base.and_then(|b| open_dir(rustix::fs::CWD, b).ok()),
     };
-    let mut with_children: HashSet<&[u8]> = HashSet::new();
-    for e in &snapshot.entries {
-        let bytes = e.path.as_bytes();
-        for (i, b) in bytes.iter().enumerate() {
-            if *b == b'/' {
-                with_children.insert(&bytes[..i]);
-            }
-        }
-    }
-    // Entries are sorted by path bytes, so a directory comes before the entries below it.
+    // Entries are sorted by path bytes: those below `p` start at the first one from `p/` on.
+    let entries = &snapshot.entries;
+    let has_children = |p: &[u8]| {
+        let mut below = p.to_vec();
+        below.push(b'/');
+        let i = entries.partition_point(|e| e.path.as_bytes() < below.as_slice());
+        entries
+            .get(i)
+            .is_some_and(|e| e.path.as_bytes().starts_with(&below))
+    };
+    // Entries are sorted by path bytes, so a directory comes before the entries below it; the
+    // directory of the last entry stays open, so a deep tree costs one step per entry.
+    let mut parent = Parent {
+        path: std::path::PathBuf::new(),
+        fd: rustix::io::fcntl_dupfd_cloexec(&at.layer, 0)?,
+    };
     for e in &snapshot.entries {
         let rel = e.path.as_path();
-        let cp = c_path(rel)?;
-        create_parents(&at, rel)?;
+        let dir = parent.open(&at, rel)?;
+        let name = c_path(Path::new(e.path.file_name()))?;
         match &e.change {
             Change::Write { content, mode, .. } => {
-                copy_blob(&at, &cp, blobs, content, *mode).map_err(|err| {
+                copy_blob(dir, &name, blobs, content, *mode).map_err(|err| {
                     io::Error::new(
                         err.kind(),
                         format!("copying the content of `{}`: {err}", e.path.display()),
@@ -137,22 +153,22 @@ fn materialize(
                 })?;
             }
             Change::Symlink { target: t } => {
-                rustix::fs::symlinkat(OsStr::from_bytes(t), &at.layer, &cp)?;
+                rustix::fs::symlinkat(OsStr::from_bytes(t), dir, &name)?;
             }
             Change::Dir { mode } => {
-                ensure_dir(&at, &cp, *mode)?;
+                ensure_dir(dir, &name, *mode)?;
                 if e.base != Fingerprint::Dir && e.base != Fingerprint::Absent {
                     // It replaces a file or symlink of the workspace: nothing below shows.
-                    mark_opaque(&at, &cp, rel)?;
+                    mark_opaque(dir, &name, rel)?;
                 }
             }
             Change::Delete => {
-                if with_children.contains(e.path.as_bytes()) {
+                if has_children(e.path.as_bytes()) {
                     // The base fingerprint of a directory carries no mode.
-                    ensure_dir(&at, &cp, 0o755)?;
-                    mark_opaque(&at, &cp, rel)?;
+                    ensure_dir(dir, &name, 0o755)?;
+                    mark_opaque(dir, &name, rel)?;
                 } else {
-                    whiteout(&at, &cp)?;
+                    whiteout(dir, &name)?;
                 }
             }
         }
@@ -160,18 +176,57 @@ fn materialize(
     Ok(())
 }
 
-/// Writes the blob `content` at `rel` in the layer with permission bits `mode`.
+/// The layer's directory that holds the last entry made, open.
+struct Parent {
+    /// Its path, relative to the layer (empty: the layer itself).
+    path: std::path::PathBuf,
+    fd: OwnedFd,
+}
+
+impl Parent {
+    /// The open directory that holds `rel`, made (with its missing parents) if need be: the one
+    /// open already, or a directory right below it, in one step; anything else from the layer.
+    fn open(&mut self, at: &Place, rel: &Path) -> io::Result<BorrowedFd<'_>> {
+        let want = rel.parent().unwrap_or(Path::new(""));
+        if want != self.path {
+            let next = match (want.parent(), want.file_name()) {
+                (Some(up), Some(name)) if up == self.path => {
+                    open_path(&self.fd, Path::new(name)).ok()
+                }
+                _ => None,
+            };
+            let fd = match next {
+                Some(fd) => fd,
+                None => {
+                    create_parents(at, rel)?;
+                    if want.as_os_str().is_empty() {
+                        rustix::io::fcntl_dupfd_cloexec(&at.layer, 0)?
+                    } else {
+                        open_path(&at.layer, c_path(want)?.as_c_str())?
+                    }
+                }
+            };
+            *self = Parent {
+                path: want.to_path_buf(),
+                fd,
+            };
+        }
+        Ok(self.fd.as_fd())
+    }
+}
+
+/// Writes the blob `content` as `name` in `dir` with permission bits `mode`.
 fn copy_blob(
-    at: &Place,
-    rel: &CStr,
+    dir: BorrowedFd<'_>,
+    name: &CStr,
     blobs: &BlobStore,
     content: &crate::model::ContentHash,
     mode: u32,
 ) -> io::Result<()> {
     let mut src = fs::File::open(blobs.path(content))?;
     let fd = rustix::fs::openat(
-        &at.layer,
-        rel,
+        dir,
+        name,
         OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
     )?;
@@ -180,15 +235,15 @@ fn copy_blob(
     dst.set_permissions(fs::Permissions::from_mode(mode))
 }
 
-fn ensure_dir(at: &Place, rel: &CStr, mode: u32) -> io::Result<()> {
-    match rustix::fs::mkdirat(&at.layer, rel, Mode::from_raw_mode(mode)) {
+fn ensure_dir(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode)) {
         Ok(()) => {}
         Err(e) if e == rustix::io::Errno::EXIST => {}
         Err(e) => return Err(e.into()),
     }
     Ok(rustix::fs::chmodat(
-        &at.layer,
-        rel,
+        dir,
+        name,
         Mode::from_raw_mode(mode),
         AtFlags::empty(),
     )?)
@@ -196,10 +251,10 @@ fn ensure_dir(at: &Place, rel: &CStr, mode: u32) -> io::Result<()> {
 
 /// An overlayfs whiteout: a character device with device number 0/0 (allowed to unprivileged
 /// users since Linux 5.8).
-fn whiteout(at: &Place, rel: &CStr) -> io::Result<()> {
+fn whiteout(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
     rustix::fs::mknodat(
-        &at.layer,
-        rel,
+        dir,
+        name,
         FileType::CharacterDevice,
         Mode::from_raw_mode(0o000),
         rustix::fs::makedev(0, 0),
@@ -207,10 +262,10 @@ fn whiteout(at: &Place, rel: &CStr) -> io::Result<()> {
     .map_err(io::Error::from)
 }
 
-/// Mark the layer's directory `rel` opaque for both privileged and `userxattr` mounts; fails
-/// only if neither marker can be set.
-fn mark_opaque(at: &Place, rel: &CStr, shown: &Path) -> io::Result<()> {
-    let dir = open_dir(&at.layer, rel)?;
+/// Mark the directory `name` of `dir` (`shown` in messages) opaque for both privileged and
+/// `userxattr` mounts; fails only if neither marker can be set.
+fn mark_opaque(dir: BorrowedFd<'_>, name: &CStr, shown: &Path) -> io::Result<()> {
+    let dir = open_dir(dir, name)?;
     let mut last = None;
     let mut any = false;
     for name in OPAQUE_XATTRS {
@@ -301,6 +356,27 @@ mod tests {
         let link = format!("{}/link", dir_of(&long));
         let target = rustix::fs::readlinkat(&at, link.as_str(), Vec::new()).unwrap();
         assert_eq!(target.as_bytes(), b"x");
+    }
+
+    #[test]
+    fn entries_below_a_directory_its_owner_may_not_list_are_made() {
+        let ws = tempfile::tempdir().unwrap();
+        let s = Store::open(ws.path(), "t").unwrap();
+        s.stage_dir(&rp("x"), 0o300).unwrap();
+        s.stage_dir(&rp("x/y"), 0o700).unwrap();
+        s.stage_write(&rp("x/y/f"), b"f", None).unwrap();
+        s.stage_write(&rp("x/g"), b"g", None).unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        materialize_layer(&s.snapshot().unwrap(), s.blobs(), layer.path()).unwrap();
+        assert_eq!(std::fs::read(layer.path().join("x/y/f")).unwrap(), b"f");
+        assert_eq!(std::fs::read(layer.path().join("x/g")).unwrap(), b"g");
+        let mode = std::fs::metadata(layer.path().join("x"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o300);
+        std::fs::set_permissions(layer.path().join("x"), fs::Permissions::from_mode(0o700))
+            .unwrap();
     }
 
     #[test]

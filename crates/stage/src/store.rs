@@ -22,7 +22,7 @@ use airlock_types::RelPath;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::OsStr;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
@@ -475,6 +475,7 @@ impl Store {
                 blobs: &self.blobs,
                 db_path: &self.db_path,
                 unsynced: Cell::new(wrote),
+                parent_memo: RefCell::new(None),
             };
             for (op, hash) in ops.into_iter().zip(hashes) {
                 cx.run(op, hash)?;
@@ -656,6 +657,7 @@ impl Store {
             blobs: &self.blobs,
             db_path: &self.db_path,
             unsynced: Cell::new(false),
+            parent_memo: RefCell::new(None),
         }
     }
 
@@ -818,6 +820,12 @@ pub(crate) struct Ctx<'a> {
     db_path: &'a Path,
     /// Blobs were written with `put_deferred` and must be flushed before the commit.
     unsynced: Cell<bool>,
+    /// The directory the last operation staged, as the merged view shows it now (a directory),
+    /// and the `covered` that [`Ctx::check_parents`] finds for a path right below it: a batch
+    /// that stages a deep tree parents first (a harvest) then checks each entry's parents in
+    /// one step instead of one per level. Taken by the next operation; set only by
+    /// [`Ctx::change`] after its writes.
+    parent_memo: RefCell<Option<(RelPath, bool)>>,
 }
 
 /// The exclusive upper bound of the paths strictly below `p` (`p/` .. `p0`, as `0` follows `/`).
@@ -1212,6 +1220,8 @@ impl<'a> Ctx<'a> {
     }
 
     fn run(&self, op: StageOp, hash: Option<ContentHash>) -> Result<(), StageError> {
+        // What the last operation left for its children; anything else recomputes.
+        let memo = self.parent_memo.take();
         let touched: [Option<&RelPath>; 2] = match &op {
             StageOp::Write { path, .. }
             | StageOp::Delete { path }
@@ -1263,6 +1273,8 @@ impl<'a> Ctx<'a> {
                         hash: content.to_hex(),
                     });
                 }
+                // A harvest's entry may use what the previous one found for its parent.
+                self.parent_memo.replace(memo);
                 self.change(&path, change, session_local, flagged, false)
             }
         }
@@ -1302,10 +1314,37 @@ impl<'a> Ctx<'a> {
         )
     }
 
-    /// The core rule set shared by every operation (see the module docs).
+    /// The core rule set shared by every operation (see the module docs). The parents are
+    /// checked from scratch unless the previous operation of the batch staged the parent
+    /// directory itself ([`Ctx::parent_memo`]); a directory staged here leaves its own.
     fn change(
         &self,
         path: &RelPath,
+        change: Change,
+        session_local: bool,
+        flagged: Option<String>,
+        strict: bool,
+    ) -> Result<(), StageError> {
+        let covered = match self.parent_memo.take() {
+            Some((dir, c)) if path.parent().as_ref() == Some(&dir) => c,
+            _ => self.check_parents(path)?,
+        };
+        let is_dir = matches!(change, Change::Dir { .. });
+        self.change_below(path, covered, change, session_local, flagged, strict)?;
+        if is_dir && let (Node::Dir, c) = self.step(path, covered)? {
+            // What `check_parents` finds for a path right below `path`: its ancestors' answer
+            // (`covered`) is unchanged by an entry below them, and `path` is a directory now.
+            self.parent_memo.replace(Some((path.clone(), c)));
+        }
+        Ok(())
+    }
+
+    /// [`Ctx::change`] with its parents checked: `covered` is what [`Ctx::check_parents`]
+    /// returned for `path`.
+    fn change_below(
+        &self,
+        path: &RelPath,
+        covered: bool,
         change: Change,
         session_local: bool,
         flagged: Option<String>,
@@ -1327,7 +1366,6 @@ impl<'a> Ctx<'a> {
             },
             other => other,
         };
-        let covered = self.check_parents(path)?;
         let existing = self.entry(path)?;
         let (current, _) = self.step(path, covered)?;
         if strict {

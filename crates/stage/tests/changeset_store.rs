@@ -672,3 +672,59 @@ fn a_session_cannot_stage_past_its_ceiling_and_can_always_shrink() {
     s.stage_delete(&rp("a")).unwrap();
     assert_eq!(s.staged_bytes().unwrap(), 0);
 }
+
+/// A harvest-shaped batch (parents first, as `StageOp::Entry`) stages exactly what the same
+/// operations staged one batch each do: the parent check a batch reuses from the directory it
+/// just staged gives the answer a fresh check gives.
+#[test]
+fn a_harvest_batch_stages_what_one_operation_per_batch_stages() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join("old/keep")).unwrap();
+    std::fs::write(ws.path().join("old/keep/f"), b"f").unwrap();
+    std::fs::write(ws.path().join("plain"), b"p").unwrap();
+    let a = Store::open(ws.path(), "batch").unwrap();
+    let b = Store::open(ws.path(), "single").unwrap();
+    let blob = a.blobs().put(b"content").unwrap();
+    let write = Change::Write {
+        content: blob,
+        size: 7,
+        mode: 0o644,
+    };
+    let dir = Change::Dir { mode: 0o755 };
+    let mut ops: Vec<(String, Change)> = Vec::new();
+    let mut deep = String::from("new");
+    for _ in 0..300 {
+        ops.push((deep.clone(), dir.clone()));
+        deep.push_str("/d");
+    }
+    ops.push((format!("{deep}/file"), write.clone()));
+    for (p, c) in [
+        ("old", dir.clone()),
+        ("old/keep", Change::Delete),
+        ("old/keep/f", write.clone()),
+        ("old/other", dir.clone()),
+        ("old/other/x", write.clone()),
+        ("plain", Change::Delete),
+        ("src", dir.clone()),
+        ("src/nested", dir.clone()),
+        ("src/nested/a.rs", Change::Delete),
+        ("src/nested/b", dir.clone()),
+        ("src/nested/b/c", write.clone()),
+    ] {
+        ops.push((p.to_string(), c));
+    }
+    let entry = |p: &str, c: &Change| StageOp::Entry {
+        path: rp(p),
+        change: c.clone(),
+        session_local: false,
+        flagged: None,
+    };
+    a.stage_batch(ops.iter().map(|(p, c)| entry(p, c))).unwrap();
+    for (p, c) in &ops {
+        b.stage_batch([entry(p, c)]).unwrap();
+    }
+    let (sa, sb) = (a.snapshot().unwrap(), b.snapshot().unwrap());
+    assert_eq!(sa.entries, sb.entries);
+    assert_eq!(sa.hash, sb.hash);
+    assert!(sa.entries.len() > 300);
+}
