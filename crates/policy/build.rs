@@ -14,7 +14,36 @@ use std::path::PathBuf;
 #[path = "src/guard/programs/name_hash.rs"]
 mod name_hash;
 
+/// The host-exec list (`data/host_exec.toml`) is parsed at run time from the embedded text;
+/// a list that does not parse, or an entry missing a field, fails the build here instead.
+fn check_host_exec() {
+    let src = "data/host_exec.toml";
+    println!("cargo:rerun-if-changed={src}");
+    let text = std::fs::read_to_string(src).expect("read data/host_exec.toml");
+    let value: toml::Value =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{src} does not parse: {e}"));
+    let entries = value
+        .get("entry")
+        .and_then(toml::Value::as_array)
+        .unwrap_or_else(|| panic!("{src}: an `[[entry]]` array"));
+    for e in entries {
+        for field in ["kind", "tool", "what", "why", "docs"] {
+            assert!(
+                e.get(field).and_then(toml::Value::as_str).is_some(),
+                "{src}: every entry needs `{field}`: {e:?}"
+            );
+        }
+        assert!(
+            e.get("patterns")
+                .and_then(toml::Value::as_array)
+                .is_some_and(|p| !p.is_empty()),
+            "{src}: every entry needs `patterns`: {e:?}"
+        );
+    }
+}
+
 fn main() {
+    check_host_exec();
     let src = "src/guard/programs.toml";
     println!("cargo:rerun-if-changed={src}");
     println!("cargo:rerun-if-changed=src/guard/programs/name_hash.rs");

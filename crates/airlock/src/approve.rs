@@ -1,7 +1,10 @@
 //! Operator approvals on the terminal: gated calls in ASK mode are put to the operator on
 //! `/dev/tty` (never stdin/stdout, which may carry data). No terminal → denied, with a reason.
+//! What the agent chose (the call's summary, a path in the reason) is shown escaped, each on its
+//! one line ([`airlock_types::display`]), so it cannot redraw the prompt.
 
 use airlock_kernel::{Approval, ApprovalRequest, Approver};
+use airlock_types::display::Shown;
 use std::io::{BufRead, BufReader, Write};
 use std::sync::Mutex;
 
@@ -26,7 +29,9 @@ impl Approver for TtyApprover {
         };
         let prompt = format!(
             "airlock: `{}` needs approval: {}\n  ({})\nApprove? [o]nce / [s]ession / [N]o: ",
-            req.tool, req.summary, req.decision.reason
+            Shown::name(&req.tool),
+            Shown::name(&req.summary),
+            Shown::name(&req.decision.reason)
         );
         if tty.write_all(prompt.as_bytes()).is_err() {
             return Approval::Deny("could not write the approval prompt to /dev/tty".into());

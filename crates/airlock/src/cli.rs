@@ -9,6 +9,7 @@ use airlock_kernel::{
     CallContext, CallOutcome, Cancel, Kernel, KernelConfig, OperatorInputs, Settings, Status,
 };
 use airlock_policy::modes::{PermissionMode, Profile, WorkMode};
+use airlock_types::display::{Escape, Shown, escape_for_terminal};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
@@ -245,6 +246,11 @@ enum Command {
         /// (a `.git` entry, `.envrc`, an editor task file); repeat per path.
         #[arg(long = "allow-host-exec", value_name = "PATH")]
         allow_host_exec: Vec<String>,
+        /// Apply although the verdict names concerns (changed tests or test configuration,
+        /// code reaching for the test run's machinery, session-local hooks): the operator has
+        /// reviewed them (`airlock diff`). Without it such an apply asks on the terminal.
+        #[arg(long = "accept-test-changes")]
+        accept_test_changes: bool,
     },
     /// Revert the last apply.
     Undo,
@@ -349,7 +355,7 @@ pub fn main(settings: Settings) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("airlock: {e}");
+            eprintln!("airlock: {}", Shown::text(&e.to_string()));
             EXIT_INTERNAL
         }
     }
@@ -441,15 +447,17 @@ fn run(mut cli: Cli) -> CliResult {
             };
             trail["exit_code"] = json!(code);
             if g.json {
-                println!("{}", serde_json::to_string(&trail)?);
+                println!("{}", json_text(&trail));
             } else {
+                let field =
+                    |step: &Value, k: &str| Shown::name(step[k].as_str().unwrap_or("")).to_string();
                 for step in trail["trail"].as_array().into_iter().flatten() {
                     println!(
                         "{:<11} {:<6} {:<24} {}",
-                        step["stage"].as_str().unwrap_or(""),
-                        step["decision"].as_str().unwrap_or(""),
-                        step["rule"].as_str().unwrap_or(""),
-                        step["reason"].as_str().unwrap_or("")
+                        field(step, "stage"),
+                        field(step, "decision"),
+                        field(step, "rule"),
+                        field(step, "reason")
                     );
                 }
             }
@@ -528,9 +536,13 @@ fn run(mut cli: Cli) -> CliResult {
             };
             operator_cmd(&g, "verify", args, operator)
         }
-        Command::Apply { allow_host_exec } => {
+        Command::Apply {
+            allow_host_exec,
+            accept_test_changes,
+        } => {
             let operator = OperatorInputs {
                 allow_host_exec,
+                accept_concerns: accept_test_changes,
                 ..OperatorInputs::default()
             };
             operator_cmd(&g, "apply", json!({}), operator)
@@ -746,7 +758,7 @@ fn print_outcome(g: &Global, tool: &str, outcome: &CallOutcome, style: Style) {
     if let Some(denial) = &outcome.denial {
         // A denial prints its decision JSON (stdout in --json, stderr otherwise).
         if g.json {
-            let _ = writeln!(out, "{}", denial.to_json());
+            let _ = writeln!(out, "{}", json_text(&denial.to_json()));
         } else {
             eprintln!("airlock: {denial}");
         }
@@ -762,12 +774,13 @@ fn print_outcome(g: &Global, tool: &str, outcome: &CallOutcome, style: Style) {
             }
             Style::Direct => outcome.output.clone(),
         };
-        let _ = writeln!(out, "{v}");
+        let _ = writeln!(out, "{}", json_text(&v));
         return;
     }
     if style == Style::Direct
         && let Some(text) = human_text(tool, &outcome.output)
     {
+        let text = Shown::text(&text);
         if outcome.ok || tool == "verify" || tool == "bash" {
             let _ = write!(out, "{text}");
         } else {
@@ -776,9 +789,13 @@ fn print_outcome(g: &Global, tool: &str, outcome: &CallOutcome, style: Style) {
         return;
     }
     let text = match &outcome.output {
-        Value::String(s) => s.clone(),
+        Value::String(s) => Shown::text(s).to_string(),
         Value::Null => String::new(),
-        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+        other => escape_for_terminal(
+            &serde_json::to_string_pretty(other).unwrap_or_default(),
+            Escape::Json,
+        )
+        .into_owned(),
     };
     if outcome.ok {
         let _ = write!(out, "{text}");
@@ -796,18 +813,26 @@ fn human_text(tool: &str, output: &Value) -> Option<String> {
     match tool {
         "status" => Some(s(&output["text"])),
         "bash" if output.is_object() => {
-            // `airlock exec` behaves like the command: its stdout on stdout, stderr on stderr.
-            eprint!("{}", s(&output["stderr"]));
+            // `airlock exec` behaves like the command: its stdout on stdout, stderr on stderr,
+            // both escaped, and airlock's own lines last, so the command's output cannot
+            // redraw them.
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "{}", Shown::text(&s(&output["stdout"])));
+            let _ = out.flush();
+            eprint!("{}", Shown::text(&s(&output["stderr"])));
             for line in output["staged"].as_array().into_iter().flatten() {
-                eprintln!("airlock: staged {}", line.as_str().unwrap_or(""));
+                eprintln!(
+                    "airlock: staged {}",
+                    Shown::name(line.as_str().unwrap_or(""))
+                );
             }
             if let Some(note) = output["note"].as_str() {
-                eprintln!("airlock: {note}");
+                eprintln!("airlock: {}", Shown::text(note));
             }
             if let Some(d) = output["degraded"].as_str() {
                 eprintln!("airlock: {d}");
             }
-            Some(s(&output["stdout"]))
+            Some(String::new())
         }
         "verify" if output.is_object() => {
             let t = &output["tests"];
@@ -855,7 +880,7 @@ fn cmd_guard(g: &Global, command: Option<String>, batch: bool) -> CliResult {
             let mut v = report.decision.to_json();
             v["normalized"] = json!(report.normalized);
             v["cmd"] = json!(cmd);
-            writeln!(out, "{v}")?;
+            writeln!(out, "{}", json_text(&v))?;
         }
         out.flush()?;
         return Ok(if any_denied { EXIT_DENIED } else { EXIT_OK });
@@ -876,9 +901,9 @@ fn cmd_guard(g: &Global, command: Option<String>, batch: bool) -> CliResult {
     if g.json {
         let mut v = report.decision.to_json();
         v["normalized"] = json!(report.normalized);
-        println!("{v}");
+        println!("{}", json_text(&v));
     } else if report.decision.is_allow() {
-        println!("allow: {}", report.normalized);
+        println!("allow: {}", Shown::text(&report.normalized));
     } else {
         println!("{}", report.decision);
     }
@@ -898,12 +923,18 @@ fn cmd_jail(g: &Global, write: bool, paths: &[String]) -> CliResult {
         if g.json {
             let mut v = decision.to_json();
             v["path"] = json!(p);
-            println!("{v}");
+            println!("{}", json_text(&v));
         } else {
-            println!("{p}: {decision}");
+            println!("{}: {decision}", Shown::name(p));
         }
     }
     Ok(if all_ok { EXIT_OK } else { EXIT_DENIED })
+}
+
+/// JSON for the terminal: exact once parsed, but every control, C1 or bidi character written as
+/// a `\uNNNN` escape ([`Escape::Json`]), so no byte of it acts on the terminal either.
+fn json_text(v: &Value) -> String {
+    escape_for_terminal(&v.to_string(), Escape::Json).into_owned()
 }
 
 /// `--allow-net`'s value: a host rule or a preset (a malformed one is a usage error, exit 2).

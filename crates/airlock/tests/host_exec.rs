@@ -97,6 +97,15 @@ fn json_line(o: &Output) -> Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
 }
 
+/// The rule id an `airlock` refusal names on standard error (`denied by STAGE (RULE): …`).
+fn json_line_of_stderr_rule(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr);
+    err.split_once(" (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(rule, _)| rule.to_string())
+        .unwrap_or_default()
+}
+
 fn flagged(status: &Value, path: &str) -> Option<String> {
     status["entries"]
         .as_array()
@@ -552,4 +561,162 @@ fn targets_of_linked_host_exec_files_are_host_exec() {
     let args = serde_json::json!({"path": "scripts/other.sh", "content": "x\n"});
     let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// A link created in the changeset under a host-exec directory's name makes its target that
+/// directory: `.vscode -> vsc` with `vsc/tasks.json` is `.vscode/tasks.json` to VS Code. Both
+/// the link and the file under its target are refused at apply, for every such directory, and
+/// through a chain of links; naming both lets them through.
+#[test]
+fn a_link_named_as_a_host_exec_directory_and_the_files_below_its_target_are_refused() {
+    for (dir, file) in [
+        (".vscode", "tasks.json"),
+        (".claude", "settings.json"),
+        (".cursor", "mcp.json"),
+        (".gemini", "settings.json"),
+        (".codex", "config.toml"),
+        (".zed", "settings.json"),
+        (".kiro", "settings/mcp.json"),
+    ] {
+        let fx = Fx::git_repo();
+        let script = format!(
+            "mkdir -p vsc/$(dirname {file}) && echo '{{\"tasks\":[{{\"runOptions\":{{\"runOn\":\"folderOpen\"}}}}]}}' > vsc/{file} && ln -s vsc {dir}"
+        );
+        let o = fx.build(&["exec", "--", "sh", "-c", &script]);
+        assert_eq!(o.status.code(), Some(0), "{dir}: {}", text(&o));
+        let st = fx.status();
+        assert!(flagged(&st, dir).is_some(), "{dir} not flagged: {st}");
+        let target = format!("vsc/{file}");
+        assert!(
+            flagged(&st, &target).is_some(),
+            "{target} not flagged: {st}"
+        );
+        fx.verify_passes();
+        let o = fx.build(&["apply"]);
+        assert_eq!(o.status.code(), Some(4), "{dir}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!(
+                "`vsc/{file}` is `{dir}/{file}` through the link `{dir}`"
+            )),
+            "{dir}: {err}"
+        );
+        assert!(std::fs::symlink_metadata(fx.ws.join(dir)).is_err(), "{dir}");
+        assert!(!fx.ws.join("vsc").exists(), "{dir}: nothing may be written");
+        // The link alone is not enough: the operator must name what the link makes host-exec.
+        let o = fx.build(&["apply", "--allow-host-exec", dir]);
+        assert_eq!(o.status.code(), Some(4), "{dir}: {}", text(&o));
+        let o = fx.build(&[
+            "apply",
+            "--allow-host-exec",
+            dir,
+            "--allow-host-exec",
+            "vsc",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{dir}: {}", text(&o));
+    }
+    // Through a chain of links staged by separate commands, and a file written by a file tool
+    // once the link is staged.
+    let fx = Fx::git_repo();
+    let o = fx.build(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p b && ln -s b a && ln -s a .vscode",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = fx.build(&["exec", "--", "sh", "-c", "echo '{}' > b/tasks.json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let st = fx.status();
+    assert!(flagged(&st, "b/tasks.json").is_some(), "{st}");
+    let args = serde_json::json!({"path": "b/settings.json", "content": "{}"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let d = json_line(&o);
+    assert_eq!(d["rule"], "jail_host_exec");
+    assert!(
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("(`.vscode/settings.json` through the link `.vscode`)"),
+        "{d}"
+    );
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(!fx.ws.join("b").exists());
+    // A link already on disk does the same for the file tools.
+    let fx = Fx::git_repo();
+    std::fs::create_dir_all(fx.ws.join("cl")).unwrap();
+    std::os::unix::fs::symlink("cl", fx.ws.join(".claude")).unwrap();
+    let args = serde_json::json!({"path": "cl/settings.json", "content": "{\"hooks\":{}}"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(json_line(&o)["rule"], "jail_host_exec");
+    let args = serde_json::json!({"path": "cl/notes.md", "content": "x"});
+    let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A link with an ordinary name, and a loop, are ordinary.
+    let fx = Fx::git_repo();
+    let o = fx.build(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p docs && echo x > docs/tasks.json && ln -s docs manual && ln -s l2 l1 && ln -s l1 l2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    fx.verify_passes();
+    let o = fx.build(&["apply"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// Agent-harness configurations their tools load by themselves, Cargo's configuration and a
+/// virtual environment's startup hooks are host-exec: denied to the file tools, flagged by the
+/// harvest and refused at apply.
+#[test]
+fn agent_harness_configs_cargo_config_and_python_startup_hooks_are_host_exec() {
+    let fx = Fx::git_repo();
+    let paths = [
+        "opencode.json",
+        ".roo/mcp.json",
+        ".kiro/settings/mcp.json",
+        ".amazonq/mcp.json",
+        ".continue/mcpServers/x.yaml",
+        ".windsurf/hooks.json",
+        ".aider.conf.yml",
+        ".cargo/config.toml",
+        ".venv/lib/python3.12/site-packages/evil.pth",
+        ".claude/commands/x.md",
+        ".devcontainer/devcontainer.json",
+    ];
+    for path in paths {
+        let args = serde_json::json!({"path": path, "content": "{}\n"});
+        let o = fx.build(&["--json", "call", "write_file", &args.to_string()]);
+        assert_eq!(o.status.code(), Some(3), "{path}: {}", text(&o));
+        assert_eq!(json_line(&o)["rule"], "jail_host_exec", "{path}");
+    }
+    let script: Vec<String> = paths
+        .iter()
+        .map(|p| format!("mkdir -p \"$(dirname {p})\" && echo x > {p}"))
+        .collect();
+    let o = fx.build(&["exec", "--", "sh", "-c", &script.join(" && ")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let st = fx.status();
+    for path in paths {
+        assert!(flagged(&st, path).is_some(), "{path} not flagged: {st}");
+    }
+    fx.verify_passes();
+    // `.cargo/config.toml` and a `.pth` hook change how the tests run: the operator accepts
+    // that, and the host-exec refusal still stands.
+    let o = fx.build(&["apply", "--accept-test-changes"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert_eq!(
+        json_line_of_stderr_rule(&o),
+        "jail_host_exec",
+        "{}",
+        text(&o)
+    );
+    assert!(!fx.ws.join("opencode.json").exists());
 }

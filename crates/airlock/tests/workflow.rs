@@ -190,6 +190,11 @@ fn assert_verdict_shape(v: &Value) {
         "limits",
         "environment",
         "tier",
+        "integrity",
+        "apply_needs_operator",
+        "session_local",
+        "session_local_hooks",
+        "unsealed",
     ]
     .into();
     let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();

@@ -151,6 +151,9 @@ pub struct OperatorInputs {
     /// `--allow-net HOST|preset:NAME` on `exec`: hosts this run may reach through airlock's
     /// proxy, added to the user config's `[net]` grants.
     pub allow_net: Vec<String>,
+    /// `airlock apply --accept-test-changes`: the operator has reviewed what the verdict's
+    /// concerns name (changed tests or test configuration, …) and applies anyway.
+    pub accept_concerns: bool,
 }
 
 /// How a kernel is opened: the operator's choices, never the model's.
@@ -199,6 +202,9 @@ pub struct Settings {
     pub home: Option<PathBuf>,
     /// `XDG_CONFIG_HOME`: the user config's location (`<it>/airlock/config.toml`).
     pub xdg_config_home: Option<PathBuf>,
+    /// `XDG_STATE_HOME`: the operator's state (`<it>/airlock/verdict.key`, else
+    /// `$HOME/.local/state/airlock/`).
+    pub xdg_state_home: Option<PathBuf>,
     /// `PATH`: where a `bash` call's `argv` program is looked up.
     pub path: Option<OsString>,
     /// The whole environment, from which the sandbox passes only its allow-list (part of the
@@ -217,6 +223,7 @@ impl Default for Settings {
             turn: None,
             home: None,
             xdg_config_home: None,
+            xdg_state_home: None,
             path: None,
             env: Vec::new(),
         }
@@ -245,9 +252,29 @@ impl Settings {
             turn: get("AIRLOCK_TURN").and_then(|t| t.to_str().and_then(|t| t.parse().ok())),
             home: get("HOME").map(PathBuf::from),
             xdg_config_home: get("XDG_CONFIG_HOME").map(PathBuf::from),
+            xdg_state_home: get("XDG_STATE_HOME").map(PathBuf::from),
             path: get("PATH"),
             env: env.clone(),
         }
+    }
+}
+
+impl Settings {
+    /// The operator's state directory for airlock (the verdict key): `$XDG_STATE_HOME/airlock`,
+    /// else `$HOME/.local/state/airlock`; `None` without either (verdicts then cannot be
+    /// sealed, and apply refuses them).
+    pub fn state_dir(&self) -> Option<PathBuf> {
+        let abs = |p: &PathBuf| p.is_absolute().then(|| p.clone());
+        self.xdg_state_home
+            .as_ref()
+            .and_then(abs)
+            .map(|d| d.join("airlock"))
+            .or_else(|| {
+                self.home
+                    .as_ref()
+                    .and_then(abs)
+                    .map(|h| h.join(".local/state/airlock"))
+            })
     }
 }
 

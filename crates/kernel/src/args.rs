@@ -564,10 +564,10 @@ pub struct GitCommitArgs {
 #[serde(deny_unknown_fields)]
 pub struct GitPushArgs {
     /// The name of one of the repository's configured remotes (`origin`), never a URL.
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = 100), regex(pattern = REF_NAME))]
     pub remote: String,
     /// The local branch to push to the branch of the same name (default: the current branch).
-    #[schemars(length(min = 1, max = 200))]
+    #[schemars(length(min = 1, max = 200), regex(pattern = REF_NAME))]
     pub branch: Option<String>,
 }
 
@@ -591,16 +591,19 @@ fn rev(field: &str, r: &Option<String>) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// A branch or remote name: letters, digits, `.`, `_`, `-`, `/`; not an option, no `..`.
+/// The schema's pattern for a branch or remote name, the same rule as [`ref_name`].
+const REF_NAME: &str = r"^[A-Za-z0-9_][A-Za-z0-9_-]*([./][A-Za-z0-9_-]+)*$";
+
+/// A branch or remote name: runs of letters, digits, `_` and `-` joined by single `.` or `/`,
+/// starting with neither `-` nor a separator (so never an option, a path or `..`) — exactly
+/// [`REF_NAME`], so the schema and the types agree on every name.
 fn ref_name(field: &str, n: &str, max: usize) -> Result<(), Invalid> {
     len(field, n, 1, Some(max))?;
-    let ok = !n.starts_with(['-', '/', '.'])
-        && !n.ends_with(['/', '.'])
-        && !n.contains("..")
-        && !n.contains("//")
-        && !n.ends_with(".lock")
-        && n.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let ok = n
+        .split(['.', '/'])
+        .all(|seg| !seg.is_empty() && seg.chars().all(word))
+        && !n.starts_with('-');
     if ok {
         Ok(())
     } else {

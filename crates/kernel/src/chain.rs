@@ -367,13 +367,20 @@ fn check_git_dir_shape(g: &Gates<'_>, rels: &[(Option<&RelPath>, bool)]) -> Resu
                 crate::host_shape::merged_node(g.store, p)
             }
         },
+        crate::host_shape::staged_links(g.store),
+        |p: &std::path::Path| crate::host_shape::merged_link(g.store, p),
     );
     for rel in rels.iter().filter_map(|(r, _)| *r) {
         if let Some((h, _)) = judge.classify(rel) {
-            return Err(airlock_policy::host_exec::denial_for(
-                &format!("`{rel}`"),
-                h,
-            ));
+            let subject = match judge.via_link(rel) {
+                Some((named, link)) => format!(
+                    "`{rel}` (`{}` through the link `{}`)",
+                    named.display(),
+                    link.display()
+                ),
+                None => format!("`{rel}`"),
+            };
+            return Err(airlock_policy::host_exec::denial_for(&subject, h));
         }
     }
     Ok(())

@@ -13,8 +13,11 @@ use airlock_stage::Change;
 use airlock_stage::store::Store;
 use airlock_stage::view::{self, NodeKind};
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+
+mod links;
 
 /// Classifies the paths of one change, remembering which directories have a git directory's
 /// shape in the state before it (`before`) or after it (`after`): either makes a path below
@@ -26,18 +29,45 @@ pub(crate) struct ShapeJudge<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> {
     /// shape, if any.
     shaped: HashMap<PathBuf, Option<PathBuf>>,
     configured: Vec<(PathBuf, HostExec)>,
+    links: links::LinkMap,
 }
 
 impl<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> ShapeJudge<F, G> {
     /// A judge for the workspace at `root`, whose repository configuration (as on disk now)
-    /// may name more host-exec paths (`core.hooksPath`, `include.path`, linked hooks).
-    pub(crate) fn new(root: &Path, before: F, after: G) -> Self {
+    /// may name more host-exec paths (`core.hooksPath`, `include.path`). `links` are the
+    /// symbolic links of the state judged that are not on disk yet (`(path, target)`: the
+    /// staged ones), and `read_link` what a path links to in that state: a link named as a
+    /// host-exec entry, or as a directory such entries lie below, is itself host-exec, and
+    /// makes what it points to the entry it is named as (see [`links`]). Such links already
+    /// on disk in the directories [`LINK_DIRS`] are followed too.
+    pub(crate) fn new(
+        root: &Path,
+        before: F,
+        after: G,
+        staged_links: Vec<(PathBuf, PathBuf)>,
+        read_link: impl FnMut(&Path) -> Option<PathBuf>,
+    ) -> Self {
+        let mut all = disk_links(root);
+        all.extend(staged_links);
         ShapeJudge {
             before,
             after,
             shaped: HashMap::new(),
-            configured: configured_paths(root),
+            configured: repo_config_paths(root),
+            links: links::LinkMap::build(root, &all, read_link),
         }
+    }
+
+    /// How `rel` is host-exec through a link, if it is: the name it has through the link and
+    /// the link's path (`.vscode/tasks.json` and `.vscode` for `vsc/tasks.json`), for the
+    /// sentence that refuses it.
+    pub(crate) fn via_link(&self, rel: &RelPath) -> Option<(PathBuf, PathBuf)> {
+        if classify(rel).is_some() {
+            return None;
+        }
+        self.links
+            .explain(rel.as_path())
+            .map(|(_, _, named, link)| (named, link))
     }
 
     /// The host-exec classification of `rel` with its anchor (the entry it is or lies below):
@@ -46,6 +76,12 @@ impl<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> ShapeJudge<F, G> {
     pub(crate) fn classify(&mut self, rel: &RelPath) -> Option<(HostExec, PathBuf)> {
         if let Some(h) = classify(rel) {
             return Some((h, name_anchor(rel).unwrap_or_default()));
+        }
+        if let Some((_, h)) = self.links.named.iter().find(|(l, _)| l == rel.as_path()) {
+            return Some((*h, rel.as_path().to_path_buf()));
+        }
+        if let Some(hit) = self.links.classify_aliased(rel.as_path()) {
+            return Some(hit);
         }
         if let Some((anchor, h)) = self
             .configured
@@ -145,17 +181,8 @@ pub(crate) fn post_apply_node(root: &Path, changes: &HashMap<PathBuf, &Change>, 
     }
 }
 
-/// What the workspace repository's configuration makes host-exec inside the workspace: read
-/// from `.git/config` (a directory), or from the directory a gitfile names. Nothing when there
-/// is no repository or its configuration cannot be read.
-fn configured_paths(root: &Path) -> Vec<(PathBuf, HostExec)> {
-    let mut out = repo_config_paths(root);
-    out.extend(linked_targets(root));
-    out
-}
-
-/// Directories whose symbolic links are followed to what they name: the workspace root, the
-/// editor and agent configuration directories, and the repository's hooks.
+/// Directories whose symbolic links on disk are followed to what they name: the workspace
+/// root, the editor and agent configuration directories, and the repository's hooks.
 const LINK_DIRS: &[&str] = &[
     "",
     ".git/hooks",
@@ -168,13 +195,15 @@ const LINK_DIRS: &[&str] = &[
     ".helix",
     ".config",
     ".husky",
+    ".kiro",
+    ".amazonq",
+    ".cargo",
 ];
 
-/// The in-workspace targets of host-exec names that are symbolic links on disk
-/// (`.envrc -> tools/envrc.sh`, `.git/hooks/pre-commit -> ../../scripts/pre-commit`): the
-/// host runs what they point to, so it is host-exec too. One directory read per entry of
-/// [`LINK_DIRS`] that exists.
-fn linked_targets(root: &Path) -> Vec<(PathBuf, HostExec)> {
+/// The symbolic links on disk in [`LINK_DIRS`] (`(path, target)`): `.envrc ->
+/// tools/envrc.sh`, `.git/hooks/pre-commit -> ../../scripts/pre-commit`, `.vscode -> vsc`.
+/// One directory read per entry of [`LINK_DIRS`] that exists.
+fn disk_links(root: &Path) -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     for dir in LINK_DIRS {
         let Ok(rd) = std::fs::read_dir(root.join(dir)) else {
@@ -184,27 +213,79 @@ fn linked_targets(root: &Path) -> Vec<(PathBuf, HostExec)> {
             if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
                 continue;
             }
-            let Ok(rel) = RelPath::new(Path::new(dir).join(entry.file_name())) else {
-                continue;
-            };
-            let Some(h) = classify(&rel) else { continue };
-            let Ok(target) = std::fs::read_link(entry.path()) else {
-                continue;
-            };
-            let joined = if target.is_absolute() {
-                match target.strip_prefix(root) {
-                    Ok(t) => t.to_path_buf(),
-                    Err(_) => continue,
-                }
-            } else {
-                Path::new(dir).join(target)
-            };
-            if let Some(t) = airlock_policy::host_exec::fold_inside(&joined) {
-                out.push((t, h));
+            if let Ok(target) = std::fs::read_link(entry.path()) {
+                out.push((Path::new(dir).join(entry.file_name()), target));
             }
         }
     }
     out
+}
+
+/// A staged link's target bytes as a path.
+pub(crate) fn link_target(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+}
+
+/// What `p` links to on disk, if it is a symbolic link.
+pub(crate) fn disk_link(root: &Path, p: &Path) -> Option<PathBuf> {
+    std::fs::read_link(root.join(p)).ok()
+}
+
+/// What `p` links to in the session's merged view (staged changes over the disk).
+pub(crate) fn merged_link(store: &Store, p: &Path) -> Option<PathBuf> {
+    let rel = RelPath::new(p).ok()?;
+    match store.staged_node(&rel) {
+        Ok(Some(airlock_stage::model::StagedNode::Symlink(t))) => Some(link_target(&t)),
+        Ok(Some(_)) | Err(_) => None,
+        Ok(None) => disk_link(store.workspace(), p),
+    }
+}
+
+/// What `p` links to in a sandbox's upper layer over the merged view.
+pub(crate) fn upper_link(upper: &Path, store: &Store, p: &Path) -> Option<PathBuf> {
+    match std::fs::symlink_metadata(upper.join(p)) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::read_link(upper.join(p)).ok(),
+        Ok(_) => None,
+        Err(_) => merged_link(store, p),
+    }
+}
+
+/// What `p` links to once a changeset is applied: its entry if it has one, else the disk.
+pub(crate) fn post_apply_link(
+    root: &Path,
+    changes: &HashMap<PathBuf, &Change>,
+    p: &Path,
+) -> Option<PathBuf> {
+    match changes.get(p) {
+        Some(Change::Symlink { target }) => Some(link_target(target)),
+        Some(_) => None,
+        None => disk_link(root, p),
+    }
+}
+
+/// The links of a changeset (`(path, target)`), session-local ones left out: they are never
+/// applied.
+pub(crate) fn changeset_links(entries: &[airlock_stage::StagedEntry]) -> Vec<(PathBuf, PathBuf)> {
+    entries
+        .iter()
+        .filter(|e| !e.session_local)
+        .filter_map(|e| match &e.change {
+            Change::Symlink { target } => {
+                Some((e.path.as_path().to_path_buf(), link_target(target)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The staged links of a session (`(path, target)`), session-local ones left out: they are
+/// never applied.
+pub(crate) fn staged_links(store: &Store) -> Vec<(PathBuf, PathBuf)> {
+    let links = store.staged_symlinks().unwrap_or_default();
+    links
+        .into_iter()
+        .map(|(p, t)| (p.as_path().to_path_buf(), link_target(&t)))
+        .collect()
 }
 
 /// What the repository's own configuration names inside the workspace.

@@ -129,6 +129,8 @@ impl Decision {
     }
 }
 
+/// The human form, for a terminal: the rule and reason escaped ([`airlock_types::display`]), so a
+/// path quoted in a reason cannot drive the screen. The JSON form ([`Decision::to_json`]) is exact.
 impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let verb = match self.decision {
@@ -139,7 +141,9 @@ impl fmt::Display for Decision {
         write!(
             f,
             "{verb} by {} ({}): {}",
-            self.stage, self.rule, self.reason
+            self.stage,
+            airlock_types::display::Shown::name(&self.rule),
+            airlock_types::display::Shown::text(&self.reason)
         )
     }
 }

@@ -12,29 +12,21 @@
 //! `.GIT` *is* `.git` — and git itself refuses `.GIT` in a tree for that reason — so the
 //! look-alikes fail closed. The NTFS short name `git~1` counts as `.git` too.
 //!
-//! | entry | where | why |
-//! |---|---|---|
-//! | `.git` (directory or gitfile) and everything below it | any depth | git reads `config` (`core.fsmonitor`, `core.pager`, `core.sshCommand`, filters, aliases) and runs `hooks/` on ordinary commands; a gitfile (`gitdir: PATH`) makes any directory's config the one read; `objects`, `refs` and `logs` are the only copy of local history |
-//! | `.hg`, `.sl`, `_darcs` and everything below | any depth | Mercurial's and Sapling's `hgrc`/`config` `[hooks]` and `[extensions]` run on `status`, `diff`, `commit`; darcs `prefs/defaults` sets `posthook` commands |
-//! | `.jj`, `.bzr`, `.svn`, `.pijul`, `.fslckout`, `_FOSSIL_` | any depth | the other VCS control areas: configuration the tool acts on (jj's repo config and its embedded git store) and the local history or checkout state |
-//! | `.envrc` | any depth | direnv sources it on `cd` (once the user has allowed a version of it) |
-//! | `.env`, `.env.leave`, `.autoenv.zsh`, `.autoenv_leave.zsh` | any depth | autoenv and zsh-autoenv source them on `cd`; direnv loads `.env` with `load_dotenv` (`.env` is also a sensitive file) |
-//! | `mise.toml`, `.mise.toml`, `mise.*.toml`, `.mise.*.toml`, `.rtx.toml`, `.mise/`, `.config/mise/`, `.config/mise.toml` | any depth | mise runs `[hooks]` (`enter`, `cd`), `_.source` scripts and `exec()` templates when the shell enters the directory |
-//! | `.vscode/settings.json`, `.vscode/tasks.json`, `.vscode/mcp.json`, `*.code-workspace` | any depth | VS Code (and its forks) start the executables settings name (interpreters, linters, `git.path`, terminal profiles) on open, run tasks with `runOn: folderOpen`, and start MCP servers |
-//! | `.idea/` | any depth | JetBrains IDEs act on it on open: file watchers (`watcherTasks.xml`) run commands on save, startup tasks and SDK paths name executables |
-//! | `.exrc`, `_exrc`, `.vimrc`, `_vimrc`, `.gvimrc`, `_gvimrc`, `.nvimrc`, `.nvim.lua`, `.lvimrc` | any depth | vim/neovim with `exrc` (and the localvimrc plugin) source them from the directory they start in |
-//! | `.dir-locals.el`, `.dir-locals-2.el` | any depth | Emacs applies them on opening any file below (`eval:` forms, executable-path variables) |
-//! | `.zed/settings.json`, `.helix/config.toml`, `.helix/languages.toml` | any depth | Zed and Helix start the language servers and formatters these name when a file is opened |
-//! | `.husky/`, `.pre-commit-config.yaml`, `lefthook.yml` (and `.lefthook*`, `lefthook-local*`, any of `.yml`, `.yaml`, `.json`, `.toml`) | any depth | git hook managers: `git commit` runs the commands they list |
-//! | `.claude/settings.json`, `.claude/settings.local.json`, `.mcp.json`, `.cursor/mcp.json`, `.gemini/settings.json`, `.codex/config.toml` | any depth | coding-agent harnesses run their `hooks` and start the MCP servers these name, outside any sandbox |
+//! The list itself is data: `crates/policy/data/host_exec.toml`, one entry per tool with its
+//! path patterns, what it is, why the host runs it (citing the tool's documentation), and
+//! examples that a unit test (`table::tests::every_entry_matches_its_own_examples`) checks
+//! against that entry. To add a tool, add an entry there with examples; nothing else changes.
+//! An entry's `kind` is the stable id a staged flag records.
 //!
 //! Deliberately not included (they run only when the user runs or builds the project, which is
 //! what `verify` is for, or they name no command): `.gitignore`, `.gitattributes` (a filter
 //! needs a driver in `.git/config`), `.gitmodules` (git refuses `update = !cmd` from it),
-//! `.github/` (runs in CI, not here), `.vscode/launch.json` and `.run/` (run only when the user
-//! starts a debug or run configuration), `.vscode/extensions.json` (recommendations only),
-//! `.tool-versions`, `.nvmrc`, `.python-version` (version names only), `.cargo/config.toml`,
-//! `Makefile`, `package.json` (run by the user's own build and test commands).
+//! `.github/` (runs in CI, not here), `.vscode/launch.json`, `.run/` and `.zed/tasks.json` (run
+//! only when the user starts a debug or run configuration or spawns a task),
+//! `.vscode/extensions.json` (recommendations only), `.tool-versions`, `.nvmrc`,
+//! `.python-version` (version names only), `CLAUDE.md`, `AGENTS.md`, `GEMINI.md`, `.goosehints`
+//! (instructions to a model, not configuration a host runs), `Makefile`, `package.json` (run by
+//! the user's own build and test commands).
 
 use crate::decision::{Decision, Stage};
 use crate::names::fold;
@@ -44,144 +36,40 @@ use std::ffi::OsStr;
 /// The jail's rule id for a host-exec path (file tools: exit 3; `apply`: exit 4).
 pub const RULE: &str = "jail_host_exec";
 
+mod table;
+
 /// Why a path is a host-exec path: the entry that makes it one and one reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostExec {
+    /// The entry's stable id (`git`, `vscode`, `git_dir_shape`, …): what a staged flag records.
+    pub kind: &'static str,
     /// The family, as a short noun phrase (`a git control entry`).
     pub what: &'static str,
     /// What runs it, in one clause.
     pub why: &'static str,
 }
 
-/// Control directories: the entry itself (directory or file) and everything below it.
-const CONTROL_DIRS: &[(&str, HostExec)] = &[
-    (".git", GIT),
-    ("git~1", GIT),
-    (
-        ".hg",
-        HostExec {
-            what: "Mercurial's control directory",
-            why: "Mercurial runs the hooks and extensions its configuration names on ordinary commands and keeps the local history there",
-        },
-    ),
-    (
-        ".sl",
-        HostExec {
-            what: "Sapling's control directory",
-            why: "Sapling runs the hooks and extensions its configuration names on ordinary commands and keeps the local history there",
-        },
-    ),
-    (
-        "_darcs",
-        HostExec {
-            what: "darcs' control directory",
-            why: "darcs runs the posthooks its preferences name and keeps the local history there",
-        },
-    ),
-    (".jj", VCS),
-    (".bzr", VCS),
-    (".svn", VCS),
-    (".pijul", VCS),
-    (".fslckout", VCS),
-    ("_fossil_", VCS),
-    (".idea", IDE),
-    (
-        ".husky",
-        HostExec {
-            what: "a git hook directory",
-            why: "`git commit` runs the hooks husky installs from it",
-        },
-    ),
-    (".mise", MISE),
-];
+fn of_entry(e: &'static table::Entry) -> HostExec {
+    HostExec {
+        kind: &e.kind,
+        what: &e.what,
+        why: &e.why,
+    }
+}
 
-const GIT: HostExec = HostExec {
-    what: "a git control entry",
-    why: "git reads its configuration and runs its hooks on ordinary commands such as `git status`, a gitfile makes it read another directory's, and it holds the repository's history",
-};
-const VCS: HostExec = HostExec {
-    what: "a version-control directory",
-    why: "the version-control tool acts on its configuration on ordinary commands and keeps the local history or checkout state there",
-};
-const IDE: HostExec = HostExec {
-    what: "JetBrains IDE configuration",
-    why: "the IDE runs its file watchers, startup tasks and configured executables on its own",
-};
-const MISE: HostExec = HostExec {
-    what: "mise configuration",
-    why: "mise runs its hooks, `_.source` scripts and `exec()` templates when a shell enters the directory",
-};
-const SHELL_CD: HostExec = HostExec {
-    what: "a directory-entry shell hook",
-    why: "direnv, autoenv or zsh-autoenv source it when a shell enters the directory",
-};
-const VIM: HostExec = HostExec {
-    what: "a vim/neovim local configuration",
-    why: "vim and neovim with `exrc` (or localvimrc) source it from the directory they start in",
-};
-const EMACS: HostExec = HostExec {
-    what: "Emacs directory-local variables",
-    why: "Emacs applies them, `eval:` forms included, whenever a file below is opened",
-};
-const VSCODE: HostExec = HostExec {
-    what: "VS Code workspace configuration",
-    why: "VS Code starts the executables, folder-open tasks and MCP servers it names when the folder is opened",
-};
-const EDITOR_LSP: HostExec = HostExec {
-    what: "editor language-server configuration",
-    why: "the editor starts the language servers and formatters it names when a file is opened",
-};
-const HOOK_MANAGER: HostExec = HostExec {
-    what: "git hook manager configuration",
-    why: "`git commit` runs the commands it lists",
-};
-const AGENT: HostExec = HostExec {
-    what: "coding-agent harness configuration",
-    why: "the agent harness runs its hooks and starts the MCP servers it names outside any sandbox",
-};
+/// The classifications that come from the repository's state rather than the list: a git
+/// directory by its shape, the configured hooks directory, a configured include.
+const DYNAMIC: [HostExec; 3] = [GIT_DIR_SHAPE, CONFIGURED_HOOKS, CONFIGURED_INCLUDE];
 
-/// Exact file names, at any depth.
-const FILES: &[(&str, HostExec)] = &[
-    (".envrc", SHELL_CD),
-    (".env", SHELL_CD),
-    (".env.leave", SHELL_CD),
-    (".autoenv.zsh", SHELL_CD),
-    (".autoenv_leave.zsh", SHELL_CD),
-    ("mise.toml", MISE),
-    (".mise.toml", MISE),
-    (".rtx.toml", MISE),
-    (".exrc", VIM),
-    ("_exrc", VIM),
-    (".vimrc", VIM),
-    ("_vimrc", VIM),
-    (".gvimrc", VIM),
-    ("_gvimrc", VIM),
-    (".nvimrc", VIM),
-    (".nvim.lua", VIM),
-    (".lvimrc", VIM),
-    (".dir-locals.el", EMACS),
-    (".dir-locals-2.el", EMACS),
-    (".pre-commit-config.yaml", HOOK_MANAGER),
-    (".pre-commit-config.yml", HOOK_MANAGER),
-    (".mcp.json", AGENT),
-];
-
-/// `parent/name` pairs, at any depth.
-const NESTED: &[(&str, &str, HostExec)] = &[
-    (".vscode", "settings.json", VSCODE),
-    (".vscode", "tasks.json", VSCODE),
-    (".vscode", "mcp.json", VSCODE),
-    (".zed", "settings.json", EDITOR_LSP),
-    (".helix", "config.toml", EDITOR_LSP),
-    (".helix", "languages.toml", EDITOR_LSP),
-    (".claude", "settings.json", AGENT),
-    (".claude", "settings.local.json", AGENT),
-    (".cursor", "mcp.json", AGENT),
-    (".gemini", "settings.json", AGENT),
-    (".codex", "config.toml", AGENT),
-    (".config", "mise.toml", MISE),
-    (".config", "mise", MISE),
-];
+/// The classification a stable kind names (an entry of the list, or one of the
+/// repository-state kinds), or `None` for a kind this build does not know.
+pub fn by_kind(kind: &str) -> Option<HostExec> {
+    DYNAMIC
+        .iter()
+        .find(|h| h.kind == kind)
+        .copied()
+        .or_else(|| table::table().by_kind(kind).map(of_entry))
+}
 
 /// The host-exec classification of a workspace-relative path, or `None` for an ordinary
 /// path. Pure: it never looks at the disk.
@@ -199,41 +87,16 @@ pub fn classify(rel: &RelPath) -> Option<HostExec> {
 /// [`classify`] over any sequence of path names (already free of `.` and `..`).
 pub fn classify_components<'a>(names: impl Iterator<Item = &'a OsStr>) -> Option<HostExec> {
     let names: Vec<String> = names.map(fold).collect();
-    for (i, seg) in names.iter().enumerate() {
-        if let Some((_, h)) = CONTROL_DIRS.iter().find(|(n, _)| n == seg) {
-            return Some(*h);
-        }
-        if i > 0
-            && let Some((_, _, h)) = NESTED
-                .iter()
-                .find(|(p, n, _)| *p == names[i - 1] && n == seg)
-        {
-            return Some(*h);
-        }
-    }
-    let last = names.last()?;
-    if let Some((_, h)) = FILES.iter().find(|(n, _)| n == last) {
-        return Some(*h);
-    }
-    if last.ends_with(".code-workspace") {
-        return Some(VSCODE);
-    }
-    // `mise.local.toml`, `.mise.dev.toml`, …
-    let stem = last.strip_prefix('.').unwrap_or(last);
-    if (stem.starts_with("mise.") || stem.starts_with("rtx.")) && stem.ends_with(".toml") {
-        return Some(MISE);
-    }
-    // lefthook.yml, .lefthook.yaml, lefthook-local.json, …
-    if let Some(base) = stem.strip_prefix("lefthook")
-        && let Some(ext) = base
-            .strip_prefix("-local")
-            .unwrap_or(base)
-            .strip_prefix('.')
-        && matches!(ext, "yml" | "yaml" | "json" | "toml" | "jsonc")
-    {
-        return Some(HOOK_MANAGER);
-    }
-    None
+    table::table().classify(&names).map(of_entry)
+}
+
+/// For a directory (or a link standing for one) at `rel`: the entry whose paths lie below a
+/// directory of that name (`.vscode` for `.vscode/tasks.json`, `.kiro/settings` for
+/// `.kiro/settings/mcp.json`), or `None`. A link so named makes what it points to that
+/// directory, so the link is a host-exec change itself.
+pub fn classify_container(rel: &RelPath) -> Option<HostExec> {
+    let names: Vec<String> = rel.components().map(fold).collect();
+    table::table().container(&names).map(of_entry)
 }
 
 /// What a name is, for [`is_git_dir_shape`]: nothing, a directory, or anything else.
@@ -252,6 +115,7 @@ pub enum Node {
 
 /// A directory git takes for a repository by its shape alone, whatever its name.
 pub const GIT_DIR_SHAPE: HostExec = HostExec {
+    kind: "git_dir_shape",
     what: "in a directory that git takes for a repository",
     why: "a directory holding `HEAD` with `objects/` and `refs/` (or `commondir`) is a git directory by its shape: git run in it reads its `config` and runs its `hooks`",
 };
@@ -300,19 +164,16 @@ pub fn denial_for(subject: &str, h: HostExec) -> Decision {
     denial(subject, h)
 }
 
-/// The `flagged` reason for a host-exec classification (see [`flag`]).
-pub fn flag_for(h: HostExec) -> String {
-    flag_text(h)
-}
-
 /// A directory the repository's own configuration names as its hooks (`core.hooksPath`).
 pub const CONFIGURED_HOOKS: HostExec = HostExec {
+    kind: "git_hooks_path",
     what: "in the hooks directory the repository's `core.hooksPath` names",
     why: "git runs the hooks there on commit, checkout, merge and push",
 };
 
 /// A file the repository's own configuration includes (`include.path`, `includeIf.*.path`).
 pub const CONFIGURED_INCLUDE: HostExec = HostExec {
+    kind: "git_config_include",
     what: "a file the repository's git configuration includes",
     why: "git reads it as part of its own configuration on every command",
 };
@@ -321,71 +182,29 @@ pub const CONFIGURED_INCLUDE: HostExec = HostExec {
 /// (relative to `worktree`, the directory hooks run in) and its `include.path` and
 /// `includeIf.*.path` files (relative to `config_dir`, the directory holding the
 /// configuration). Both directories are workspace-relative (empty for the root); a value that
-/// is absolute, starts with `~`, or climbs out of the workspace names nothing here. A simple
-/// reader of git's format: sections, subsections, case-insensitive keys, quoted values and
-/// comments; last value wins for `core.hooksPath`.
+/// is absolute, starts with `~`, or climbs out of the workspace names nothing here. Read with
+/// airlock's one git-configuration reader ([`crate::git_config`]); last value wins for
+/// `core.hooksPath`.
 pub fn git_config_host_exec(
     config: &str,
     config_dir: &std::path::Path,
     worktree: &std::path::Path,
 ) -> Vec<(std::path::PathBuf, HostExec)> {
-    let mut out = Vec::new();
-    let mut hooks: Option<std::path::PathBuf> = None;
-    let mut section = String::new();
-    for raw in config.lines() {
-        let mut line = raw.trim();
-        if let Some(rest) = line.strip_prefix('[') {
-            let Some(end) = rest.find(']') else { continue };
-            let header = &rest[..end];
-            section = header
-                .split(|c: char| c.is_whitespace() || c == '"' || c == '.')
-                .next()
-                .unwrap_or("")
-                .to_ascii_lowercase();
-            line = rest[end + 1..].trim();
-        }
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let key = key.trim().to_ascii_lowercase();
-        let value = config_value(value);
-        match (section.as_str(), key.as_str()) {
-            ("core", "hookspath") => hooks = inside(worktree, &value),
-            ("include" | "includeif", "path") => {
-                if let Some(p) = inside(config_dir, &value) {
-                    out.push((p, CONFIGURED_INCLUDE));
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some(h) = hooks {
+    let entries = crate::git_config::parse(config);
+    let mut out: Vec<(std::path::PathBuf, HostExec)> = entries
+        .iter()
+        .filter(|e| {
+            e.key == "include.path" || (e.key.starts_with("includeif.") && e.key.ends_with(".path"))
+        })
+        .filter_map(|e| inside(config_dir, e.value.as_deref()?))
+        .map(|p| (p, CONFIGURED_INCLUDE))
+        .collect();
+    if let Some(h) =
+        crate::git_config::last(&entries, "core.hookspath").and_then(|v| inside(worktree, v))
+    {
         out.push((h, CONFIGURED_HOOKS));
     }
     out
-}
-
-/// A git config value: comments cut outside quotes, quotes removed, escapes kept simple.
-fn config_value(v: &str) -> String {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = v.trim().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => {
-                if let Some(n) = chars.next() {
-                    out.push(n);
-                }
-            }
-            '#' | ';' if !quoted => break,
-            c => out.push(c),
-        }
-    }
-    out.trim().to_string()
 }
 
 /// `value` taken relative to `base` (workspace-relative), folded lexically; `None` when it is
@@ -434,26 +253,23 @@ pub(crate) fn denial(subject: &str, h: HostExec) -> Decision {
     )
 }
 
-/// The `flagged` reason the sandbox harvest records on a staged change to a host-exec path.
-/// [`is_host_exec_flag`] recognises it again at apply time, where the operator may lift it.
-pub fn flag(rel: &RelPath) -> Option<String> {
-    classify(rel).map(flag_text)
+/// The human text of a staged host-exec flag of this kind (the flag itself records only the
+/// kind, [`HostExec::kind`]); a kind this build does not know says so.
+pub fn flag_text(kind: &str) -> String {
+    match by_kind(kind) {
+        Some(h) => format!(
+            "{}, which the host acts on by itself; apply needs the operator's --allow-host-exec",
+            h.what
+        ),
+        None => format!("a host-exec kind this build does not know (`{kind}`)"),
+    }
 }
 
-fn flag_text(h: HostExec) -> String {
-    format!(
-        "{}, which the host acts on by itself; apply needs the operator's --allow-host-exec",
-        h.what
-    )
-}
-
-/// True when `flag` is exactly the host-exec flag [`flag`] gives `rel` (and not some other
-/// reason, such as a symlink leaving the workspace, which no override lifts).
-pub fn is_host_exec_flag(rel: &RelPath, flag: &str) -> bool {
-    classify(rel).is_some_and(|h| flag_text(h) == flag)
-        || [GIT_DIR_SHAPE, CONFIGURED_HOOKS, CONFIGURED_INCLUDE]
-            .iter()
-            .any(|h| flag == flag_text(*h))
+/// True when `kind` (a staged host-exec flag's) is one this build knows: the only flags an
+/// operator's grant may lift. Kinds are compared, never texts; an unknown kind is lifted by
+/// nothing.
+pub fn is_host_exec_flag(kind: &str) -> bool {
+    by_kind(kind).is_some()
 }
 
 /// The shortest leading part of `rel` that is itself a host-exec path by name (`.git` for
@@ -503,7 +319,13 @@ pub fn apply_refusal_of(hits: &[(RelPath, HostExec, std::path::PathBuf)]) -> Opt
         let shown = if anchor.as_os_str().is_empty() {
             "the workspace root".to_string()
         } else {
-            format!("`{}`", anchor.display())
+            format!(
+                "`{}`",
+                airlock_types::display::escape_bytes_for_terminal(
+                    std::os::unix::ffi::OsStrExt::as_bytes(anchor.as_os_str()),
+                    airlock_types::display::Escape::Name,
+                )
+            )
         };
         if let [only] = paths.as_slice() {
             out.push_str(&format!(" `{only}` is {}.", h.what));
@@ -654,6 +476,8 @@ mod tests {
             ".cursor/mcp.json",
             ".gemini/settings.json",
             ".codex/config.toml",
+            ".cargo/config.toml",
+            ".claude/commands/x.md",
         ] {
             assert!(hit(p), "{p} must match");
         }
@@ -693,10 +517,10 @@ mod tests {
             ".ideas",
             "lefthook.md",
             "lefthooks.yml",
-            ".cargo/config.toml",
+            "cargo/config.toml",
             "Makefile",
             "package.json",
-            ".claude/commands/x.md",
+            ".claude/notes.md",
             "claude/settings.json",
         ] {
             assert!(!hit(p), "{p} must not match");
@@ -706,15 +530,17 @@ mod tests {
     #[test]
     fn flags_round_trip_and_other_flags_do_not_pass_for_them() {
         let rel = RelPath::new("sub/.git").unwrap();
-        let f = flag(&rel).unwrap();
-        assert!(is_host_exec_flag(&rel, &f));
-        assert!(!is_host_exec_flag(
-            &rel,
-            "symbolic link `sub/.git` points outside the workspace to `/etc`"
-        ));
-        let plain = RelPath::new("src/a.rs").unwrap();
-        assert!(flag(&plain).is_none());
-        assert!(!is_host_exec_flag(&plain, &f));
+        let h = classify(&rel).unwrap();
+        assert_eq!(h.kind, "git");
+        assert_eq!(by_kind(h.kind), Some(h));
+        assert!(is_host_exec_flag(h.kind));
+        assert!(flag_text(h.kind).starts_with("a git control entry"));
+        for dynamic in DYNAMIC {
+            assert!(is_host_exec_flag(dynamic.kind));
+        }
+        assert!(!is_host_exec_flag("no_such_kind"));
+        assert!(!is_host_exec_flag(&flag_text(h.kind)));
+        assert!(flag_text("no_such_kind").contains("does not know"));
         let d = host_exec_rule(&rel).unwrap();
         assert_eq!(d.rule, RULE);
         assert_eq!(d.stage, Stage::Jail);
@@ -817,8 +643,7 @@ mod tests {
         ] {
             assert_eq!(classify_in(&r("src/config"), look(&partial)), None);
         }
-        let f = flag_for(GIT_DIR_SHAPE);
-        assert!(is_host_exec_flag(&r("src/config"), &f));
+        assert!(is_host_exec_flag(GIT_DIR_SHAPE.kind));
     }
 
     #[test]

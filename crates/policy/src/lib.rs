@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod decision;
+pub mod git_config;
 pub mod guard;
 pub mod host_exec;
 pub mod jail;

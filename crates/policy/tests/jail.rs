@@ -789,3 +789,77 @@ fn a_layer_that_cannot_answer_fails_closed() {
     assert_eq!(d.rule, "jail_unresolvable");
     assert!(d.reason.contains("database is locked"), "{}", d.reason);
 }
+
+/// A path with a control, C1, bidi or invisible formatting character is refused at every
+/// entry point (`jail_control_char`), quoted escaped; a sensitive name says so instead; bytes
+/// that are not UTF-8 stay allowed.
+#[test]
+fn control_and_bidi_characters_are_refused_at_every_entry_point() {
+    let f = fixture();
+    let forged = "zz\r\x1b[2A\x1b[J\rM docs/notes.md";
+    let names = [
+        forged,
+        "a\tb",
+        "new\nline",
+        "del\u{7f}",
+        "csi\u{9b}2J",
+        "evil\u{202e}txt.exe",
+        "iso\u{2066}x",
+        "zw\u{200b}sp",
+        "alm\u{61c}x",
+        "bom\u{feff}x",
+        "src/\x1b[31mred/x.rs",
+    ];
+    let l = layer(&[]);
+    for name in names {
+        for access in [Access::Read, Access::Write] {
+            let results = [
+                f.jail.confine(name, access),
+                f.jail.confine_nofollow(name, access),
+                f.jail.confine_over(name, access, &l),
+                f.jail.confine_nofollow_over(name, access, &l),
+                f.jail.confine(f.ws.join(name).to_str().unwrap(), access),
+                f.jail.confine_rel(&RelPath::new(name).unwrap(), access),
+            ];
+            for r in results {
+                let d = r.unwrap_err();
+                assert_eq!((d.stage, &*d.rule), (Stage::Jail, "jail_control_char"));
+                assert!(d.reason.ends_with('.'), "{}", d.reason);
+                assert!(
+                    !d.reason
+                        .chars()
+                        .any(airlock_types::display::is_control_or_bidi),
+                    "the reason quotes the name escaped: {:?}",
+                    d.reason
+                );
+            }
+        }
+    }
+    let d = f.jail.confine(forged, Access::Write).unwrap_err();
+    assert!(
+        d.reason
+            .contains("`zz\\r\\x1b[2A\\x1b[J\\rM docs/notes.md`"),
+        "{}",
+        d.reason
+    );
+    // A sensitive name disguised with an invisible character is still reported as sensitive.
+    assert_eq!(
+        denied(&f.jail, ".e\u{200b}nv", Access::Read),
+        "jail_sensitive_file"
+    );
+    // Through a symlink to such a name (made on disk by someone else).
+    fs::write(f.ws.join("dark\x1b[8m"), "x").unwrap();
+    symlink("dark\x1b[8m", f.ws.join("innocent")).unwrap();
+    assert_eq!(
+        denied(&f.jail, "innocent", Access::Read),
+        "jail_control_char"
+    );
+    // Bytes that are not UTF-8 are not characters: still allowed (and shown as `\xNN`).
+    let raw = RelPath::new(OsStr::from_bytes(b"f\x9b\xffo")).unwrap();
+    let p = f.jail.confine_rel(&raw, Access::Write).unwrap();
+    assert_eq!(p.rel().unwrap().to_string(), "f\\x9b\\xffo");
+    // Ordinary non-ASCII names are unaffected.
+    for name in ["café.md", "日本/語.rs", "🦀.txt"] {
+        assert!(f.jail.confine(name, Access::Write).is_ok(), "{name}");
+    }
+}

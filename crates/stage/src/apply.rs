@@ -17,7 +17,7 @@ pub(crate) use confined::{Parent, unlink_existing};
 
 use crate::blobs::BlobStore;
 use crate::journal::{FileEffect, Journal, JournalError, NewRecord, RecordId};
-use crate::model::{Change, Fingerprint, VerifiedChangeset};
+use crate::model::{Change, Fingerprint, Flag, VerifiedChangeset};
 use airlock_types::RelPath;
 use engine::Source;
 use serde::Serialize;
@@ -70,10 +70,10 @@ pub trait HostExecGate: Send + Sync {
     /// For a host-exec path the operator did not grant: what it is, as a noun phrase with its
     /// reason (`a git control entry (git runs ...)`). `None` for any other path.
     fn ungranted(&self, path: &RelPath) -> Option<String>;
-    /// True only when the operator granted `path` and `flag` is exactly the host-exec flag the
-    /// harvest gives such a path: the one flag a grant lifts (never, say, a symlink leaving the
-    /// workspace).
-    fn lifts_flag(&self, path: &RelPath, flag: &str) -> bool;
+    /// True only when the operator granted `path` and `flag` is a [`Flag::HostExec`] of a kind
+    /// the caller knows: the one flag a grant lifts (never, say, a symlink leaving the
+    /// workspace, nor a flag whose stored name this build cannot read).
+    fn lifts_flag(&self, path: &RelPath, flag: &Flag) -> bool;
 }
 
 /// The gate of a context nobody configured: it knows no host-exec path and lifts no flag, so
@@ -86,7 +86,7 @@ impl HostExecGate for NoHostExecGrant {
     fn ungranted(&self, _: &RelPath) -> Option<String> {
         None
     }
-    fn lifts_flag(&self, _: &RelPath, _: &str) -> bool {
+    fn lifts_flag(&self, _: &RelPath, _: &Flag) -> bool {
         false
     }
 }

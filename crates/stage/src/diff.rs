@@ -2,11 +2,14 @@
 //!
 //! The old side is the base the change was staged against (its content is kept in the blob
 //! store at first touch, so the diff stays right even if the disk moved on); the new side is the
-//! staged change. Binary content is summarised, never dumped.
+//! staged change. Binary content is summarised, never dumped. Names and content lines are
+//! escaped for the terminal ([`airlock_types::display`]): `\t` kept, `\r` and ESC written as
+//! `\r` and `\x1b`, bidi characters as `\u{202e}`.
 
 use crate::model::{Change, ChangesetSnapshot, Fingerprint, StagedEntry};
 use crate::store::{StageError, Store};
 use airlock_types::RelPath;
+use airlock_types::display::{Escape, escape_for_terminal};
 use similar::TextDiff;
 use std::fmt::Write as _;
 
@@ -128,7 +131,8 @@ pub fn unified_diff(
     for e in snapshot.entries.iter().filter(|e| selected(e, paths)) {
         let old = old_side(store, e)?;
         let new = new_side(store, e)?;
-        write_entry(&mut out, &e.path.display(), &old, &new);
+        // Shown on a terminal: the name escaped (its `Display` form), as is every content line.
+        write_entry(&mut out, &e.path.to_string(), &old, &new);
     }
     Ok(out)
 }
@@ -218,7 +222,14 @@ fn write_entry(out: &mut String, p: &str, old: &Side, new: &Side) {
         .context_radius(CONTEXT)
         .header(&a, &b)
         .to_string();
-    out.push_str(&body);
+    // Line by line, so a CR that ends a line (Windows line endings) shows as `\r`, as git
+    // shows it, rather than being kept with the line break.
+    for (i, line) in body.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&escape_for_terminal(line, Escape::Text));
+    }
     if !body.ends_with('\n') {
         out.push('\n');
     }
@@ -297,5 +308,36 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("new file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+run.sh\n\\ No newline at end of file"), "{text}");
+    }
+
+    #[test]
+    fn names_and_content_lines_are_escaped_for_the_terminal() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path(), "t").unwrap();
+        let name = rp("zz\r\x1b[2A\x1b[J\rM docs/notes.md");
+        s.stage_write(
+            &name,
+            "\x1b[2J\x1b[3J\x1b[H\tok\r\nevil\u{202e}gnp.exe\n".as_bytes(),
+            None,
+        )
+        .unwrap();
+        let snap = s.snapshot().unwrap();
+        let text = unified_diff(&s, &snap, &[]).unwrap();
+        assert!(
+            !text
+                .chars()
+                .any(|c| airlock_types::display::is_control_or_bidi(c) && !"\n\t".contains(c)),
+            "{text:?}"
+        );
+        let shown = "zz\\r\\x1b[2A\\x1b[J\\rM docs/notes.md";
+        assert!(
+            text.contains(&format!("diff --git a/{shown} b/{shown}\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("+++ b/{shown}\n")), "{text}");
+        assert!(
+            text.contains("+\\x1b[2J\\x1b[3J\\x1b[H\tok\\r\n+evil\\u{202e}gnp.exe\n"),
+            "{text}"
+        );
     }
 }

@@ -14,6 +14,9 @@
 
 #![forbid(unsafe_code)]
 
+/// airlock's state directory in the workspace.
+pub const STATE_DIR: &str = ".airlock";
+
 pub mod blobs;
 pub mod gc;
 pub mod model;
@@ -29,10 +32,15 @@ pub mod view;
 pub mod apply;
 pub mod journal;
 pub mod recover;
+pub mod seal;
 pub mod undo;
 
+pub use airlock_types::Concern;
+pub use airlock_types::{BaseFingerprint, VerdictKey, VerdictSeal};
 pub use blobs::{BlobPin, BlobStore};
 pub use model::{
-    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified, StagedEntry,
-    StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset, fingerprint_path,
+    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, Flag, NotVerified,
+    StagedEntry, StagedNode, Verdict, VerdictRecord, VerdictSource, VerifiedChangeset,
+    fingerprint_path,
 };
+pub use seal::load_or_create_key;

@@ -109,8 +109,93 @@ pub struct StagedEntry {
     /// commands of the session, never applied.
     pub session_local: bool,
     /// Why this entry is flagged (e.g. a symlink pointing outside the workspace); the jail
-    /// refuses flagged entries at apply.
-    pub flagged: Option<String>,
+    /// refuses flagged entries at apply, and only the operator's grant lifts a
+    /// [`Flag::HostExec`] one.
+    pub flagged: Option<Flag>,
+}
+
+/// Why a staged entry is flagged: a typed kind, stored and hashed as its stable
+/// [`Flag::name`] and parsed back with [`Flag::parse`]. A name this build does not know is
+/// still a flag ([`Flag::Unknown`]): it blocks apply and nothing lifts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flag {
+    /// A path the host acts on by itself (`host_exec:KIND`, `KIND` being the host-exec list's
+    /// stable id): lifted only by the operator's `--allow-host-exec`.
+    HostExec {
+        /// The host-exec entry's stable id (`git`, `vscode`, `git_dir_shape`, …).
+        kind: String,
+    },
+    /// A symbolic link whose target leaves the workspace (`link_outside`).
+    LinkOutside,
+    /// A sensitive file, by the jail's rule id (`sensitive:RULE`).
+    Sensitive {
+        /// The jail's rule id.
+        rule: String,
+    },
+    /// A stored name this build does not know, kept as it was.
+    Unknown(String),
+}
+
+impl Flag {
+    /// A host-exec flag of this kind.
+    pub fn host_exec(kind: impl Into<String>) -> Flag {
+        Flag::HostExec { kind: kind.into() }
+    }
+
+    /// The stable name stored in the changeset and fed to its hash.
+    pub fn name(&self) -> String {
+        match self {
+            Flag::HostExec { kind } => format!("host_exec:{kind}"),
+            Flag::LinkOutside => "link_outside".into(),
+            Flag::Sensitive { rule } => format!("sensitive:{rule}"),
+            Flag::Unknown(raw) => raw.clone(),
+        }
+    }
+
+    /// The flag a stored name stands for; anything else is [`Flag::Unknown`] (never `None`:
+    /// an unparseable flag is still a flag).
+    pub fn parse(name: &str) -> Flag {
+        let id = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        };
+        match name.split_once(':') {
+            Some(("host_exec", kind)) if id(kind) => Flag::host_exec(kind),
+            Some(("sensitive", rule)) if id(rule) => Flag::Sensitive { rule: rule.into() },
+            None if name == "link_outside" => Flag::LinkOutside,
+            _ => Flag::Unknown(name.to_string()),
+        }
+    }
+}
+
+/// The generic human text of a flag (the kernel says more about a host-exec kind).
+impl std::fmt::Display for Flag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Flag::HostExec { kind } => write!(
+                f,
+                "a host-exec path ({kind}), which the host acts on by itself; apply needs the operator's --allow-host-exec"
+            ),
+            Flag::LinkOutside => f.write_str("a symbolic link pointing outside the workspace"),
+            Flag::Sensitive { rule } => write!(f, "a sensitive file (rule {rule})"),
+            Flag::Unknown(raw) => {
+                write!(f, "flagged for a reason this build does not know ({raw:?})")
+            }
+        }
+    }
+}
+
+impl Serialize for Flag {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Flag, D::Error> {
+        String::deserialize(d).map(|s| Flag::parse(&s))
+    }
 }
 
 /// What a changeset makes of one path, seen as a layer over the disk

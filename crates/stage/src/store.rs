@@ -14,7 +14,7 @@
 
 use crate::blobs::BlobStore;
 use crate::model::{
-    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, NotVerified,
+    Change, ChangesetHash, ChangesetSnapshot, ContentHash, Fingerprint, Flag, NotVerified,
     SnapshotHasher, StagedEntry, StagedNode, Verdict, VerdictRecord, VerdictSource,
     VerifiedChangeset,
 };
@@ -31,10 +31,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// airlock's state directory in the workspace.
-pub const STATE_DIR: &str = ".airlock";
+pub use crate::STATE_DIR;
 /// Schema version stored in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 /// How long a writer waits for another process holding the session's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest accepted session name.
@@ -60,7 +59,8 @@ CREATE TABLE IF NOT EXISTS verdict (
     changeset TEXT NOT NULL,
     verdict TEXT NOT NULL,
     detail TEXT NOT NULL,
-    provenance TEXT
+    provenance TEXT,
+    seal TEXT
 ) STRICT;
 ";
 
@@ -222,7 +222,7 @@ pub enum StageOp {
         /// Link target bytes.
         target: Vec<u8>,
         /// Why the link is flagged, if it is.
-        flagged: Option<String>,
+        flagged: Option<Flag>,
     },
     /// Create a directory.
     Dir {
@@ -249,7 +249,7 @@ pub enum StageOp {
         /// Ignored by the workspace's ignore rules.
         session_local: bool,
         /// Why the entry is flagged, if it is.
-        flagged: Option<String>,
+        flagged: Option<Flag>,
     },
 }
 
@@ -382,7 +382,7 @@ impl Store {
         &self,
         path: &RelPath,
         target: &[u8],
-        flagged: Option<String>,
+        flagged: Option<Flag>,
     ) -> Result<(), StageError> {
         self.stage_batch([StageOp::Symlink {
             path: path.clone(),
@@ -417,7 +417,7 @@ impl Store {
         path: &RelPath,
         change: Change,
         session_local: bool,
-        flagged: Option<String>,
+        flagged: Option<Flag>,
     ) -> Result<(), StageError> {
         self.stage_batch([StageOp::Entry {
             path: path.clone(),
@@ -531,6 +531,24 @@ impl Store {
         self.ctx(&conn).entry(path)
     }
 
+    /// Every staged symbolic link that is to be applied (not session-local) with its target
+    /// bytes, sorted by path: what the host-exec judge follows links through.
+    pub fn staged_symlinks(&self) -> Result<Vec<(RelPath, Vec<u8>)>, StageError> {
+        let conn = self.lock();
+        let links = self.ctx(&conn).query_entries(
+            "SELECT path, change, base, session_local, flagged FROM entries \
+             WHERE session_local = 0 AND change LIKE '{\"op\":\"symlink\"%' ORDER BY path",
+            [],
+        )?;
+        Ok(links
+            .into_iter()
+            .filter_map(|e| match e.change {
+                Change::Symlink { target } => Some((e.path, target)),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// An immutable snapshot of the changeset with its content hash.
     pub fn snapshot(&self) -> Result<ChangesetSnapshot, StageError> {
         let conn = self.lock();
@@ -566,11 +584,51 @@ impl Store {
         })?;
         let conn = self.lock();
         conn.execute(
-            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance) VALUES (1, ?1, ?2, ?3, ?4)",
+            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance, seal) VALUES (1, ?1, ?2, ?3, ?4, NULL)",
             params![v.changeset.to_hex(), v.verdict.name(), detail, v.source.as_str()],
         )
         .map_err(|e| self.db(e))?;
         Ok(())
+    }
+
+    /// Record the verdict of a verification run with its seal (made by airlock's verify path;
+    /// apply checks it against the operator's key).
+    pub fn record_sealed_verdict(
+        &self,
+        v: &VerdictRecord,
+        seal: &airlock_types::VerdictSeal,
+    ) -> Result<(), StageError> {
+        let bad = |e: serde_json::Error| StageError::BadEntry {
+            path: "verdict".into(),
+            detail: e.to_string(),
+        };
+        let detail = serde_json::to_string(&v.detail).map_err(bad)?;
+        let seal = serde_json::to_string(seal).map_err(bad)?;
+        let conn = self.lock();
+        conn.execute(
+            "INSERT OR REPLACE INTO verdict (id, changeset, verdict, detail, provenance, seal) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
+            params![v.changeset.to_hex(), v.verdict.name(), detail, v.source.as_str(), seal],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    /// The seal stored with the last verdict (`None`: no verdict, or one without a seal). The
+    /// caller checks it.
+    pub fn verdict_seal(&self) -> Result<Option<airlock_types::VerdictSeal>, StageError> {
+        let conn = self.lock();
+        let seal: Option<String> = conn
+            .query_row("SELECT seal FROM verdict WHERE id = 1", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.db(e))?
+            .flatten();
+        let Some(seal) = seal else { return Ok(None) };
+        serde_json::from_str(&seal)
+            .map(Some)
+            .map_err(|e| StageError::BadEntry {
+                path: "verdict".into(),
+                detail: format!("the verdict's seal does not parse: {e}"),
+            })
     }
 
     /// The last recorded verdict, if any.
@@ -771,6 +829,10 @@ fn open_db_once(path: &Path) -> Result<Connection, StageError> {
                 // Version 1 verdicts carry no provenance: they stay untrusted (NULL).
                 conn.execute_batch("ALTER TABLE verdict ADD COLUMN provenance TEXT;")?;
             }
+            if (1..3).contains(&version) {
+                // Verdicts from before seals carry none: apply refuses them (verify again).
+                conn.execute_batch("ALTER TABLE verdict ADD COLUMN seal TEXT;")?;
+            }
             if version < SCHEMA_VERSION {
                 conn.execute_batch(&format!("{SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};"))?;
             }
@@ -873,7 +935,7 @@ impl<'a> Ctx<'a> {
             change: serde_json::from_str(&change).map_err(|e| bad(e.to_string()))?,
             base: serde_json::from_str(&base).map_err(|e| bad(e.to_string()))?,
             session_local: local != 0,
-            flagged,
+            flagged: flagged.as_deref().map(Flag::parse),
         })
     }
 
@@ -1023,7 +1085,7 @@ impl<'a> Ctx<'a> {
             change,
             base,
             e.session_local as i64,
-            e.flagged
+            e.flagged.as_ref().map(Flag::name)
         ])
         .map_err(|err| self.db(err))?;
         Ok(())
@@ -1322,7 +1384,7 @@ impl<'a> Ctx<'a> {
         path: &RelPath,
         change: Change,
         session_local: bool,
-        flagged: Option<String>,
+        flagged: Option<Flag>,
         strict: bool,
     ) -> Result<(), StageError> {
         let covered = match self.parent_memo.take() {
@@ -1347,7 +1409,7 @@ impl<'a> Ctx<'a> {
         covered: bool,
         change: Change,
         session_local: bool,
-        flagged: Option<String>,
+        flagged: Option<Flag>,
         strict: bool,
     ) -> Result<(), StageError> {
         // Setuid and setgid bits are never staged (apply never writes them either).
@@ -1633,8 +1695,12 @@ mod tests {
         s.stage_write(&rp("a.txt"), b"changed \"quoted\"\n", Some(0o755))
             .unwrap();
         s.stage_delete(&rp("src/lib.rs")).unwrap();
-        s.stage_symlink(&rp("ln"), b"a.txt", Some("odd \"link\" \u{e9}".into()))
-            .unwrap();
+        s.stage_symlink(
+            &rp("ln"),
+            b"a.txt",
+            Some(Flag::Unknown("odd \"link\" \u{e9}".into())),
+        )
+        .unwrap();
         s.stage_dir(&rp("new/dir"), 0o700).unwrap();
         s.stage_entry(
             &rp("cache/x"),

@@ -7,7 +7,7 @@ use airlock_stage::apply::{
     ApplyContext, ApplyError, FaultHook, HostExecGate, Phase, Step, apply_verified,
 };
 use airlock_stage::journal::{Journal, RecordState};
-use airlock_stage::model::{Change, Fingerprint};
+use airlock_stage::model::{Change, Fingerprint, Flag};
 use airlock_types::RelPath;
 use apply_support::{Fixture, mixed, verified};
 use std::fs;
@@ -121,7 +121,7 @@ fn flagged_and_internal_entries_are_refused_and_session_local_ones_skipped() {
             target: b"/etc/passwd".to_vec(),
         },
     );
-    flagged.flagged = Some("symlink points outside the workspace".into());
+    flagged.flagged = Some(Flag::LinkOutside);
     let (j, _) = Journal::open(&fx.ws).unwrap();
     let v = verified(vec![fx.stage_write("ok.txt", b"x", 0o644), flagged]);
     let err = apply_verified(&fx.ws, &v, &fx.blobs, &j, &ctx()).unwrap_err();
@@ -188,7 +188,9 @@ struct GitGate {
     granted: Vec<RelPath>,
 }
 
-const GIT_FLAG: &str = "a git control entry, which the host acts on by itself";
+fn git_flag() -> Flag {
+    Flag::host_exec("git")
+}
 
 impl GitGate {
     fn arc(granted: &[&str]) -> Arc<GitGate> {
@@ -208,8 +210,8 @@ impl HostExecGate for GitGate {
     fn ungranted(&self, path: &RelPath) -> Option<String> {
         (Self::is_git(path) && !self.granted(path)).then(|| "a git control entry (git)".into())
     }
-    fn lifts_flag(&self, path: &RelPath, flag: &str) -> bool {
-        Self::is_git(path) && self.granted(path) && flag == GIT_FLAG
+    fn lifts_flag(&self, path: &RelPath, flag: &Flag) -> bool {
+        Self::is_git(path) && self.granted(path) && *flag == git_flag()
     }
 }
 
@@ -243,7 +245,7 @@ fn host_exec_entries_are_refused_unless_the_callers_gate_grants_them() {
     apply_verified(&fx.ws, &v, &fx.blobs, &j, &ungranted).unwrap();
     // A context nobody configured lifts no flag.
     let mut flagged_wipe = wipe();
-    flagged_wipe.flagged = Some(GIT_FLAG.into());
+    flagged_wipe.flagged = Some(git_flag());
     let err = apply_verified(
         &fx.ws,
         &verified(vec![flagged_wipe.clone()]),
@@ -269,7 +271,7 @@ fn host_exec_entries_are_refused_unless_the_callers_gate_grants_them() {
             target: b"/etc".to_vec(),
         },
     );
-    escape.flagged = Some("symbolic link points outside the workspace".into());
+    escape.flagged = Some(Flag::LinkOutside);
     let granted = ApplyContext {
         host_exec: GitGate::arc(&[".git"]),
         ..ctx()

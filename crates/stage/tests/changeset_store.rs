@@ -1,6 +1,6 @@
 //! The changeset store against real temp dirs and real SQLite.
 
-use airlock_stage::model::{Change, ContentHash, Fingerprint, Verdict, VerdictRecord};
+use airlock_stage::model::{Change, ContentHash, Fingerprint, Flag, Verdict, VerdictRecord};
 use airlock_stage::store::{StageError, StageOp, Store};
 use airlock_types::RelPath;
 use std::ffi::OsStr;
@@ -383,7 +383,7 @@ fn harvest_entries_need_their_blob_and_keep_flags() {
             target: b"/etc/passwd".to_vec(),
         },
         false,
-        Some("symlink points outside the workspace".into()),
+        Some(Flag::LinkOutside),
     )
     .unwrap();
     // A whiteout for something already gone is not an error for the harvest.
@@ -392,10 +392,69 @@ fn harvest_entries_need_their_blob_and_keep_flags() {
     let snap = s.snapshot().unwrap();
     assert_eq!(snap.entries.len(), 2);
     assert!(snap.entries[1].session_local);
-    assert_eq!(
-        snap.entries[0].flagged.as_deref(),
-        Some("symlink points outside the workspace")
+    assert_eq!(snap.entries[0].flagged, Some(Flag::LinkOutside));
+}
+
+/// Flags are stored as stable names and read back typed; a name this build does not read
+/// (an older airlock's text, a damaged row) is still a flag, and the flag's kind is part of
+/// the changeset hash.
+#[test]
+fn flags_are_stored_by_name_and_an_unreadable_one_stays_a_flag() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "default").unwrap();
+    let h = s.blobs().put(b"{}").unwrap();
+    let write = |p: &str, flag: Option<Flag>| {
+        s.stage_entry(
+            &rp(p),
+            Change::Write {
+                content: h,
+                size: 2,
+                mode: 0o644,
+            },
+            false,
+            flag,
+        )
+        .unwrap();
+        s.snapshot().unwrap()
+    };
+    let vscode = write(".vscode/tasks.json", Some(Flag::host_exec("vscode")));
+    assert_eq!(vscode.entries[0].flagged, Some(Flag::host_exec("vscode")));
+    let git = write(".vscode/tasks.json", Some(Flag::host_exec("git")));
+    assert_ne!(vscode.hash, git.hash, "the flag's kind is hashed");
+    let none = write(".vscode/tasks.json", None);
+    assert_ne!(none.hash, git.hash);
+    // What the database holds is the stable name.
+    let conn = rusqlite::Connection::open(s.db_path()).unwrap();
+    write(
+        ".vscode/tasks.json",
+        Some(Flag::Sensitive {
+            rule: "jail_sensitive".into(),
+        }),
     );
+    let stored: String = conn
+        .query_row("SELECT flagged FROM entries", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, "sensitive:jail_sensitive");
+    // Old free text, an unknown kind of name, a malformed kind: unknown, never unflagged.
+    for raw in [
+        "a git control entry, which the host acts on by itself",
+        "host_exec:",
+        "host_exec:Git Control",
+        "setuid",
+        "",
+    ] {
+        conn.execute("UPDATE entries SET flagged = ?1", [raw])
+            .unwrap();
+        let snap = s.snapshot().unwrap();
+        assert_eq!(
+            snap.entries[0].flagged,
+            Some(Flag::Unknown(raw.to_string())),
+            "{raw:?}"
+        );
+    }
+    for f in [Flag::host_exec("git_dir_shape"), Flag::LinkOutside] {
+        assert_eq!(Flag::parse(&f.name()), f);
+    }
 }
 
 #[test]

@@ -3,6 +3,9 @@
 //! [`ChangesetHash`] of a staged changeset, a verification's [`Verdict`] and where its command
 //! came from ([`VerdictSource`]).
 //!
+//! [`display`] holds the one escaper every operator-facing rendering goes through, so a name or
+//! content an agent chose cannot drive the operator's terminal.
+//!
 //! Every type here parses what it prints: a hash from its hex, a verdict from its JSON name, a
 //! source from its snake_case name, so what the stage stores on disk reads back as the same
 //! typed value.
@@ -20,10 +23,13 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod display;
 pub mod hash;
 pub mod path;
+pub mod seal;
 pub mod verdict;
 
 pub use hash::{ChangesetHash, ContentHash};
 pub use path::{RelPath, RelPathError};
-pub use verdict::{Verdict, VerdictSource};
+pub use seal::{BaseFingerprint, VerdictKey, VerdictSeal};
+pub use verdict::{Concern, Verdict, VerdictSource};

@@ -90,7 +90,10 @@ impl RelPath {
         self.0.to_str()
     }
 
-    /// A display form: the UTF-8 path, or the path with invalid bytes escaped as `\xNN`.
+    /// A text form: the UTF-8 path, or the path with invalid bytes escaped as `\xNN`. Control
+    /// and bidi characters are kept as they are (JSON carries this form exactly); to show a
+    /// path on a terminal use its [`Display`](fmt::Display) form (`{}`), which escapes them
+    /// ([`crate::display`]).
     pub fn display(&self) -> String {
         match self.0.to_str() {
             Some(s) => s.to_string(),
@@ -141,9 +144,16 @@ pub fn escape_bytes(bytes: &[u8]) -> String {
     out
 }
 
+/// The path as an operator sees it: [`RelPath::display`] with control and bidi characters
+/// escaped ([`crate::display`], one line), so `{}` of a path can never drive a terminal.
 impl fmt::Display for RelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.display())
+        use crate::display::{Escape, escape_bytes_for_terminal, escape_for_terminal};
+        match self.0.to_str() {
+            // Borrowed, no copy, for the usual clean name.
+            Some(s) => f.write_str(&escape_for_terminal(s, Escape::Name)),
+            None => f.write_str(&escape_bytes_for_terminal(self.as_bytes(), Escape::Name)),
+        }
     }
 }
 
@@ -197,6 +207,15 @@ mod tests {
         let raw = RelPath::new(OsStr::from_bytes(b"f\xffo")).unwrap();
         assert_eq!(serde_json::to_string(&raw).unwrap(), "\"f\\\\xffo\"");
         assert_eq!(raw.to_string(), raw.display());
+    }
+
+    #[test]
+    fn display_escapes_controls_but_the_text_form_stays_exact() {
+        let p = RelPath::new("zz\r\x1b[2A/\u{202e}x\u{ff}").unwrap();
+        assert_eq!(p.to_string(), "zz\\r\\x1b[2A/\\u{202e}x\u{ff}");
+        assert_eq!(p.display(), "zz\r\x1b[2A/\u{202e}x\u{ff}");
+        let raw = RelPath::new(OsStr::from_bytes(b"a\x1b\xff")).unwrap();
+        assert_eq!(raw.to_string(), "a\\x1b\\xff");
     }
 
     #[test]

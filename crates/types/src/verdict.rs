@@ -139,6 +139,87 @@ impl fmt::Display for VerdictSource {
     }
 }
 
+/// Why a passing verdict is not the agent's to apply on its own: the run passed, but what it
+/// proves depends on something the changeset itself changed. Each concern makes `apply` an
+/// operator decision (the agent's call asks the operator, showing what changed). Stored by
+/// its [`Concern::name`], parsed back by [`Concern::parse`]; an unknown name parses to
+/// [`Concern::Unknown`], which is still a concern (fail closed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Concern {
+    /// A test that exists on the base was changed or deleted.
+    TestChanged,
+    /// Test configuration changed: what the runner collects, how it reports or what counts
+    /// as a pass (`conftest.py`, `pytest.ini`, a `[tool.pytest]` section, a jest/vitest
+    /// config, a package.json `test` script, `harness`/test targets in `Cargo.toml`,
+    /// `build.rs`, `.cargo/config.toml`, `TestMain`, build tags, Makefile test targets...).
+    TestConfig,
+    /// Changed code reaches for the run's machinery: early process exits, the report
+    /// channel, inherited descriptors, the runner's own output format or internals.
+    RunMachinery,
+    /// The verification read session-local files (ignored paths such as `.venv`,
+    /// `node_modules`) that change how code runs: interpreter start-up hooks, files inside
+    /// installed packages that no installer record vouches for, launchers in
+    /// `node_modules/.bin`.
+    SessionLocalHook,
+    /// The run executed fewer tests than the base's own run, or skipped tests the base ran.
+    FewerTests,
+    /// A concern recorded under a name this build does not know: still a concern.
+    Unknown,
+}
+
+impl Concern {
+    /// Every concern, in declaration order.
+    pub const ALL: [Concern; 6] = [
+        Concern::TestChanged,
+        Concern::TestConfig,
+        Concern::RunMachinery,
+        Concern::SessionLocalHook,
+        Concern::FewerTests,
+        Concern::Unknown,
+    ];
+
+    /// The stable snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Concern::TestChanged => "test_changed",
+            Concern::TestConfig => "test_config",
+            Concern::RunMachinery => "run_machinery",
+            Concern::SessionLocalHook => "session_local_hook",
+            Concern::FewerTests => "fewer_tests",
+            Concern::Unknown => "unknown",
+        }
+    }
+
+    /// Parse [`Concern::name`]; anything else is [`Concern::Unknown`] (still a concern).
+    pub fn parse(name: &str) -> Concern {
+        Concern::ALL
+            .into_iter()
+            .find(|c| c.name() == name)
+            .unwrap_or(Concern::Unknown)
+    }
+
+    /// What it means, in a few words, for the operator.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Concern::TestChanged => "existing tests were changed or deleted",
+            Concern::TestConfig => "the test configuration changed",
+            Concern::RunMachinery => "changed code reaches for the test run's machinery",
+            Concern::SessionLocalHook => {
+                "the run depended on session-local files that change how code runs"
+            }
+            Concern::FewerTests => "fewer tests ran than on the base",
+            Concern::Unknown => "a concern this version of airlock does not know",
+        }
+    }
+}
+
+impl fmt::Display for Concern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +250,17 @@ mod tests {
         }
         assert_eq!(VerdictSource::parse("operator"), VerdictSource::Unrecorded);
         assert_eq!(VerdictSource::parse(""), VerdictSource::Unrecorded);
+    }
+
+    #[test]
+    fn concern_names_parse_and_unknown_names_stay_concerns() {
+        for c in Concern::ALL {
+            assert_eq!(Concern::parse(c.name()), c);
+            let json = serde_json::to_string(&c).unwrap();
+            assert_eq!(json, format!("\"{}\"", c.name()));
+        }
+        assert_eq!(Concern::parse("tests_rewritten"), Concern::Unknown);
+        assert_eq!(Concern::parse(""), Concern::Unknown);
     }
 
     #[test]

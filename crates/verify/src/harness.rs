@@ -78,6 +78,12 @@ pub struct VerifyOptions {
     /// The caller's environment (name, value), as its front end read it: `PATH` reaches the
     /// runner, and the variables the sandbox passes are part of a cached base run's identity.
     pub host_env: Vec<(OsString, OsString)>,
+    /// Where the command came from, as the caller established it; attested with the verdict
+    /// (a run of selected or related tests only is attested as `partial` whatever this says).
+    pub source: airlock_types::VerdictSource,
+    /// Session-local writes the caller found that change how code runs (path, why): each is a
+    /// `session_local_hook` concern of the verdict.
+    pub local_hooks: Vec<(String, String)>,
 }
 
 impl Default for VerifyOptions {
@@ -101,6 +107,8 @@ impl Default for VerifyOptions {
             cpu_secs: None,
             disk: None,
             host_env: Vec::new(),
+            source: airlock_types::VerdictSource::Unrecorded,
+            local_hooks: Vec::new(),
         }
     }
 }
@@ -286,6 +294,8 @@ fn nothing_related(
         limits: None,
         scope: Some(Scope::Impacted),
         impacted: Some(summary),
+        integrity: Default::default(),
+        attestation: Default::default(),
     }
 }
 
@@ -308,6 +318,9 @@ fn verify_scoped(
     let src = src.clone();
     // The duration covers the base run too: it is part of what this verification cost.
     let start = Instant::now();
+    // The tree this run reads, bound into its attestation: apply refuses once it moved.
+    let base_tree = crate::integrity::base_fingerprint(input.workspace)
+        .map_err(|e| VerifyError::io(input.workspace, e))?;
     let mut base = if opts.baseline {
         Some(load_or_run_baseline(runner, input, opts, target)?)
     } else {
@@ -395,6 +408,8 @@ fn verify_scoped(
                 limits: None,
                 scope: None,
                 impacted: None,
+                integrity: Default::default(),
+                attestation: Default::default(),
             });
         }
         Attempt::Ran {
@@ -409,7 +424,51 @@ fn verify_scoped(
     };
     let (plan, output, parsed, tails) = facts_and_plan;
     let facts = facts_of(&output, opts, &parsed, &collector, baseline.is_some());
-    let (verdict, reason) = decide(&facts);
+    let (mut verdict, mut reason) = decide(&facts);
+    // A pass stands only when the run's independent signals agree.
+    if verdict == Verdict::Passed && !parsed.disagreements.is_empty() {
+        verdict = Verdict::Error;
+        reason = Some(format!(
+            "the run's signals disagree, so this is not a pass: {}",
+            parsed.disagreements.join("; ")
+        ));
+    }
+    // Disagreements are what turned a would-be pass into an error; on any other verdict they
+    // would only add noise.
+    let flipped = reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("the run's signals disagree"));
+    let mut integrity = crate::integrity::Integrity {
+        disagreements: if flipped {
+            parsed.disagreements.clone()
+        } else {
+            Vec::new()
+        },
+        concerns: crate::integrity::classify::judge(input.workspace, &input.layers),
+        signals: parsed.signals.clone(),
+    };
+    if !opts.local_hooks.is_empty() {
+        integrity.concerns.push(crate::integrity::ConcernReport {
+            kind: airlock_types::Concern::SessionLocalHook,
+            paths: opts
+                .local_hooks
+                .iter()
+                .take(8)
+                .map(|(p, _)| p.clone())
+                .collect(),
+            detail: opts
+                .local_hooks
+                .iter()
+                .take(8)
+                .map(|(p, why)| format!("session-local `{p}`: {why}"))
+                .collect(),
+        });
+    }
+    if verdict == Verdict::Passed && base_report.is_none() && integrity.concerns.is_empty() {
+        integrity
+            .concerns
+            .extend(fewer_than_base(runner, input, opts, target, parsed.counts)?);
+    }
     let mut header = format!(
         "{verdict}: {} passed, {} failed, {} skipped ({}",
         parsed.counts.passed, parsed.counts.failed, parsed.counts.skipped, plan.kind
@@ -457,7 +516,11 @@ fn verify_scoped(
         baseline: baseline.is_some(),
         base: base_report,
         argv: argv_text(&plan),
-        environment: environment_note(&plan, &output, opts, &src),
+        environment: {
+            let mut notes = environment_note(&plan, &output, opts, &src);
+            notes.extend(added_note(&plan, opts));
+            notes
+        },
         ceiling: output.ceiling.map(|c| c.name().to_string()),
         limits: output
             .limits
@@ -465,7 +528,47 @@ fn verify_scoped(
             .and_then(|l| serde_json::to_value(l).ok()),
         scope: None,
         impacted: None,
+        attestation: attest(input, opts, target, &plan, verdict, base_tree, &integrity),
+        integrity,
     })
+}
+
+/// The harness's statement of what this run established (see [`crate::integrity::seal`]).
+fn attest(
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    target: Target,
+    plan: &Plan,
+    verdict: Verdict,
+    base: airlock_types::BaseFingerprint,
+    integrity: &crate::integrity::Integrity,
+) -> crate::integrity::Attestation {
+    let mut run = blake3::Hasher::new();
+    let mut field = |b: &[u8]| {
+        run.update(&(b.len() as u64).to_le_bytes());
+        run.update(b);
+    };
+    for a in &plan.argv {
+        field(a.as_encoded_bytes());
+    }
+    field(b"env");
+    for (k, v) in plan.env.iter().chain(&opts.env) {
+        field(k.as_bytes());
+        field(v.as_bytes());
+    }
+    let source = if target.related.is_some() || !opts.only.is_empty() {
+        airlock_types::VerdictSource::Partial
+    } else {
+        opts.source
+    };
+    crate::integrity::Attestation::new(
+        &input.changeset_hash,
+        verdict,
+        source,
+        base,
+        run.finalize().to_hex().to_string(),
+        integrity.concerns.iter().map(|c| c.kind).collect(),
+    )
 }
 
 /// Most names a note lists before it says how many more there are.
@@ -552,6 +655,29 @@ fn environment_note(
     notes
 }
 
+/// The variables airlock itself sets for the run (the plan's and the caller's, `PATH` and the
+/// witness's one-shot key file aside), in one note.
+fn added_note(plan: &Plan, opts: &VerifyOptions) -> Option<String> {
+    // The caller's value of a variable wins over the plan's, as in `run_env`.
+    let mut set = std::collections::BTreeMap::new();
+    for (k, v) in plan.env.iter().chain(&opts.env) {
+        if k != "PATH" && k != crate::integrity::witness::KEY_ENV {
+            set.insert(k.as_str(), v.as_str());
+        }
+    }
+    let set: Vec<String> = set
+        .into_iter()
+        .map(|(k, v)| {
+            if v.is_empty() {
+                format!("{k} unset")
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect();
+    (!set.is_empty()).then(|| format!("airlock sets: {}", set.join(", ")))
+}
+
 /// The plan's argv as text, for the verdict.
 fn argv_text(plan: &Plan) -> Vec<String> {
     plan.argv
@@ -627,7 +753,11 @@ fn run_once(
     let mut project =
         selected_plan(target, opts, &visible_root, src).map_err(VerifyError::Selection)?;
     adapter::jest::use_cache(&mut project.plan, &opts.cache_binds);
-    let env = run_env(&project, opts);
+    if project.plan.libtest_log && crate::integrity::libtest::custom_harness(workspace, layers) {
+        // A target with its own harness may not take libtest's options: no ledger then.
+        drop_log_args(&mut project.plan);
+    }
+    let mut env = run_env(&project, opts);
     let steps_before_runner = project.steps_before_runner;
     let plan = project.plan;
     if plan.argv.is_empty() {
@@ -645,6 +775,9 @@ fn run_once(
     let report_layer = scratch.join("report-layer");
     let report_dir = report_layer.join(REPORT_DIR);
     std::fs::create_dir_all(&report_dir).map_err(|e| VerifyError::io(&report_dir, e))?;
+    if let Some(key) = &plan.witness {
+        arm_witness(plan.kind, key, &report_layer, &visible_root, &mut env)?;
+    }
     let mut all_layers = layers.to_vec();
     all_layers.push(report_layer);
     let req = RunRequest {
@@ -752,8 +885,128 @@ fn run_env(project: &crate::project::ProjectPlan, opts: &VerifyOptions) -> Vec<(
             env.push(("PATH".into(), parts.join(":")));
         }
     }
-    env.extend(opts.env.iter().cloned());
+    for (k, v) in &opts.env {
+        // pytest's extra options from both sides are kept (the plan's reporter options reach
+        // pytest through it when a Makefile runs pytest; the caller's say where its cache is).
+        if k == "PYTEST_ADDOPTS"
+            && let Some((_, mine)) = env.iter_mut().rev().find(|(name, _)| name == k)
+        {
+            *mine = format!("{v} {mine}");
+            continue;
+        }
+        env.push((k.clone(), v.clone()));
+    }
     env
+}
+
+/// Removes libtest's log arguments from a plan (and a `--` left with nothing after it).
+fn drop_log_args(plan: &mut Plan) {
+    if let Some(at) = plan.argv.windows(2).position(|w| {
+        w[0] == crate::integrity::libtest::LOGFILE_ARGS[0]
+            && w[1] == crate::integrity::libtest::LOGFILE_ARGS[1]
+    }) {
+        plan.argv.drain(at..at + 2);
+    }
+    if plan.argv.last().is_some_and(|a| a == "--") {
+        plan.argv.pop();
+    }
+    plan.libtest_log = false;
+}
+
+/// A clean pass that skipped tests is compared with the base (the base's tests on the
+/// unchanged tree, run once per base and cached): more skipped, or fewer run, than the base
+/// is a [`FewerTests`](airlock_types::Concern::FewerTests) concern. A run that skipped nothing
+/// needs no base run, nor does cargo (libtest skips only what test attributes ignore).
+fn fewer_than_base(
+    runner: &dyn CommandRunner,
+    input: &VerifyInput,
+    opts: &VerifyOptions,
+    target: Target,
+    counts: Counts,
+) -> Result<Option<crate::integrity::ConcernReport>, VerifyError> {
+    // libtest skips only what its attributes ignore, and those live in the test items the
+    // classification compares: no base run for cargo.
+    if counts.skipped == 0
+        || target.kind == RunnerKind::Cargo
+        || target.related.is_some()
+        || !opts.only.is_empty()
+        || layers_are_empty(&input.layers)
+    {
+        return Ok(None);
+    }
+    let Base::Known(base) = load_or_run_baseline(runner, input, opts, target)? else {
+        return Ok(None);
+    };
+    let b = base.report.tests;
+    if !matches!(base.report.verdict, Verdict::Passed | Verdict::Failed) {
+        return Ok(None);
+    }
+    let mut detail = Vec::new();
+    if counts.skipped > b.skipped {
+        detail.push(format!(
+            "{} tests were skipped, {} on the unchanged base",
+            counts.skipped, b.skipped
+        ));
+    }
+    if counts.ran() < b.ran() {
+        detail.push(format!(
+            "{} tests ran, {} on the unchanged base",
+            counts.ran(),
+            b.ran()
+        ));
+    }
+    Ok(
+        (!detail.is_empty()).then(|| crate::integrity::ConcernReport {
+            kind: airlock_types::Concern::FewerTests,
+            paths: Vec::new(),
+            detail,
+        }),
+    )
+}
+
+/// Prepares airlock's pytest witness for a run: the plugin and its key in the run's private
+/// report layer, the key file named by [`crate::integrity::witness::KEY_ENV`] (the plugin
+/// reads it and removes it as it loads, before any test code is imported) and the plugin's
+/// directory first on `PYTHONPATH`.
+fn arm_witness(
+    kind: RunnerKind,
+    key: &str,
+    report_layer: &Path,
+    visible_root: &Path,
+    env: &mut Vec<(String, String)>,
+) -> Result<(), VerifyError> {
+    use crate::integrity::witness;
+    let Some((file, source)) = witness::module_for(kind) else {
+        return Ok(());
+    };
+    let rel = Path::new(REPORT_DIR).join(witness::DIR);
+    let dir = report_layer.join(&rel);
+    std::fs::create_dir_all(&dir).map_err(|e| VerifyError::io(&dir, e))?;
+    let plugin = dir.join(file);
+    std::fs::write(&plugin, source).map_err(|e| VerifyError::io(&plugin, e))?;
+    let key_file = dir.join("key");
+    // The key, then (pytest) where its JUnit report goes: read and removed by the plugin.
+    let xml = match kind {
+        RunnerKind::Pytest => visible_root.join(REPORT_DIR).join("pytest.xml"),
+        _ => PathBuf::new(),
+    };
+    let body = format!("{key}\n{}\n", xml.display());
+    std::fs::write(&key_file, body).map_err(|e| VerifyError::io(&key_file, e))?;
+    let inside = visible_root.join(&rel);
+    env.push((
+        witness::KEY_ENV.to_string(),
+        inside.join("key").to_string_lossy().into_owned(),
+    ));
+    if kind != RunnerKind::Pytest {
+        return Ok(());
+    }
+    let inside = inside.to_string_lossy().into_owned();
+    match env.iter_mut().rev().find(|(k, _)| k == "PYTHONPATH") {
+        Some((_, v)) if !v.is_empty() => *v = format!("{inside}:{v}"),
+        Some((_, v)) => *v = inside,
+        None => env.push(("PYTHONPATH".to_string(), inside)),
+    }
+    Ok(())
 }
 
 /// Counts, bounds and (with a baseline) marks failures as they stream in.
@@ -841,7 +1094,16 @@ fn parse_run(
                     load.line(l, &locator);
                 }
             });
-            let _ = output.stderr.for_each_line(|l| {
+            let mut witness = plan
+                .witness
+                .as_deref()
+                .map(|key| crate::integrity::witness::Witness::new(plan.kind, key));
+            let _ = output.stderr.for_each_line_max(1024 * 1024, |l| {
+                if let Some(w) = &mut witness
+                    && w.line(l)
+                {
+                    return;
+                }
                 err_tail.push(l);
                 if is_node {
                     load.line(l, &locator);
@@ -851,26 +1113,47 @@ fn parse_run(
                 collector.node_load_errors = Some(load);
             }
             let path = report_path.unwrap_or_default();
-            if plan.format == ReportFormat::JestJson {
+            let mut parsed = if plan.format == ReportFormat::JestJson {
                 adapter::jest::parse(&path, &locator, collector)
             } else {
                 let innermost_last = plan.kind == RunnerKind::Pytest;
                 adapter::junit::parse(&path, &locator, innermost_last, collector)
+            };
+            if let Some(w) = &witness {
+                parsed.disagreements = w.disagreements(output.exit_code, parsed.counts);
+                parsed.signals = vec![
+                    format!("{}_witness", plan.kind.name()),
+                    "report".into(),
+                    "exit".into(),
+                ];
             }
+            parsed
         }
         ReportFormat::CargoLibtest => {
             let mut p = CargoParser::new(&locator);
+            let mut ledger = crate::integrity::libtest::LibtestLedger::default();
             let _ = output.stdout.for_each_line_max(1024 * 1024, |l| {
                 if !l.starts_with("{\"reason\":") {
                     out_tail.push(l);
+                    ledger.stdout_line(l);
                 }
                 p.line(l, collector);
             });
             let _ = output.stderr.for_each_line(|l| {
+                ledger.stderr_line(l);
                 err_tail.push(l);
                 p.line(l, collector);
             });
-            p.finish(collector)
+            let mut parsed = p.finish(collector);
+            if plan.libtest_log {
+                parsed.disagreements = ledger.disagreements(output.exit_code);
+                parsed.signals = vec![
+                    "libtest_log".into(),
+                    "libtest_summary".into(),
+                    "exit".into(),
+                ];
+            }
+            parsed
         }
         ReportFormat::GoJson => {
             let go_mod = src

@@ -59,6 +59,7 @@ mod base;
 pub mod detect;
 mod error;
 mod harness;
+pub mod integrity;
 pub mod model;
 pub mod project;
 pub mod runner;
@@ -70,6 +71,7 @@ pub use error::VerifyError;
 pub use harness::{
     DEFAULT_TIMEOUT, VerifyInput, VerifyOptions, run_verification, run_verification_with,
 };
+pub use integrity::{Attestation, ConcernReport, Integrity};
 pub use model::{
     BaseReport, Counts, Failure, FailureKind, ImpactedMode, ImpactedReport, ImpactedStatus,
     RunnerKind, Scope, Verdict, VerdictReport,

@@ -17,7 +17,7 @@ pub enum RunnerKind {
     Jest,
     /// `cargo test`: cargo's JSON messages for compile errors, libtest's human output for tests.
     Cargo,
-    /// pytest, read through `--junitxml`.
+    /// pytest, read through its JUnit report and airlock's witness plugin.
     Pytest,
     /// `go test -json`.
     Go,
@@ -225,6 +225,15 @@ pub struct VerdictReport {
     /// What the impacted phase selected and found (`--impacted`, `--impacted-first`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub impacted: Option<ImpactedReport>,
+    /// What the integrity checks found: disagreeing signals (which make a would-be pass an
+    /// `error`) and concerns (what the changeset did to the test definition), absent when
+    /// there is nothing to say.
+    #[serde(default, skip_serializing_if = "crate::integrity::Integrity::is_clear")]
+    pub integrity: crate::integrity::Integrity,
+    /// The proof of this run, made by the harness only (never read from JSON: a report read
+    /// back attests nothing). Private, so no code outside this crate makes a report.
+    #[serde(skip)]
+    pub(crate) attestation: crate::integrity::Attestation,
 }
 
 /// Whether a verification runs the tests related to the change (see
@@ -321,6 +330,11 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl VerdictReport {
+    /// What this run attests, to be sealed for apply (see [`crate::integrity::seal`]).
+    pub fn attestation(&self) -> &crate::integrity::Attestation {
+        &self.attestation
+    }
+
     /// True only for [`Verdict::Passed`].
     pub fn passed(&self) -> bool {
         self.verdict.is_pass()
@@ -359,6 +373,8 @@ mod tests {
             limits: None,
             scope: None,
             impacted: None,
+            integrity: Default::default(),
+            attestation: Default::default(),
         };
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(

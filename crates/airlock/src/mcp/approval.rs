@@ -14,6 +14,7 @@
 //! persisted) or "deny".
 
 use airlock_kernel::{Approval, ApprovalRequest, Approver, Cancel};
+use airlock_types::display::Shown;
 use rmcp::model::{
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, EnumSchema,
 };
@@ -61,13 +62,18 @@ impl Question {
     }
 }
 
-/// The form parameters shown to the operator for `req`.
+/// The form parameters shown to the operator for `req` (what the agent chose escaped, one line
+/// each: [`airlock_types::display`]).
 pub fn form(req: &ApprovalRequest) -> ElicitRequestParams {
     let message = format!(
         "airlock: `{}` needs your approval.\nWhat: {}\nWhy: {} ({}/{})\n\
          Answer once (this call only), session (this and identical calls until airlock exits; \
          never saved) or deny.",
-        req.tool, req.summary, req.decision.reason, req.decision.stage, req.decision.rule
+        Shown::name(&req.tool),
+        Shown::name(&req.summary),
+        Shown::name(&req.decision.reason),
+        req.decision.stage,
+        Shown::name(&req.decision.rule)
     );
     let choice = EnumSchema::builder(vec!["once".into(), "session".into(), "deny".into()])
         .title("Decision")
@@ -282,6 +288,25 @@ mod tests {
             json!(["once", "session", "deny"])
         );
         assert_eq!(schema["required"], json!([FIELD]));
+    }
+
+    #[test]
+    fn the_form_shows_what_the_agent_chose_escaped_on_one_line() {
+        let mut r = req("bash", "ask_mode");
+        r.summary = "run `cat x`\r\x1b[2A\x1b[JWhat: run `ls`\nWhy: safe \u{202e}".into();
+        let ElicitRequestParams::FormElicitationParams { message, .. } = form(&r) else {
+            panic!("a form elicitation");
+        };
+        assert!(
+            message.contains(
+                "What: run `cat x`\\r\\x1b[2A\\x1b[JWhat: run `ls`\\nWhy: safe \\u{202e}\n"
+            ),
+            "{message}"
+        );
+        assert_eq!(
+            message.lines().filter(|l| l.starts_with("What:")).count(),
+            1
+        );
     }
 
     #[test]

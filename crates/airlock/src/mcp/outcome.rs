@@ -5,9 +5,13 @@
 //!   reads why and which rule.
 //! - Otherwise the output is the text content (strings as they are, JSON pretty-printed); an
 //!   object output is also given as structured content. A failed call is a tool error.
+//! - The text content is escaped for a terminal (clients show it to the operator): a string
+//!   output by [`Escape::Text`] (`\t` and `\n` kept, `\r`, ESC, C1 and bidi characters written
+//!   visibly), JSON by [`Escape::Json`] (exact once parsed). Structured content is exact.
 //! - A cut output keeps the kernel's paging marker in its text and sets `_meta."airlock/truncated"`.
 
 use airlock_kernel::CallOutcome;
+use airlock_types::display::{Escape, escape_for_terminal};
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::Value;
 
@@ -18,14 +22,18 @@ pub const TRUNCATED_META: &str = "airlock/truncated";
 pub fn to_result(outcome: &CallOutcome) -> CallToolResult {
     if let Some(denial) = &outcome.denial {
         let decision = denial.to_json();
-        let mut r = CallToolResult::error(vec![ContentBlock::text(decision.to_string())]);
+        let text = escape_for_terminal(&decision.to_string(), Escape::Json).into_owned();
+        let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
         r.structured_content = Some(decision);
         return r;
     }
     let text = match &outcome.output {
-        Value::String(s) => s.clone(),
+        Value::String(s) => escape_for_terminal(s, Escape::Text).into_owned(),
         Value::Null => String::new(),
-        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+        other => {
+            let json = serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string());
+            escape_for_terminal(&json, Escape::Json).into_owned()
+        }
     };
     let content = vec![ContentBlock::text(text)];
     let mut r = if outcome.ok {
@@ -105,5 +113,24 @@ mod tests {
         assert_eq!(w["structuredContent"], out);
         let text: Value = serde_json::from_str(w["content"][0]["text"].as_str().unwrap()).unwrap();
         assert_eq!(text, out);
+    }
+
+    #[test]
+    fn text_content_is_escaped_for_the_terminal_and_structured_content_is_exact() {
+        let forged = "zz\r\x1b[2A\x1b[J\rM docs/notes.md \u{202e}";
+        let w = wire(&to_result(&outcome(true, json!(forged), false, None)));
+        assert_eq!(
+            w["content"][0]["text"],
+            "zz\\r\\x1b[2A\\x1b[J\\rM docs/notes.md \\u{202e}"
+        );
+        let out = json!({ "staged": [forged] });
+        let w = wire(&to_result(&outcome(true, out.clone(), false, None)));
+        let text = w["content"][0]["text"].as_str().unwrap();
+        assert!(
+            !text.contains('\u{202e}') && !text.contains('\x1b'),
+            "{text:?}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), out);
+        assert_eq!(w["structuredContent"], out);
     }
 }

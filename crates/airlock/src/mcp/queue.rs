@@ -9,6 +9,7 @@
 //! desktop notification names the question and the command that answers it.
 
 use airlock_kernel::{Approval, ApprovalRequest, Cancel};
+use airlock_types::display::{Escape, Shown, escape_for_terminal};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,12 +145,13 @@ pub fn ask(
     }
     tracing::warn!(
         "approval needed for `{}` ({}): answer with `airlock approvals once|session|deny {id}`",
-        req.tool,
-        req.summary
+        Shown::name(&req.tool),
+        Shown::name(&req.summary)
     );
     notify(&format!(
         "`{}`: {}\nAnswer: airlock approvals once|session|deny {id}",
-        req.tool, req.summary
+        Shown::name(&req.tool),
+        Shown::name(&req.summary)
     ));
     let start = Instant::now();
     let result = loop {
@@ -257,7 +259,8 @@ pub fn command(args: &ApprovalsArgs, workspace: &Path, session: &str, json: bool
             let pending = list(workspace, session);
             if json {
                 let all: Vec<Value> = pending.iter().map(Pending::to_json).collect();
-                println!("{}", Value::Array(all));
+                let all = Value::Array(all).to_string();
+                println!("{}", escape_for_terminal(&all, Escape::Json));
             } else if pending.is_empty() {
                 println!("No question is waiting for the operator in session `{session}`.");
             } else {
@@ -265,12 +268,12 @@ pub fn command(args: &ApprovalsArgs, workspace: &Path, session: &str, json: bool
                 for p in pending {
                     println!(
                         "{}  {}: {}\n    why: {} ({}/{}); waits {} s more",
-                        p.id,
-                        p.tool,
-                        p.summary,
-                        p.reason,
-                        p.stage,
-                        p.rule,
+                        Shown::name(&p.id),
+                        Shown::name(&p.tool),
+                        Shown::name(&p.summary),
+                        Shown::name(&p.reason),
+                        Shown::name(&p.stage),
+                        Shown::name(&p.rule),
                         p.expires_ms.saturating_sub(now) / 1000
                     );
                 }
@@ -280,11 +283,11 @@ pub fn command(args: &ApprovalsArgs, workspace: &Path, session: &str, json: bool
         }
         [decision, id] => match answer(workspace, session, id, decision) {
             Ok(()) => {
-                println!("Answered {id}: {decision}.");
+                println!("Answered {}: {}.", Shown::name(id), Shown::name(decision));
                 0
             }
             Err(e) => {
-                eprintln!("airlock: approvals: {e}");
+                eprintln!("airlock: approvals: {}", Shown::text(&e));
                 if matches!(decision.as_str(), "once" | "session" | "deny") {
                     1
                 } else {

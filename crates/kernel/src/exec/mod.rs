@@ -9,6 +9,8 @@
 pub(crate) mod exposure;
 pub(crate) mod files;
 pub(crate) mod git;
+pub(crate) mod local_hooks;
+pub(crate) mod local_list;
 pub(crate) mod net;
 pub(crate) mod shell;
 pub(crate) mod workflow;
@@ -27,6 +29,15 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
+
+/// The human text of a staged entry's flag: a host-exec kind as the host-exec list describes
+/// it, any other flag as the stage words it.
+pub(crate) fn flag_text(f: &airlock_stage::Flag) -> String {
+    match f {
+        airlock_stage::Flag::HostExec { kind } => airlock_policy::host_exec::flag_text(kind),
+        other => other.to_string(),
+    }
+}
 
 /// A successful outcome.
 pub(crate) fn success(output: Value, truncated: bool) -> CallOutcome {

@@ -16,9 +16,9 @@ use crate::session::{RunSpool, SessionScratch, prepare_session_run, spool_dir};
 use airlock_policy::RelPath;
 use airlock_policy::host_exec;
 use airlock_sandbox::{SandboxSpec, UpperChange};
-use airlock_stage::Change;
 use airlock_stage::apply::APPLIED_MODE_BITS;
 use airlock_stage::store::StageOp;
+use airlock_stage::{Change, Flag};
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -428,6 +428,8 @@ pub(crate) fn harvest_into_store(
         k.root,
         |p: &Path| crate::host_shape::merged_node(k.store, p),
         |p: &Path| crate::host_shape::upper_node(upper, k.store, p),
+        harvest_links(k, &changes, &mut ignore),
+        |p: &Path| crate::host_shape::upper_link(upper, k.store, p),
     );
     let mut too_long = Vec::new();
     for change in changes {
@@ -446,6 +448,14 @@ pub(crate) fn harvest_into_store(
             .unwrap_or(false)
         {
             continue; // airlock's own state is never harvested
+        }
+        if airlock_policy::jail::has_control_char(rel.as_bytes()) {
+            // A name that could disguise itself and the lines around it on the operator's
+            // screen is never staged; the line shows it escaped (`{rel}`).
+            summary.push(format!(
+                "! {rel} (a name with a control, bidi or invisible character: not staged; rename it with printable characters only)"
+            ));
+            continue;
         }
         if masked.iter().any(|m| path.starts_with(m)) {
             summary.push(format!("! {rel} (a masked sensitive file: not staged)"));
@@ -474,13 +484,15 @@ pub(crate) fn harvest_into_store(
                 .get(&rel)
                 .map_err(|e| e.to_string())?
                 .is_none_or(|e| e.session_local);
-        let sensitive = airlock_policy::jail::sensitive_rule(&rel).map(|d| d.reason);
+        let sensitive = airlock_policy::jail::sensitive_rule(&rel).map(|d| Flag::Sensitive {
+            rule: d.rule.to_string(),
+        });
         // What the host would run by itself (a `.git` entry, `.envrc`, …): flagged, so apply
         // refuses it unless the operator names it. Any other flag takes precedence.
         let host_exec = if session_local {
             None
         } else {
-            shapes.classify(&rel).map(|(h, _)| host_exec::flag_for(h))
+            shapes.classify(&rel).map(|(h, _)| Flag::host_exec(h.kind))
         };
         let on_disk = std::fs::symlink_metadata(k.root.join(rel.as_path())).ok();
         let mut dropped = None;
@@ -524,7 +536,7 @@ pub(crate) fn harvest_into_store(
                 if opaque {
                     // The directory was replaced: everything below it in the lower layers is gone.
                     for gone in lower_entries_below(k, &rel)? {
-                        let flagged = host_exec::flag(&gone);
+                        let flagged = host_exec::classify(&gone).map(|h| Flag::host_exec(h.kind));
                         batch.push(StageOp::Entry {
                             path: gone,
                             change: Change::Delete,
@@ -561,13 +573,15 @@ pub(crate) fn harvest_into_store(
             };
             let flag = mark
                 .as_ref()
-                .map(|m| format!(" (flagged: {m})"))
+                .map(|m| format!(" (flagged: {})", crate::exec::flag_text(m)))
                 .unwrap_or_default();
             let bits = dropped
                 .map(|b| format!(" ({b} dropped: airlock never applies setuid or setgid bits)"))
                 .unwrap_or_default();
             if session_local && mark.is_none() && dropped.is_none() {
-                *local.entry(top_level(&rel)).or_default() += 1;
+                *local
+                    .entry(super::local_list::group_of(&rel.display()))
+                    .or_default() += 1;
             } else {
                 let local = if session_local {
                     " (session-local)"
@@ -592,8 +606,8 @@ pub(crate) fn harvest_into_store(
             flagged: mark,
         });
     }
-    if let Some(line) = session_local_summary(&local) {
-        summary.push(line.trim_end().to_string());
+    if let Some(block) = super::local_list::text(&local, &[]) {
+        summary.extend(block.lines().map(str::to_string));
     }
     summary.extend(too_long_summary(&too_long));
     if batch.is_empty() {
@@ -678,6 +692,25 @@ fn too_long_summary(too_long: &[(PathBuf, usize)]) -> Option<String> {
     ))
 }
 
+/// The links the host-exec judge follows for a harvest: the staged ones and this command's own
+/// (an ignored one is never applied, so it makes nothing host-exec).
+fn harvest_links(
+    k: &ExecCtx<'_>,
+    changes: &[UpperChange],
+    ignore: &mut airlock_stage::view::IgnoreRules,
+) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut links = crate::host_shape::staged_links(k.store);
+    for c in changes {
+        if let UpperChange::Symlink { path, target } = c
+            && let Ok(rel) = RelPath::new(path)
+            && !ignore.is_ignored(&rel, false)
+        {
+            links.push((path.clone(), target.clone()));
+        }
+    }
+    links
+}
+
 /// A summary line whose change may have left its path as the workspace has it: a rewrite
 /// with the same content (`sed -i` that matched nothing) or the undoing of a staged change.
 struct Unsure {
@@ -710,30 +743,6 @@ fn settle_summary(
     Ok(summary)
 }
 
-/// The first component of `p`, with a trailing `/` when more follows.
-pub(crate) fn top_level(p: &airlock_policy::RelPath) -> String {
-    let s = p.display();
-    match s.split_once('/') {
-        Some((first, _)) => format!("{first}/"),
-        None => s,
-    }
-}
-
-/// The one line that stands for the session-local entries (none when there are none).
-pub(crate) fn session_local_summary(
-    local: &std::collections::BTreeMap<String, u64>,
-) -> Option<String> {
-    let total: u64 = local.values().sum();
-    if total == 0 {
-        return None;
-    }
-    let dirs: Vec<String> = local.iter().map(|(d, n)| format!("{d} {n}")).collect();
-    Some(format!(
-        "… {total} ignored build output(s), session-local and never applied ({}); `diff PATH` shows one\n",
-        dirs.join(", ")
-    ))
-}
-
 /// Which of setuid and setgid `mode` carries, in words, or `None`.
 fn special_bits(mode: u32) -> Option<&'static str> {
     match (mode & 0o4000 != 0, mode & 0o2000 != 0) {
@@ -762,15 +771,12 @@ fn lower_entries_below(k: &ExecCtx<'_>, dir: &RelPath) -> Result<Vec<RelPath>, S
 }
 
 /// A symlink whose target leaves the workspace is flagged (the jail refuses it at apply).
-fn symlink_escape(root: &Path, link: &RelPath, target: &Path) -> Option<String> {
+fn symlink_escape(root: &Path, link: &RelPath, target: &Path) -> Option<Flag> {
     if target.is_absolute() {
         if target.starts_with(root) {
             return None;
         }
-        return Some(format!(
-            "symbolic link `{link}` points outside the workspace to `{}`",
-            target.display()
-        ));
+        return Some(Flag::LinkOutside);
     }
     let mut depth: i64 = link.components().count() as i64 - 1;
     for c in target.components() {
@@ -780,10 +786,7 @@ fn symlink_escape(root: &Path, link: &RelPath, target: &Path) -> Option<String> 
             _ => {}
         }
         if depth < 0 {
-            return Some(format!(
-                "symbolic link `{link}` points outside the workspace to `{}`",
-                target.display()
-            ));
+            return Some(Flag::LinkOutside);
         }
     }
     None

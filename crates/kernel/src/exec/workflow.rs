@@ -1,7 +1,8 @@
 //! The changeset's life cycle: status, diff, discard, verify (bound to the changeset's hash),
 //! apply (only a `VerifiedChangeset`, all-or-nothing, journaled), undo, journal and recover.
 
-use super::shell::{run_exposure, session_local_summary, top_level};
+use super::local_list;
+use super::shell::run_exposure;
 use super::{Call, Confined, ExecCtx, failure, success};
 use crate::api::{Approval, ApprovalRequest, CallContext};
 use crate::args::{DiffArgs, Int, VerifyArgs};
@@ -9,11 +10,14 @@ use crate::output::Status;
 use crate::session::prepare_session_run;
 use airlock_policy::host_exec::{self, HostExecGrant};
 use airlock_policy::{Decision, Stage};
+use airlock_stage::Flag;
 use airlock_stage::apply::{ApplyContext, ApplyError, HostExecGate, apply_verified};
 use airlock_stage::journal::Journal;
 use airlock_stage::undo::{UndoError, undo_last};
 use airlock_stage::{VerdictRecord, VerdictSource, diff as sdiff};
+use airlock_types::display::Shown;
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -28,7 +32,7 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
     let mut entries: Vec<Value> = Vec::with_capacity(snap.entries.len());
     let mut text = String::new();
     // Ignored build outputs (session-local: seen by later commands, never applied) are
-    // summed up in one line by top-level directory rather than listed.
+    // listed by group (installed package or output directory) after the staged entries.
     let mut local = std::collections::BTreeMap::<String, u64>::new();
     for e in &snap.entries {
         if e.session_local {
@@ -36,36 +40,45 @@ pub(crate) fn status(k: &ExecCtx<'_>) -> crate::CallOutcome {
             continue;
         }
         let code = sdiff::status_letter(e);
+        // The text is for a terminal: the path escaped (`{}`); the JSON keeps it exact.
         let path = e.path.display();
-        text.push(code);
-        text.push(' ');
-        text.push_str(&path);
+        let _ = write!(text, "{code} {}", e.path);
         let mut v = json!({ "status": code.to_string(), "path": path });
         if let Some(flag) = &e.flagged {
-            text.push_str(&format!("  (flagged: {flag})"));
-            v["flagged"] = json!(flag);
+            let shown = super::flag_text(flag);
+            let _ = write!(text, "  (flagged: {})", Shown::name(&shown));
+            v["flagged"] = json!(shown);
+            v["flag"] = json!(flag.name());
         }
         text.push('\n');
         entries.push(v);
     }
     airlock_sandbox::timing::mark("status: lines");
     let mut out = json!({ "changeset": snap.hash.to_hex(), "entries": entries });
-    if let Some(line) = session_local_summary(&local) {
-        text.push_str(&line);
-        out["session_local"] = json!({ "count": local.values().sum::<u64>(), "by_dir": local });
+    let hooks = if local.is_empty() {
+        Vec::new()
+    } else {
+        super::local_hooks::find(k.root, k.store, &snap)
+    };
+    if let Some(block) = local_list::text(&local, &hooks) {
+        text.push_str(&block);
+    }
+    if let Some(v) = local_list::json(&local, &hooks) {
+        out["session_local"] = v;
     }
     out["text"] = json!(text);
     success(out, false)
 }
 
-/// Counts a session-local entry under its top-level directory (directories themselves are
-/// not outputs).
+/// Counts a session-local entry under its group (directories themselves are not outputs).
 fn tally_session_local(
     local: &mut std::collections::BTreeMap<String, u64>,
     e: &airlock_stage::StagedEntry,
 ) {
     if !matches!(e.change, airlock_stage::Change::Dir { .. }) {
-        *local.entry(top_level(&e.path)).or_default() += 1;
+        *local
+            .entry(local_list::group_of(&e.path.display()))
+            .or_default() += 1;
     }
 }
 
@@ -90,8 +103,9 @@ pub(crate) fn diff(k: &ExecCtx<'_>, p: &Call<'_, DiffArgs>) -> crate::CallOutcom
     });
     match sdiff::unified_diff(k.store, &shown_snap, &filter) {
         Ok(mut text) => {
-            if let Some(line) = session_local_summary(&local) {
-                text.push_str(&line);
+            if let Some(block) = local_list::text(&local, &[]) {
+                text.push_str(&block);
+                text.push_str("(`diff PATH` shows one)\n");
             }
             let (shown, cut) = crate::output::cut(&text, 256 * 1024);
             let mut body = shown.to_string();
@@ -228,6 +242,8 @@ pub(crate) fn verify(
             }
         }
     }
+    // Session-local writes that change how code runs: concerns of this verdict.
+    let hooks = super::local_hooks::find(k.root, k.store, &snapshot);
     let opts = airlock_verify::VerifyOptions {
         timeout: Duration::from_secs(timeout),
         runner,
@@ -261,6 +277,11 @@ pub(crate) fn verify(
             .collect(),
         cache_binds,
         ro_binds: caches.ro_binds,
+        source,
+        local_hooks: hooks
+            .iter()
+            .map(|h| (h.path.clone(), h.why.to_string()))
+            .collect(),
     };
     let scratch = dirs
         .upper
@@ -334,13 +355,28 @@ pub(crate) fn verify(
             serde_json::to_value(report).unwrap_or(Value::Null),
         );
     }
+    let attested = report.attestation();
+    let seen_local = local_list::groups(snapshot.entries.iter());
+    note_concerns(&mut detail, &report, &seen_local, &hooks, verdict);
     let record = VerdictRecord {
         changeset: snapshot.hash,
-        verdict,
-        source,
+        verdict: attested.verdict(),
+        source: attested.source(),
         detail: detail.clone(),
     };
-    if let Err(e) = k.store.record_verdict(&record) {
+    let stored = match verdict_key(k) {
+        Ok(key) => k.store.record_sealed_verdict(&record, &attested.seal(&key)),
+        Err(why) => {
+            if let Some(obj) = detail.as_object_mut() {
+                obj.insert("unsealed".into(), json!(why));
+            }
+            k.store.record_verdict(&VerdictRecord {
+                detail: detail.clone(),
+                ..record
+            })
+        }
+    };
+    if let Err(e) = stored {
         return failure(
             format!("The verdict could not be stored: {e}"),
             Status::Failed,
@@ -357,6 +393,57 @@ pub(crate) fn verify(
         } else {
             Status::NotVerified
         },
+    }
+}
+
+/// The operator's verdict key (made on first use), or why there is none.
+fn verdict_key(k: &ExecCtx<'_>) -> Result<airlock_stage::VerdictKey, String> {
+    let dir = k.settings.state_dir().ok_or_else(|| {
+        "no state directory (neither XDG_STATE_HOME nor HOME is set), so the verdict could not be sealed and apply will refuse it".to_string()
+    })?;
+    airlock_stage::load_or_create_key(&dir).map_err(|e| {
+        format!(
+            "the verdict key in {} could not be read or made ({e}), so the verdict could not be sealed and apply will refuse it",
+            dir.display()
+        )
+    })
+}
+
+/// Adds to the verdict JSON what makes apply the operator's decision, and a line to its
+/// diagnostics for a pass that the agent cannot apply on its own.
+fn note_concerns(
+    detail: &mut Value,
+    report: &airlock_verify::VerdictReport,
+    seen_local: &std::collections::BTreeMap<String, u64>,
+    hooks: &[super::local_hooks::LocalHook],
+    verdict: airlock_stage::Verdict,
+) {
+    let Some(obj) = detail.as_object_mut() else {
+        return;
+    };
+    if !hooks.is_empty() {
+        obj.insert("session_local_hooks".into(), json!(hooks));
+    }
+    if let Some(v) = local_list::json(seen_local, hooks) {
+        obj.insert("session_local".into(), v);
+    }
+    let concerns = report.attestation().concerns();
+    if concerns.is_empty() || !verdict.is_pass() {
+        return;
+    }
+    obj.insert("apply_needs_operator".into(), json!(concerns));
+    let mut lines = vec![
+        "apply needs the operator: the tests passed, but what they prove depends on what this changeset changed:".to_string(),
+    ];
+    for c in &report.integrity.concerns {
+        for d in c.detail.iter().take(3) {
+            lines.push(format!("  - {}: {d}", c.kind.describe()));
+        }
+    }
+    if let Some(d) = obj.get_mut("diagnostics")
+        && let Some(text) = d.as_str()
+    {
+        *d = json!(format!("{}\n{text}", lines.join("\n")));
     }
 }
 
@@ -466,41 +553,14 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
         Ok(v) => v,
         Err(e) => return failure(format!("Nothing was applied: {e}"), Status::NotVerified),
     };
+    if let Err(o) = check_seal(k, &verified, call) {
+        return o;
+    }
     airlock_sandbox::timing::mark("verified changeset loaded");
     // Only the operator's own front end fills this; nothing the model sends reaches it.
     let grant = HostExecGrant::new(&call.operator.allow_host_exec);
     // Host-exec paths first: every one is named, and nothing is written.
-    // Judged by name, and below directories git takes for repositories by their shape, on
-    // disk now or once the changeset is applied.
-    let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = verified
-        .snapshot()
-        .entries
-        .iter()
-        .filter(|e| !e.session_local)
-        .map(|e| (e.path.as_path().to_path_buf(), &e.change))
-        .collect();
-    let unchanged = std::collections::HashMap::new();
-    let mut shapes = crate::host_shape::ShapeJudge::new(
-        k.root,
-        |p: &Path| crate::host_shape::post_apply_node(k.root, &unchanged, p),
-        |p: &Path| crate::host_shape::post_apply_node(k.root, &changes, p),
-    );
-    let mut refused = Vec::new();
-    for e in &verified.snapshot().entries {
-        if e.session_local || grant.allows(&e.path) {
-            continue;
-        }
-        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
-        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
-            && e.base == airlock_stage::Fingerprint::Dir;
-        if no_op {
-            continue;
-        }
-        if let Some((h, anchor)) = shapes.classify(&e.path) {
-            refused.push((e.path.clone(), h, anchor));
-        }
-    }
-    if let Some(reason) = host_exec::apply_refusal_of(&refused) {
+    if let Some(reason) = ungranted_host_exec(k, &verified.snapshot().entries, &grant) {
         return host_exec_refusal(reason);
     }
     airlock_sandbox::timing::mark("host-exec paths judged");
@@ -510,12 +570,16 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
             continue;
         }
         if let Some(flag) = &e.flagged
-            && !(grant.allows(&e.path) && host_exec::is_host_exec_flag(&e.path, flag))
+            && !(grant.allows(&e.path) && lifts(flag))
         {
             let d = Decision::deny(
                 Stage::Jail,
                 "jail_flagged_entry",
-                format!("`{}` cannot be applied: {flag}; discard or fix it.", e.path),
+                format!(
+                    "`{}` cannot be applied: {}; discard or fix it.",
+                    e.path,
+                    super::flag_text(flag)
+                ),
             );
             return denial(d);
         }
@@ -585,6 +649,204 @@ pub(crate) fn apply(k: &ExecCtx<'_>, call: &CallContext<'_>) -> crate::CallOutco
     }
 }
 
+/// What `apply` says when the changeset holds host-exec changes the operator did not grant, or
+/// `None`. Judged by name, through the changeset's links, and below directories git takes for
+/// repositories by their shape, on disk now or once the changeset is applied.
+fn ungranted_host_exec(
+    k: &ExecCtx<'_>,
+    entries: &[airlock_stage::StagedEntry],
+    grant: &HostExecGrant,
+) -> Option<String> {
+    let changes: std::collections::HashMap<std::path::PathBuf, &airlock_stage::Change> = entries
+        .iter()
+        .filter(|e| !e.session_local)
+        .map(|e| (e.path.as_path().to_path_buf(), &e.change))
+        .collect();
+    let unchanged = std::collections::HashMap::new();
+    let mut shapes = crate::host_shape::ShapeJudge::new(
+        k.root,
+        |p: &Path| crate::host_shape::post_apply_node(k.root, &unchanged, p),
+        |p: &Path| crate::host_shape::post_apply_node(k.root, &changes, p),
+        crate::host_shape::changeset_links(entries),
+        |p: &Path| crate::host_shape::post_apply_link(k.root, &changes, p),
+    );
+    let mut refused = Vec::new();
+    let mut linked: Vec<String> = Vec::new();
+    for e in entries {
+        if e.session_local || grant.allows(&e.path) {
+            continue;
+        }
+        // A directory entry over an existing directory (an overlay copy-up) changes nothing.
+        let no_op = matches!(e.change, airlock_stage::Change::Dir { .. })
+            && e.base == airlock_stage::Fingerprint::Dir;
+        if no_op {
+            continue;
+        }
+        if let Some((h, anchor)) = shapes.classify(&e.path) {
+            if let Some((named, link)) = shapes.via_link(&e.path) {
+                let note = format!(
+                    " `{}` is `{}` through the link `{}`.",
+                    e.path,
+                    named.display(),
+                    link.display()
+                );
+                if linked.len() < host_exec::LISTED {
+                    linked.push(note);
+                }
+            }
+            refused.push((e.path.clone(), h, anchor));
+        }
+    }
+    host_exec::apply_refusal_of(&refused).map(|mut reason| {
+        // After "Nothing was applied." and before the per-path sentences.
+        let at = "Nothing was applied.".len();
+        reason.insert_str(at, &linked.concat());
+        reason
+    })
+}
+
+/// The verdict's seal must authenticate, its base must be the tree on disk now, and its
+/// concerns need the operator: `--accept-test-changes` on the command line, or a yes to the
+/// question the call puts (the agent's call never completes it by itself).
+fn check_seal(
+    k: &ExecCtx<'_>,
+    verified: &airlock_stage::VerifiedChangeset,
+    call: &CallContext<'_>,
+) -> Result<(), crate::CallOutcome> {
+    let refuse = |why: String| failure(format!("Nothing was applied: {why}"), Status::NotVerified);
+    let key = verdict_key(k).map_err(refuse)?;
+    let seal = match k.store.verdict_seal() {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Err(refuse(
+                "the verdict carries no seal (it was recorded without the operator's verdict key, or by an older airlock); run `airlock verify` again".into(),
+            ));
+        }
+        Err(e) => return Err(refuse(format!("{e}; run `airlock verify` again"))),
+    };
+    let v = verified.verdict();
+    if !airlock_verify::integrity::authentic(
+        &seal,
+        &key,
+        &v.changeset.to_hex(),
+        v.verdict,
+        v.source,
+    ) {
+        return Err(refuse(
+            "the stored verdict's seal does not authenticate: it was not recorded by airlock's verify, or it was edited; run `airlock verify` again".into(),
+        ));
+    }
+    let now = airlock_verify::integrity::base_fingerprint(k.root)
+        .map_err(|e| refuse(format!("the workspace could not be fingerprinted: {e}")))?;
+    let moved = seal.base.moved(&now);
+    if !moved.is_empty() {
+        // A staged path that changed on disk is the sharper diagnosis: a conflict (exit 5).
+        let conflicts: Vec<airlock_stage::apply::Conflict> = verified
+            .snapshot()
+            .entries
+            .iter()
+            .filter(|e| !e.session_local)
+            .filter_map(|e| {
+                let found = airlock_stage::fingerprint_path(&airlock_stage::model::abs_path(
+                    k.root, &e.path,
+                ))
+                .ok()?;
+                (found != e.base).then(|| airlock_stage::apply::Conflict {
+                    path: e.path.clone(),
+                    expected: e.base.clone(),
+                    found,
+                })
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            let e = ApplyError::Conflict(conflicts);
+            return Err(failure(
+                format!("Nothing was applied: {e}"),
+                Status::Conflict,
+            ));
+        }
+        let shown: Vec<&str> = moved.iter().take(8).map(String::as_str).collect();
+        let more = moved.len().saturating_sub(shown.len());
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        return Err(refuse(format!(
+            "the workspace changed since the changeset was verified ({}{tail}), so the tree that would result was never tested; run `airlock verify` again",
+            shown.join(", ")
+        )));
+    }
+    if seal.concerns.is_empty() || call.operator.accept_concerns {
+        return Ok(());
+    }
+    let summary = concern_summary(verified, &seal);
+    let req = ApprovalRequest {
+        tool: "apply".into(),
+        summary,
+        decision: Decision::ask(
+            Stage::Permission,
+            "apply_needs_operator",
+            "The tests passed, but the changeset changed what they test; the operator decides.",
+        ),
+    };
+    match call.approver.approve(&req) {
+        Approval::Once | Approval::Session => Ok(()),
+        Approval::Deny(why) => {
+            let d = Decision::deny(
+                Stage::Permission,
+                "apply_needs_operator",
+                format!(
+                    "Not applied: {}. The operator can review it (`airlock diff`) and run `airlock apply --accept-test-changes` ({why}).",
+                    req.summary.lines().next().unwrap_or("")
+                ),
+            );
+            Err(denial(d))
+        }
+    }
+}
+
+/// The concerns of a verdict and the staged diff of the paths behind them (bounded), for the
+/// operator's question.
+fn concern_summary(
+    verified: &airlock_stage::VerifiedChangeset,
+    seal: &airlock_stage::VerdictSeal,
+) -> String {
+    let names: Vec<&str> = seal.concerns.iter().map(|c| c.describe()).collect();
+    let mut text = format!("apply although {}", names.join("; "));
+    let paths: Vec<String> = verified
+        .verdict()
+        .detail
+        .pointer("/integrity/concerns")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("detail").and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .take(8)
+        .map(str::to_string)
+        .collect();
+    for p in paths {
+        text.push_str("\n  - ");
+        text.push_str(&p);
+    }
+    if let Some(hooks) = verified
+        .verdict()
+        .detail
+        .get("session_local_hooks")
+        .and_then(Value::as_array)
+    {
+        for h in hooks.iter().take(5) {
+            text.push_str(&format!(
+                "\n  - session-local `{}`",
+                h.get("path").and_then(Value::as_str).unwrap_or("?")
+            ));
+        }
+    }
+    text
+}
+
 /// The stage's second look at host-exec paths during apply: the policy's classification by name
 /// and the operator's `--allow-host-exec` grant.
 struct PolicyHostExec(HostExecGrant);
@@ -597,9 +859,15 @@ impl HostExecGate for PolicyHostExec {
         host_exec::classify(path).map(|h| format!("{} ({})", h.what, h.why))
     }
 
-    fn lifts_flag(&self, path: &airlock_policy::RelPath, flag: &str) -> bool {
-        self.0.allows(path) && host_exec::is_host_exec_flag(path, flag)
+    fn lifts_flag(&self, path: &airlock_policy::RelPath, flag: &Flag) -> bool {
+        self.0.allows(path) && lifts(flag)
     }
+}
+
+/// True for the one kind of flag a grant may lift: a host-exec flag of a kind this build
+/// knows (compared by kind; no other flag, and no unreadable one, is ever lifted).
+fn lifts(flag: &Flag) -> bool {
+    matches!(flag, Flag::HostExec { kind } if host_exec::is_host_exec_flag(kind))
 }
 
 /// `apply` refused because the changeset touches host-exec paths the operator did not name:
@@ -835,7 +1103,8 @@ mod tests {
         apply_verified(&ws.root, &v, &ws.blobs, &j, &ctx(&[])).unwrap();
         // Granted: applied, flagged by the harvest or not.
         let mut flagged_wipe = wipe();
-        flagged_wipe.flagged = host_exec::flag(&flagged_wipe.path);
+        flagged_wipe.flagged =
+            host_exec::classify(&flagged_wipe.path).map(|h| Flag::host_exec(h.kind));
         assert!(flagged_wipe.flagged.is_some());
         let v = verified(vec![gitfile(), flagged_wipe]);
         apply_verified(
@@ -855,7 +1124,7 @@ mod tests {
                 target: b"/etc".to_vec(),
             },
         );
-        escape.flagged = Some("symbolic link points outside the workspace".into());
+        escape.flagged = Some(Flag::LinkOutside);
         let err = apply_verified(
             &ws.root,
             &verified(vec![escape]),
@@ -865,5 +1134,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("outside the workspace"), "{err}");
+        // Nor a flag whose kind this build does not know, or whose stored name it cannot read
+        // (an older airlock's text): compared by kind, never by text.
+        for flag in [
+            Flag::host_exec("no_such_tool"),
+            Flag::Unknown(host_exec::flag_text("git")),
+            Flag::Sensitive {
+                rule: "jail_sensitive".into(),
+            },
+        ] {
+            let mut e = ws.stage(".git/info/x", Change::Delete);
+            e.flagged = Some(flag.clone());
+            let err = apply_verified(&ws.root, &verified(vec![e]), &ws.blobs, &j, &ctx(&[".git"]))
+                .unwrap_err();
+            assert!(err.to_string().contains("flagged"), "{flag:?}: {err}");
+        }
     }
 }

@@ -67,78 +67,23 @@ pub(crate) fn read_file(git: &Path, file: &Path, empty: &Path) -> Result<Vec<Ent
         .collect())
 }
 
-/// The entries of one configuration file read by airlock's own small reader (no includes):
-/// enough for the object format and the file-system booleans a read needs, without starting a
-/// process. Sections (`[core]`, `[remote "o"]`, `[a.b]`), `key = value`, bare keys, quotes,
-/// escapes, comments and continued lines. A misread here can only make git report an error or
-/// a different status: nothing read this way is a command.
+/// The entries of one configuration file read by airlock's own reader
+/// ([`airlock_policy::git_config`], the one the host-exec rules use too), no includes: enough
+/// for the object format and the file-system booleans a read needs, without starting a
+/// process. A misread here can only make git report an error or a different status: nothing
+/// read this way is a command.
 pub(crate) fn read_plain(file: &Path) -> Vec<Entry> {
     let Ok(text) = std::fs::read_to_string(file) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    let mut section = String::new();
-    let mut lines = text.lines();
-    while let Some(raw) = lines.next() {
-        let mut line = raw.trim().to_string();
-        while line.ends_with('\\') && !line.ends_with("\\\\") {
-            line.pop();
-            match lines.next() {
-                Some(n) => line.push_str(n),
-                None => break,
-            }
-        }
-        let mut rest = line.as_str();
-        if let Some(h) = rest.strip_prefix('[') {
-            let Some(end) = h.find(']') else { continue };
-            let header = &h[..end];
-            section = match header.split_once(|c: char| c.is_whitespace()) {
-                Some((s, sub)) => format!(
-                    "{}.{}",
-                    s.to_ascii_lowercase(),
-                    sub.trim().trim_matches('"').replace("\\\"", "\"")
-                ),
-                None => header.to_ascii_lowercase(),
-            };
-            rest = h[end + 1..].trim();
-        }
-        if rest.is_empty() || rest.starts_with(['#', ';']) {
-            continue;
-        }
-        let (key, value) = match rest.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(plain_value(v))),
-            None => (rest.trim(), None),
-        };
-        if section.is_empty() || key.is_empty() {
-            continue;
-        }
-        out.push(Entry {
-            key: format!("{section}.{}", key.to_ascii_lowercase()),
-            value,
+    airlock_policy::git_config::parse(&text)
+        .into_iter()
+        .map(|e| Entry {
+            key: e.key,
+            value: e.value,
             file: file.to_path_buf(),
-        });
-    }
-    out
-}
-
-fn plain_value(v: &str) -> String {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = v.trim().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => match chars.next() {
-                Some('n') => out.push('\n'),
-                Some('t') => out.push('\t'),
-                Some(n) => out.push(n),
-                None => {}
-            },
-            '#' | ';' if !quoted => break,
-            c => out.push(c),
-        }
-    }
-    out.trim_end().to_string()
+        })
+        .collect()
 }
 
 /// The entries of `files` with every include followed (depth-first, in git's order), each

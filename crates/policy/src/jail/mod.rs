@@ -14,7 +14,9 @@
 //!
 //! Rule ids (stage `jail`): `jail_absolute_outside`, `jail_parent_escape`,
 //! `jail_symlink_escape`, `jail_symlink_loop`, `jail_dangling_symlink` (writes),
-//! `jail_magic_link`, `jail_nul`, `jail_empty_path`, `jail_too_long`, `jail_sensitive_file`,
+//! `jail_magic_link`, `jail_nul`, `jail_control_char` (a control, C1, bidi or invisible
+//! formatting character in the path as given or where it resolves, see
+//! [`airlock_types::display`]; bytes that are not UTF-8 stay allowed), `jail_empty_path`, `jail_too_long`, `jail_sensitive_file`,
 //! `jail_airlock_state`, `jail_hardlink` (writes), `jail_not_a_directory`, `jail_special_file`
 //! (fifos, sockets, devices), `jail_root` (writing the root itself), `jail_unresolvable` (the
 //! disk refused a lookup, e.g. permission denied: fail closed), `jail_unexpanded` (a path
@@ -71,7 +73,8 @@ pub use sensitive::{host_credential_components, sensitive_rule};
 
 use crate::decision::{Decision, Stage};
 use crate::modes::OperatorGrant;
-use crate::path::{MAX_PATH_BYTES, RelPath, escape_bytes};
+use crate::path::{MAX_PATH_BYTES, RelPath};
+use airlock_types::display::{Escape, Shown, escape_bytes_for_terminal, is_control_or_bidi};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 pub use resolve::{Overlay, Staged};
@@ -293,9 +296,12 @@ impl Jail {
                 "jail_nul",
                 format!(
                     "`{}` contains a NUL byte, which no real path has.",
-                    path.replace('\0', "\\0")
+                    Shown::name(&truncate(path, 80))
                 ),
             ));
+        }
+        if has_control_char(path.as_bytes()) {
+            return Err(control_char_denial(&steps_of(Path::new(path), false), path));
         }
         if path.is_empty() {
             return Err(deny(
@@ -456,6 +462,9 @@ impl Jail {
         how: How,
         overlay: Option<&dyn Overlay>,
     ) -> Result<ConfinedPath, Decision> {
+        if steps_have_control_char(&steps) {
+            return Err(control_char_denial(&steps, shown));
+        }
         // The path as given, normalised lexically, must not name a sensitive file either (a
         // symlink called `.env` is as off-limits as the file).
         if let Some(d) = lexical_sensitive(&steps, shown) {
@@ -485,6 +494,9 @@ impl Jail {
             ));
         };
         let steps = steps_of(abs.strip_prefix("/").unwrap_or(abs), false);
+        if steps_have_control_char(&steps) {
+            return Err(control_char_denial(&steps, shown));
+        }
         if let Some(d) = lexical_sensitive(&steps, shown) {
             return Err(d);
         }
@@ -564,6 +576,10 @@ impl Jail {
         for r in [&rel, &nofollow].into_iter().flatten() {
             if let Some(d) = sensitive_rule(r) {
                 return Err(resolved_sensitive(d, shown, r));
+            }
+            // A symlink may lead to such a name though the path as given has none.
+            if has_control_char(r.as_bytes()) {
+                return Err(control_char_denial(&[], shown));
             }
         }
         if access == Access::Write && inside && !host_exec_granted {
@@ -681,6 +697,40 @@ fn unexpanded(path: &str) -> Option<&'static str> {
     None
 }
 
+/// True when `bytes` (a path, or one name of it) holds a character a terminal acts on or that
+/// reorders or hides text ([`is_control_or_bidi`]): what `jail_control_char` refuses, for
+/// callers (the harvest of a command's writes) that must refuse the same names. Bytes that
+/// are not UTF-8 are not characters and stay allowed (they are shown as `\xNN`).
+pub fn has_control_char(bytes: &[u8]) -> bool {
+    bytes
+        .utf8_chunks()
+        .any(|c| c.valid().chars().any(is_control_or_bidi))
+}
+
+fn steps_have_control_char(steps: &[Step]) -> bool {
+    steps.iter().any(|s| match s {
+        Step::Name { name, .. } => has_control_char(name.as_bytes()),
+        Step::Parent { .. } => false,
+    })
+}
+
+/// The denial of a path with a control, bidi or invisible character in it (`jail_control_char`):
+/// such a name could disguise itself and the lines around it wherever it is shown, so no tool
+/// may use it. A sensitive name says more and is reported as such (`.e\u{200b}nv`); either
+/// way the path is quoted escaped.
+fn control_char_denial(steps: &[Step], shown: &str) -> Decision {
+    let escaped = Shown::name(&truncate(shown, 120)).to_string();
+    if let Some(d) = lexical_sensitive(steps, &escaped) {
+        return d;
+    }
+    deny(
+        "jail_control_char",
+        format!(
+            "`{escaped}` contains a control, bidirectional or invisible formatting character (shown escaped), which could disguise the name on the operator's screen; name the file with printable characters only."
+        ),
+    )
+}
+
 fn deny(rule: &'static str, reason: impl Into<String>) -> Decision {
     Decision::deny(Stage::Jail, rule, reason)
 }
@@ -787,14 +837,14 @@ fn walk_denial(e: WalkError, shown: &str) -> Decision {
             "jail_symlink_escape",
             format!(
                 "`{shown}` goes through a symlink to `{}`, outside the workspace.",
-                escape_bytes(t.as_bytes())
+                escape_bytes_for_terminal(t.as_bytes(), Escape::Name)
             ),
         ),
         WalkError::MagicLink(t) => deny(
             "jail_magic_link",
             format!(
                 "`{shown}` leads to `{}` in procfs or /dev/fd, whose magic links can reach anything.",
-                escape_bytes(t.as_bytes())
+                escape_bytes_for_terminal(t.as_bytes(), Escape::Name)
             ),
         ),
         WalkError::Loop => deny(

@@ -559,5 +559,5 @@ pub(crate) fn show(names: &[OsString]) -> String {
         }
         bytes.extend_from_slice(OsStr::as_bytes(n));
     }
-    crate::path::escape_bytes(&bytes)
+    airlock_types::display::escape_bytes_for_terminal(&bytes, airlock_types::display::Escape::Name)
 }

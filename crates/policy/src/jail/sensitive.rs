@@ -54,7 +54,7 @@ const SECRET_EXTENSIONS: &[&str] = &[".pem", ".key", ".p12", ".pfx", ".tfvars", 
 /// The sensitive-name rules alone, on a workspace-relative path: `Some(deny)` with rule
 /// `jail_airlock_state` or `jail_sensitive_file`, or `None`. Pure: it never looks at the disk.
 pub fn sensitive_rule(rel: &RelPath) -> Option<Decision> {
-    sensitive_components(rel.components(), &rel.display())
+    sensitive_components(rel.components(), &rel.to_string())
 }
 
 /// [`sensitive_rule`] over any sequence of names; `shown` is the path for the message.

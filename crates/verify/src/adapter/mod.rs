@@ -69,6 +69,11 @@ pub struct Plan {
     /// A binary the plan needs inside the workspace (`node_modules/.bin/vitest`), checked before
     /// running so a missing install is an `error` verdict with a clear reason.
     pub requires: Option<String>,
+    /// The key of airlock's pytest witness channel, when the plan loads the witness plugin
+    /// (see [`crate::integrity`]).
+    pub witness: Option<String>,
+    /// The plan asks libtest for its per-test log on standard error (`--logfile`).
+    pub libtest_log: bool,
 }
 
 /// What the parsers learned, apart from the failures themselves.
@@ -84,6 +89,10 @@ pub struct Parsed {
     pub report_problem: Option<String>,
     /// The runner itself said there were no tests.
     pub said_no_tests: bool,
+    /// Where the run's independent signals disagree (see [`crate::integrity`]).
+    pub disagreements: Vec<String>,
+    /// The independent signals the run was checked against.
+    pub signals: Vec<String>,
 }
 
 /// A plan of `kind` running `argv`, reading no report (for unit tests of argv rewrites).
@@ -96,6 +105,8 @@ pub(crate) fn test_plan(kind: RunnerKind, argv: &[&str]) -> Plan {
         report: None,
         format: ReportFormat::Generic,
         requires: None,
+        witness: None,
+        libtest_log: false,
     }
 }
 
@@ -106,6 +117,22 @@ pub(crate) fn test_argv(p: &Plan) -> Vec<String> {
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect()
+}
+
+/// `cargo test …` (any options before the subcommand).
+fn is_cargo_test(argv: &[OsString]) -> bool {
+    let program = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .is_some_and(|n| n == "cargo");
+    program
+        && argv
+            .iter()
+            .skip(1)
+            .find(|a| {
+                !a.to_string_lossy().starts_with('-') && !a.to_string_lossy().starts_with('+')
+            })
+            .is_some_and(|a| a == "test" || a == "t")
 }
 
 fn os(args: &[&str]) -> Vec<OsString> {
@@ -135,13 +162,17 @@ pub fn plan(
             None
         }
     };
-    let mut env = vec![
-        ("CI".to_string(), "true".to_string()),
-        ("NO_COLOR".to_string(), "1".to_string()),
-        ("FORCE_COLOR".to_string(), "0".to_string()),
-        ("TERM".to_string(), "dumb".to_string()),
-    ];
+    // Nothing a project could test for (CI detection, colour): the output is not a terminal,
+    // and the sanitiser strips colour codes anyway. What a plan does add is named in the
+    // verdict's environment note.
+    let mut env: Vec<(String, String)> = Vec::new();
     let explicit_argv = explicit.map(|c| c.iter().map(OsString::from).collect::<Vec<_>>());
+    // airlock's witness module for the runner (see `crate::integrity::witness`).
+    let witness_abs = |kind: RunnerKind| {
+        crate::integrity::witness::module_for(kind).map_or_else(String::new, |(file, _)| {
+            report_abs(&format!("{}/{file}", crate::integrity::witness::DIR))
+        })
+    };
     match kind {
         RunnerKind::Node => {
             let report = format!("{REPORT_DIR}/node.xml");
@@ -155,6 +186,8 @@ pub fn plan(
                     &format!("--test-reporter-destination={}", report_abs("node.xml")),
                     "--test-reporter=spec",
                     "--test-reporter-destination=stdout",
+                    &format!("--test-reporter={}", witness_abs(RunnerKind::Node)),
+                    "--test-reporter-destination=stderr",
                 ]),
             );
             Plan {
@@ -164,6 +197,8 @@ pub fn plan(
                 report: Some(report),
                 format: ReportFormat::Junit,
                 requires: None,
+                witness: Some(crate::integrity::witness::random_key()),
+                libtest_log: false,
             }
         }
         RunnerKind::Vitest => {
@@ -174,6 +209,7 @@ pub fn plan(
                 "--reporter=junit",
                 &format!("--outputFile.junit={}", report_abs("vitest.xml")),
                 "--reporter=default",
+                &format!("--reporter={}", witness_abs(RunnerKind::Vitest)),
                 "--passWithNoTests",
                 "--watch=false",
             ]));
@@ -184,6 +220,8 @@ pub fn plan(
                 report: Some(format!("{REPORT_DIR}/vitest.xml")),
                 format: ReportFormat::Junit,
                 requires: explicit.is_none().then_some(requires).flatten(),
+                witness: Some(crate::integrity::witness::random_key()),
+                libtest_log: false,
             }
         }
         RunnerKind::Jest => {
@@ -194,6 +232,8 @@ pub fn plan(
                 "--ci",
                 "--json",
                 &format!("--outputFile={}", report_abs("jest.json")),
+                "--reporters=default",
+                &format!("--reporters={}", witness_abs(RunnerKind::Jest)),
             ]));
             // jest refuses flags it does not know: `--testLocationInResults` came with jest 21,
             // `--passWithNoTests` with jest 22.
@@ -212,15 +252,17 @@ pub fn plan(
                 report: Some(format!("{REPORT_DIR}/jest.json")),
                 format: ReportFormat::JestJson,
                 requires: explicit.is_none().then_some(requires).flatten(),
+                witness: Some(crate::integrity::witness::random_key()),
+                libtest_log: false,
             }
         }
         RunnerKind::Pytest => {
             let mut argv = explicit_argv.unwrap_or_else(|| os(&["python3", "-m", "pytest", "-q"]));
-            argv.extend(os(&[
-                "-p",
-                "no:cacheprovider",
-                &format!("--junitxml={}", report_abs("pytest.xml")),
-            ]));
+            // airlock's witness plugin (a second, live account of every test; see
+            // `crate::integrity::witness`), which also points pytest's JUnit report at its
+            // file: the path is in no argument and no variable. The cache provider is left as
+            // the project has it: the caller's cache layer points its directory elsewhere.
+            argv.extend(os(&["-p", crate::integrity::witness::MODULE]));
             env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
             Plan {
                 kind,
@@ -229,12 +271,14 @@ pub fn plan(
                 report: Some(format!("{REPORT_DIR}/pytest.xml")),
                 format: ReportFormat::Junit,
                 requires: None,
+                witness: Some(crate::integrity::witness::random_key()),
+                libtest_log: false,
             }
         }
         RunnerKind::Cargo => {
             env.push(("CARGO_TERM_COLOR".into(), "never".into()));
             env.push(("RUST_BACKTRACE".into(), "0".into()));
-            let argv = explicit_argv.unwrap_or_else(|| {
+            let mut argv = explicit_argv.unwrap_or_else(|| {
                 os(&[
                     "cargo",
                     "test",
@@ -243,6 +287,15 @@ pub fn plan(
                     "--message-format=json-diagnostic-short",
                 ])
             });
+            // libtest's own per-test log on standard error: the ledger's second account of
+            // the run (`crate::integrity::libtest`). Only for `cargo test` itself.
+            let libtest_log = is_cargo_test(&argv);
+            if libtest_log {
+                if !argv.iter().any(|a| a == "--") {
+                    argv.push("--".into());
+                }
+                argv.extend(os(&crate::integrity::libtest::LOGFILE_ARGS));
+            }
             Plan {
                 kind,
                 argv,
@@ -250,6 +303,8 @@ pub fn plan(
                 report: None,
                 format: ReportFormat::CargoLibtest,
                 requires: None,
+                witness: None,
+                libtest_log,
             }
         }
         RunnerKind::Go => {
@@ -263,6 +318,8 @@ pub fn plan(
                 report: None,
                 format: ReportFormat::GoJson,
                 requires: None,
+                witness: None,
+                libtest_log: false,
             }
         }
         RunnerKind::Junit => {
@@ -274,6 +331,8 @@ pub fn plan(
                 report: Some(format!("{REPORT_DIR}/junit.xml")),
                 format: ReportFormat::Junit,
                 requires: None,
+                witness: None,
+                libtest_log: false,
             }
         }
         RunnerKind::Command => Plan {
@@ -283,6 +342,8 @@ pub fn plan(
             report: None,
             format: ReportFormat::Generic,
             requires: None,
+            witness: None,
+            libtest_log: false,
         },
     }
 }

@@ -189,6 +189,7 @@ pub(crate) fn script_plan(
             body = format!("{} {}{}", &script[..pos], flags.join(" "), &script[pos..]);
             plan.kind = *kind;
             plan.report = wired.report;
+            plan.witness = wired.witness;
             plan.format = wired.format;
             plan.env = wired.env;
             let program = &words[0];
