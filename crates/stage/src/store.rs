@@ -46,6 +46,31 @@ pub const DEFAULT_MAX_STAGED_BYTES: u64 = 2 << 30;
 /// The sum of the sizes of a changeset's staged writes.
 const STAGED_BYTES_SQL: &str = "SELECT COALESCE(SUM(json_extract(change, '$.size')), 0) FROM entries WHERE json_extract(change, '$.op') = 'write'";
 
+/// This connection's running total of [`STAGED_BYTES_SQL`]: computed once, then kept by
+/// triggers on every write this connection makes to `entries` (temporary objects: they belong
+/// to the connection, never to the file), and computed again when another connection has
+/// committed since (`PRAGMA data_version`). A replaced row fires its delete trigger
+/// (`recursive_triggers`). So a write checks the ceiling in O(1), not O(entries).
+const STAGED_TOTAL_SQL: &str = "
+PRAGMA recursive_triggers = ON;
+CREATE TEMP TABLE IF NOT EXISTS staged_total (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    bytes INTEGER NOT NULL,
+    data_version INTEGER NOT NULL
+);
+CREATE TEMP TRIGGER IF NOT EXISTS staged_total_insert AFTER INSERT ON main.entries
+WHEN json_extract(NEW.change, '$.op') = 'write'
+BEGIN UPDATE staged_total SET bytes = bytes + json_extract(NEW.change, '$.size'); END;
+CREATE TEMP TRIGGER IF NOT EXISTS staged_total_delete AFTER DELETE ON main.entries
+WHEN json_extract(OLD.change, '$.op') = 'write'
+BEGIN UPDATE staged_total SET bytes = bytes - json_extract(OLD.change, '$.size'); END;
+CREATE TEMP TRIGGER IF NOT EXISTS staged_total_update AFTER UPDATE OF change ON main.entries
+BEGIN UPDATE staged_total SET bytes = bytes
+    - COALESCE(CASE WHEN json_extract(OLD.change, '$.op') = 'write' THEN json_extract(OLD.change, '$.size') END, 0)
+    + COALESCE(CASE WHEN json_extract(NEW.change, '$.op') = 'write' THEN json_extract(NEW.change, '$.size') END, 0);
+END;
+";
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS entries (
     path BLOB PRIMARY KEY NOT NULL,
@@ -724,9 +749,29 @@ impl Store {
     }
 }
 
-/// The sum of the sizes of the staged writes ([`Store::staged_bytes`]).
+/// The sum of the sizes of the staged writes ([`Store::staged_bytes`]): this connection's
+/// running total ([`STAGED_TOTAL_SQL`]), computed afresh when another connection committed
+/// since it was.
 fn staged_bytes_in(conn: &Connection) -> rusqlite::Result<u64> {
-    let n: i64 = conn.query_row(STAGED_BYTES_SQL, [], |r| r.get(0))?;
+    let version: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+    let kept: Option<(i64, i64)> = conn
+        .query_row(
+            "SELECT bytes, data_version FROM staged_total WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let n = match kept {
+        Some((n, v)) if v == version => n,
+        _ => {
+            let n: i64 = conn.query_row(STAGED_BYTES_SQL, [], |r| r.get(0))?;
+            conn.execute(
+                "INSERT OR REPLACE INTO staged_total (id, bytes, data_version) VALUES (1, ?1, ?2)",
+                params![n, version],
+            )?;
+            n
+        }
+    };
     Ok(n.max(0).unsigned_abs())
 }
 
@@ -853,6 +898,7 @@ fn open_db_once(path: &Path) -> Result<Connection, StageError> {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })?;
+    conn.execute_batch(STAGED_TOTAL_SQL).map_err(err)?;
     Ok(conn)
 }
 

@@ -787,3 +787,33 @@ fn a_harvest_batch_stages_what_one_operation_per_batch_stages() {
     assert_eq!(sa.hash, sb.hash);
     assert!(sa.entries.len() > 300);
 }
+
+/// The running total a connection keeps follows its own writes (replacements, deletes, a
+/// discard) and is computed again after another connection's.
+#[test]
+fn the_staged_total_follows_every_write_of_every_connection() {
+    let ws = workspace();
+    let a = Store::open(ws.path(), "t").unwrap();
+    let b = Store::open(ws.path(), "t").unwrap();
+    let check = |want: u64| {
+        assert_eq!(a.staged_bytes().unwrap(), want);
+        assert_eq!(b.staged_bytes().unwrap(), want);
+    };
+    check(0);
+    a.stage_write(&rp("x"), &[1; 10], None).unwrap();
+    check(10);
+    a.stage_write(&rp("x"), &[1; 4], None).unwrap();
+    b.stage_write(&rp("y"), &[1; 7], None).unwrap();
+    check(11);
+    a.stage_move(&rp("y"), &rp("d/z")).unwrap();
+    check(11);
+    b.stage_delete(&rp("d")).unwrap();
+    check(4);
+    a.stage_write(&rp("src/lib.rs"), &[1; 3], None).unwrap();
+    b.stage_dir(&rp("e"), 0o755).unwrap();
+    check(7);
+    a.discard().unwrap();
+    check(0);
+    b.stage_write(&rp("w"), &[1; 5], None).unwrap();
+    check(5);
+}
