@@ -92,6 +92,11 @@ struct Global {
     /// kernel isolation (a copy of the workspace; every result says so) instead of refusing.
     #[arg(long, global = true)]
     allow_degraded: bool,
+    /// Most a session may stage, in bytes (suffixes K, M, G accepted): a write or a command's
+    /// harvest that would take the session's staged contents past it fails, nothing of it
+    /// staged [default: the user config's `[limits] max_staged_bytes`, else 2G].
+    #[arg(long, global = true, value_name = "BYTES", value_parser = parse_bytes)]
+    max_staged: Option<u64>,
     /// Machine output (JSON) on stdout; logs always go to stderr.
     #[arg(long, global = true)]
     json: bool,
@@ -574,7 +579,7 @@ fn cmd_doctor(g: &Global, args: &crate::doctor::DoctorArgs) -> CliResult {
 /// `airlock gc`: an operator's maintenance command, not a tool (nothing an agent decides).
 fn cmd_gc(g: &Global) -> CliResult {
     let kernel = open_kernel(g)?;
-    let report = match airlock_stage::gc::collect(kernel.workspace()) {
+    let report = match kernel.gc() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("airlock: {e}");
@@ -583,14 +588,24 @@ fn cmd_gc(g: &Global) -> CliResult {
     };
     if g.json {
         println!("{}", serde_json::to_value(&report)?);
-    } else if let Some(why) = &report.skipped {
-        println!("{why}");
-    } else {
-        println!(
-            "Freed {} stored blob(s) ({} bytes); {} still in use.",
-            report.removed, report.removed_bytes, report.kept
-        );
+        return Ok(0);
     }
+    match &report.blobs.skipped {
+        Some(why) => println!("{why}"),
+        None => println!(
+            "Freed {} stored blob(s) ({} bytes); {} still in use.",
+            report.blobs.removed, report.blobs.removed_bytes, report.blobs.kept
+        ),
+    }
+    println!(
+        "Removed {} spool director(ies) ({} bytes) and {} idle sandbox scratch director(ies) ({} bytes); {} in use left. {} bytes freed in all.",
+        report.spool.removed,
+        report.spool.bytes,
+        report.scratch.removed,
+        report.scratch.bytes,
+        report.spool.in_use + report.scratch.in_use,
+        report.freed_bytes
+    );
     Ok(0)
 }
 
@@ -657,6 +672,9 @@ fn kernel_config(g: &Global) -> Result<KernelConfig, Box<dyn std::error::Error>>
 
 fn open_kernel(g: &Global) -> Result<Kernel, Box<dyn std::error::Error>> {
     let mut kernel = Kernel::open(kernel_config(g)?)?;
+    if let Some(limit) = g.max_staged {
+        kernel.set_max_staged_bytes(limit);
+    }
     if g.unrestricted {
         let session = kernel.session().to_string();
         let grant = crate::unrestricted::confirm(

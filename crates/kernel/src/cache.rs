@@ -209,11 +209,10 @@ fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Removes `p` whatever its depth or modes (a sandboxed command writes the caches; a missing
+/// `p` is gone already): [`airlock_sandbox::tree`].
 fn remove_tree(p: &Path) -> io::Result<()> {
-    match std::fs::remove_dir_all(p) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        r => r,
-    }
+    airlock_sandbox::tree::remove_tree_counted(p).map(drop)
 }
 
 /// The verify domain's cargo home of the workspace `root` (made if missing, 0700), bound

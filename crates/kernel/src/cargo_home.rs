@@ -202,11 +202,10 @@ fn forget(
     remove_tree(&extracted(verify, idx, file))
 }
 
+/// Removes `p` whatever its depth or modes (a sandboxed command writes the caches; a missing
+/// `p` is gone already): [`airlock_sandbox::tree`].
 fn remove_tree(p: &Path) -> io::Result<()> {
-    match std::fs::remove_dir_all(p) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        r => r,
-    }
+    airlock_sandbox::tree::remove_tree_counted(p).map(drop)
 }
 
 /// Copies the regular file `src` (inside `root`) to `dest` through a temporary file, hashing

@@ -25,7 +25,9 @@ mod links;
 pub(crate) struct ShapeJudge<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> {
     before: F,
     after: G,
-    shaped: HashMap<PathBuf, bool>,
+    /// Per directory judged: the nearest directory at or above it with a git directory's
+    /// shape, if any.
+    shaped: HashMap<PathBuf, Option<PathBuf>>,
     configured: Vec<(PathBuf, HostExec)>,
     links: links::LinkMap,
 }
@@ -88,25 +90,29 @@ impl<F: FnMut(&Path) -> Node, G: FnMut(&Path) -> Node> ShapeJudge<F, G> {
         {
             return Some((*h, anchor.clone()));
         }
+        // The directories above `rel` not judged yet, up to the nearest one judged: each is
+        // judged once, so a deep tree's entries cost one lookup each, not one per level.
+        let mut todo = Vec::new();
+        let mut found = None;
         let mut dir = rel.as_path().parent();
         while let Some(d) = dir {
-            let known = self.shaped.get(d).copied();
-            let shaped = match known {
-                Some(s) => s,
-                None => {
-                    let (before, after) = (&mut self.before, &mut self.after);
-                    let s = is_git_dir_shape(|name| after(&d.join(name)))
-                        || is_git_dir_shape(|name| before(&d.join(name)));
-                    self.shaped.insert(d.to_path_buf(), s);
-                    s
-                }
-            };
-            if shaped {
-                return Some((airlock_policy::host_exec::GIT_DIR_SHAPE, d.to_path_buf()));
+            if let Some(known) = self.shaped.get(d) {
+                found.clone_from(known);
+                break;
             }
+            todo.push(d);
             dir = d.parent();
         }
-        None
+        for d in todo.into_iter().rev() {
+            let (before, after) = (&mut self.before, &mut self.after);
+            if is_git_dir_shape(|name| after(&d.join(name)))
+                || is_git_dir_shape(|name| before(&d.join(name)))
+            {
+                found = Some(d.to_path_buf());
+            }
+            self.shaped.insert(d.to_path_buf(), found.clone());
+        }
+        found.map(|d| (airlock_policy::host_exec::GIT_DIR_SHAPE, d))
     }
 }
 

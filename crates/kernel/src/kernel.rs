@@ -19,6 +19,21 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// What `gc` reclaimed: the blob store's report (its fields at the top level of the JSON),
+/// the spool and scratch directories removed, and the bytes freed in all.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GcSummary {
+    /// The blob store's collection.
+    #[serde(flatten)]
+    pub blobs: airlock_stage::gc::GcReport,
+    /// Spool directories of runs (`.airlock/spool/<session>/run-…`) and of sessions.
+    pub spool: crate::session::Reclaimed,
+    /// Idle sessions' sandbox scratch directories.
+    pub scratch: crate::session::Reclaimed,
+    /// Bytes freed in all.
+    pub freed_bytes: u64,
+}
+
 /// The execution kernel: one workspace, one session.
 pub struct Kernel {
     pub(crate) config: KernelConfig,
@@ -121,6 +136,9 @@ impl Kernel {
             env.iter().cloned(),
         ));
         let store = Store::open(&root, &config.session)?;
+        if let Some(limit) = cfg.max_staged_bytes {
+            store.set_max_staged_bytes(limit);
+        }
         airlock_sandbox::timing::mark("store open");
         let startup = recover_at_startup(&root, &config.settings);
         airlock_sandbox::timing::mark("journal recovery");
@@ -167,6 +185,30 @@ impl Kernel {
         self.jail.set_unrestricted(&grant);
         self.policy.grant_unrestricted(grant);
         journal.commit(id)
+    }
+
+    /// Sets the ceiling on the bytes this session may stage (the operator's `--max-staged`,
+    /// over the user config's `[limits] max_staged_bytes` and the default of 2 GiB): a
+    /// `write_file`, `edit_file` or command harvest that would take the changeset past it fails
+    /// whole, naming the ceiling.
+    pub fn set_max_staged_bytes(&self, limit: u64) {
+        self.store.set_max_staged_bytes(limit);
+    }
+
+    /// `airlock gc`: removes the blobs nothing names ([`airlock_stage::gc::collect`]), the
+    /// spools of runs that died and of sessions that are gone (and prunes the rest to their
+    /// bounds), and the sandbox scratch of idle sessions, whatever its depth. An operator's
+    /// maintenance command, never a tool.
+    pub fn gc(&self) -> Result<GcSummary, airlock_stage::gc::GcError> {
+        let blobs = airlock_stage::gc::collect(&self.root)?;
+        let spool = crate::session::collect_spools(&self.root);
+        let scratch = crate::session::collect_scratch(&self.config.settings);
+        Ok(GcSummary {
+            freed_bytes: blobs.removed_bytes + spool.bytes + scratch.bytes,
+            blobs,
+            spool,
+            scratch,
+        })
     }
 
     /// True once the operator granted this session unrestricted.

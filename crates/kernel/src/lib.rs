@@ -39,5 +39,6 @@ pub use api::{
     Approval, ApprovalRequest, Approver, CallContext, CallOutcome, Cancel, DenyAll, GuardCheck,
     KernelConfig, Notice, OperatorInputs, Settings, ToolSpec, guard_check,
 };
-pub use kernel::{Kernel, OpenError};
+pub use kernel::{GcSummary, Kernel, OpenError};
 pub use output::Status;
+pub use session::Reclaimed;

@@ -115,14 +115,34 @@ fn try_lock_exclusive(path: &Path) -> Option<Option<std::fs::File>> {
     }
 }
 
+/// What a clean-up removed: directories, the bytes their files held, and how many it passed by
+/// because they are in use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Reclaimed {
+    /// Directories removed.
+    pub removed: usize,
+    /// Bytes the files in them held.
+    pub bytes: u64,
+    /// Directories left because a run or a live warm host holds them.
+    pub in_use: usize,
+}
+
 /// Removes the scratch directories under `base` idle for `max_idle` or longer, except `keep`
-/// and any that a run (shared [`IN_USE`] lock) or a live warm host (`host.sock.lock`) holds.
-/// Best effort: whatever cannot be removed now is left for a later prune.
-pub(crate) fn prune_idle_scratch(base: &Path, keep: &Path, max_idle: Duration) {
+/// and any that a run (shared [`IN_USE`] lock) or a live warm host (`host.sock.lock`) holds,
+/// whatever their depth ([`airlock_sandbox::tree`]). Best effort: whatever cannot be removed
+/// now is left for a later prune.
+pub(crate) fn prune_idle_scratch(base: &Path, keep: &Path, max_idle: Duration) -> Reclaimed {
+    let mut done = Reclaimed::default();
     let Ok(entries) = std::fs::read_dir(base) else {
-        return;
+        return done;
     };
     let now = std::time::SystemTime::now();
+    let remove = |path: &Path, done: &mut Reclaimed| {
+        if let Ok(bytes) = airlock_sandbox::tree::remove_tree_counted(path) {
+            done.removed += 1;
+            done.bytes += bytes;
+        }
+    };
     for entry in entries.flatten() {
         let (path, name) = (entry.path(), entry.file_name());
         if path == keep {
@@ -136,7 +156,7 @@ pub(crate) fn prune_idle_scratch(base: &Path, keep: &Path, max_idle: Duration) {
             continue;
         }
         if leftover {
-            let _ = airlock_sandbox::remove_tree(&path);
+            remove(&path, &mut done);
             continue;
         }
         let idle = md
@@ -145,12 +165,14 @@ pub(crate) fn prune_idle_scratch(base: &Path, keep: &Path, max_idle: Duration) {
             .and_then(|m| now.duration_since(m).ok())
             .unwrap_or_default();
         if idle < max_idle {
+            done.in_use += 1;
             continue;
         }
         let (Some(_run), Some(_host)) = (
             try_lock_exclusive(&path.join(IN_USE)),
             try_lock_exclusive(&path.join(WARM_HOST_LOCK)),
         ) else {
+            done.in_use += 1;
             continue;
         };
         let mut doomed = OsString::from(PRUNING);
@@ -158,9 +180,60 @@ pub(crate) fn prune_idle_scratch(base: &Path, keep: &Path, max_idle: Duration) {
         let doomed = base.join(doomed);
         if std::fs::rename(&path, &doomed).is_ok() {
             tracing::info!(dir = %path.display(), "removing idle sandbox scratch");
-            let _ = airlock_sandbox::remove_tree(&doomed);
+            remove(&doomed, &mut done);
         }
     }
+    done
+}
+
+/// A scratch directory younger than this is never collected by `gc`: it may be between its
+/// creation and its run's lock.
+pub(crate) const GC_SCRATCH_MIN_IDLE: Duration = Duration::from_secs(60);
+
+/// `gc`'s pass over the sandbox scratch of every session of this user (`settings` choose the
+/// directory): each scratch directory no run and no live warm host holds, idle for
+/// [`GC_SCRATCH_MIN_IDLE`], goes (it holds derived data only; a later run makes it again).
+pub(crate) fn collect_scratch(settings: &Settings) -> Reclaimed {
+    match scratch_base(settings) {
+        Ok(base) => prune_idle_scratch(&base, Path::new(""), GC_SCRATCH_MIN_IDLE),
+        Err(_) => Reclaimed::default(),
+    }
+}
+
+/// `gc`'s pass over the workspace's spools (`.airlock/spool/<session>/`): a session without a
+/// changeset database loses its whole spool; every other session's spool is pruned as after
+/// its runs ([`prune_spool`]: unfinished runs go, kept ones within the bounds stay), unless a
+/// command of the session holds its run lock now.
+pub(crate) fn collect_spools(root: &Path) -> Reclaimed {
+    let mut done = Reclaimed::default();
+    let state = root.join(".airlock");
+    let spool = state.join("spool");
+    if !real_dirs_below_state(&spool) {
+        return done;
+    }
+    let Ok(rd) = std::fs::read_dir(&spool) else {
+        return done;
+    };
+    for e in rd.flatten() {
+        let (name, path) = (e.file_name(), e.path());
+        let mut db = name.clone();
+        db.push(".db");
+        let mut lock = name.clone();
+        lock.push(".lock");
+        let Some(_held) = try_lock_exclusive(&state.join("locks").join(&lock)) else {
+            done.in_use += 1;
+            continue;
+        };
+        if state.join("sessions").join(&db).is_file() && e.file_type().is_ok_and(|t| t.is_dir()) {
+            let pruned = prune_spool(&path, SPOOL_KEEP_RUNS, SPOOL_KEEP_BYTES);
+            done.removed += pruned.removed;
+            done.bytes += pruned.bytes;
+        } else if let Ok(bytes) = airlock_sandbox::tree::remove_tree_counted(&path) {
+            done.removed += 1;
+            done.bytes += bytes;
+        }
+    }
+    done
 }
 
 /// Opens `dir`'s [`IN_USE`] lock shared, creating it; `None` if `dir` was pruned meanwhile
@@ -192,6 +265,11 @@ impl SessionScratch {
     /// resets `work` itself before it mounts (and a warm host right after each run).
     pub(crate) fn clear_run_dirs(&self) -> std::io::Result<()> {
         empty_dir(&self.upper)?;
+        // A verification's own scratch (`verify/<run>`), left behind only by a crash.
+        let verify = self.dir.join("verify");
+        if verify.is_dir() {
+            empty_dir(&verify)?;
+        }
         match std::fs::create_dir(&self.work) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
             _ => Ok(()),
@@ -243,16 +321,12 @@ fn private_dir(dir: &Path, uid: u32) -> std::io::Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// Removes everything inside `dir` (creating it if missing), whatever the entries' modes.
+/// Removes everything inside `dir` (creating it if missing), whatever the entries' modes and
+/// however deep a command built its tree (by directory handles, never by a path past
+/// `PATH_MAX`: [`airlock_sandbox::tree`]).
 fn empty_dir(dir: &Path) -> std::io::Result<()> {
-    match std::fs::read_dir(dir) {
-        Ok(rd) => {
-            for entry in rd {
-                let path = entry?.path();
-                airlock_sandbox::remove_tree(&path)?;
-            }
-            Ok(())
-        }
+    match airlock_sandbox::tree::empty_dir_counted(dir) {
+        Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(dir),
         Err(e) => Err(e),
     }
@@ -294,7 +368,9 @@ pub(crate) fn prepare_session_run(
     let in_use = loop {
         attempts += 1;
         match std::fs::create_dir(&dir) {
-            Ok(()) => prune_idle_scratch(&base, &dir, SCRATCH_MAX_IDLE),
+            Ok(()) => {
+                prune_idle_scratch(&base, &dir, SCRATCH_MAX_IDLE);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io("scratch directory", &dir, e)),
         }
@@ -416,18 +492,25 @@ impl Drop for RunSpool {
         if !self.kept {
             let _ = airlock_sandbox::remove_tree(&self.dir);
         }
-        prune_spool(&self.session_dir, SPOOL_KEEP_RUNS, SPOOL_KEEP_BYTES);
+        let _ = prune_spool(&self.session_dir, SPOOL_KEEP_RUNS, SPOOL_KEEP_BYTES);
     }
 }
 
 /// Keeps the newest `keep_runs` kept run directories of `dir` within `keep_bytes` (the newest
-/// always), removing every other entry. Best effort.
-pub(crate) fn prune_spool(dir: &Path, keep_runs: usize, keep_bytes: u64) {
+/// always), removing every other entry, whatever its depth. Best effort; says what went.
+pub(crate) fn prune_spool(dir: &Path, keep_runs: usize, keep_bytes: u64) -> Reclaimed {
+    let mut done = Reclaimed::default();
     if !real_dirs_below_state(dir) {
-        return;
+        return done;
     }
     let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
+        return done;
+    };
+    let mut remove = |path: &Path| {
+        if let Ok(bytes) = airlock_sandbox::tree::remove_tree_counted(path) {
+            done.removed += 1;
+            done.bytes += bytes;
+        }
     };
     let mut runs: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
     for e in rd.flatten() {
@@ -439,7 +522,7 @@ pub(crate) fn prune_spool(dir: &Path, keep_runs: usize, keep_bytes: u64) {
             runs.push((name, path));
         } else {
             // A run that never finished (its airlock died), or anything else: not ours to keep.
-            let _ = airlock_sandbox::remove_tree(&path);
+            remove(&path);
         }
     }
     // Names start with a fixed-width timestamp: newest last.
@@ -448,9 +531,10 @@ pub(crate) fn prune_spool(dir: &Path, keep_runs: usize, keep_bytes: u64) {
     for (i, (_, path)) in runs.iter().rev().enumerate() {
         bytes += dir_bytes(path);
         if i > 0 && (i >= keep_runs || bytes > keep_bytes) {
-            let _ = airlock_sandbox::remove_tree(path);
+            remove(path);
         }
     }
+    done
 }
 
 /// True when `dir` and its ancestors up to the `.airlock` directory are real directories (no

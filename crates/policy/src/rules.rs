@@ -33,6 +33,7 @@
 //!
 //! [limits]
 //! max_file_bytes = 8388608                   # default 8 MiB
+//! max_staged_bytes = 2147483648              # a session's staged contents (user config only)
 //!
 //! [sandbox]
 //! expose_sensitive = [".env.test"]           # sensitive workspace files commands may read
@@ -350,6 +351,9 @@ pub struct Config {
     pub plan_artifacts: Vec<String>,
     /// Largest file a tool reads or writes, in bytes.
     pub max_file_bytes: u64,
+    /// Ceiling on the bytes a session may stage (`[limits] max_staged_bytes` of the user
+    /// config; never from a workspace-local file); `None`: the store's default.
+    pub max_staged_bytes: Option<u64>,
     /// Path globs of sensitive workspace files (`.env.test`, `config/*.pem`) that sandboxed
     /// commands may read; every other sensitive file is masked in the sandbox.
     pub expose_sensitive: Vec<String>,
@@ -372,6 +376,7 @@ impl Default for Config {
             rules: Rules::new(),
             plan_artifacts: default_plan_artifacts(),
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_staged_bytes: None,
             expose_sensitive: Vec::new(),
             notices: Vec::new(),
             verify_command: None,
@@ -582,6 +587,8 @@ struct RawPermissions {
 struct RawLimits {
     #[serde(default)]
     max_file_bytes: Option<u64>,
+    #[serde(default)]
+    max_staged_bytes: Option<toml::Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -589,6 +596,31 @@ struct RawLimits {
 struct RawSandbox {
     #[serde(default)]
     expose_sensitive: Vec<toml::Spanned<String>>,
+}
+
+/// `[limits]`: `max_staged_bytes` counts only from the user config (a workspace must not raise
+/// the ceiling on what its own agent may stage).
+fn merge_limits(
+    config: &mut Config,
+    limits: RawLimits,
+    path: &Path,
+    text: &str,
+    workspace: Option<&Path>,
+) {
+    if let Some(n) = limits.max_file_bytes {
+        config.max_file_bytes = n;
+    }
+    if let Some(n) = limits.max_staged_bytes {
+        if workspace.is_some_and(|ws| path == local_config_path(ws)) {
+            config.notices.push(format!(
+                "Ignored `max_staged_bytes` in {}:{}: the ceiling on a session's staged contents comes from the user config or the command line only.",
+                path.display(),
+                line_of(text, n.span().start)
+            ));
+        } else {
+            config.max_staged_bytes = Some(*n.get_ref());
+        }
+    }
 }
 
 /// The user-level config path from the values of `XDG_CONFIG_HOME` and `HOME` (the caller
@@ -728,8 +760,8 @@ pub fn merge_file_for(
             .expose_sensitive
             .extend(sandbox.expose_sensitive.into_iter().map(|g| g.into_inner()));
     }
-    if let Some(n) = raw.limits.and_then(|l| l.max_file_bytes) {
-        config.max_file_bytes = n;
+    if let Some(limits) = raw.limits {
+        merge_limits(config, limits, path, text, workspace);
     }
     if let Some(v) = raw.verify {
         let checked = |c: toml::Spanned<Vec<String>>| -> Result<Vec<String>, ConfigError> {
@@ -1007,6 +1039,33 @@ mod tests {
             c.notices[1].contains("`unrestricted` in c.toml:1"),
             "{:?}",
             c.notices
+        );
+    }
+
+    #[test]
+    fn the_staged_bytes_ceiling_loads_from_the_user_config_only() {
+        let ws = tempfile::tempdir().unwrap();
+        let wsp = ws.path().canonicalize().unwrap();
+        let user = ws.path().join("user.toml");
+        std::fs::write(&user, "[limits]\nmax_staged_bytes = 1048576\n").unwrap();
+        std::fs::create_dir_all(wsp.join(".airlock")).unwrap();
+        std::fs::write(
+            local_config_path(&wsp),
+            "[limits]\nmax_staged_bytes = 999999999999\n",
+        )
+        .unwrap();
+        let c = load_config(Some(&user), &wsp, true).unwrap();
+        assert_eq!(c.max_staged_bytes, Some(1 << 20));
+        assert!(
+            c.notices
+                .iter()
+                .any(|n| n.contains("Ignored `max_staged_bytes`")),
+            "{:?}",
+            c.notices
+        );
+        assert_eq!(
+            load_config(None, &wsp, false).unwrap().max_staged_bytes,
+            None
         );
     }
 

@@ -39,6 +39,14 @@ pub enum UpperChange {
         /// True when the directory hides everything beneath it in the lower layers.
         opaque: bool,
     },
+    /// An entry whose workspace-relative path is longer than the harvest's limit
+    /// ([`harvest_within`]): it and everything below it are left unread, never staged.
+    TooLong {
+        /// Workspace-relative path.
+        path: PathBuf,
+        /// The limit, in bytes, that the path exceeds.
+        limit: usize,
+    },
     /// A file type airlock does not stage (fifo, socket, device): reported, never applied.
     Unsupported {
         /// Workspace-relative path.
@@ -56,6 +64,7 @@ impl UpperChange {
             | UpperChange::Delete { path }
             | UpperChange::Symlink { path, .. }
             | UpperChange::Dir { path, .. }
+            | UpperChange::TooLong { path, .. }
             | UpperChange::Unsupported { path, .. } => path,
         }
     }
@@ -63,77 +72,114 @@ impl UpperChange {
 
 const XATTR_PREFIXES: [&str; 2] = ["user.overlay.", "trusted.overlay."];
 
+/// The longest path a system call takes, terminating NUL included (Linux's `PATH_MAX`).
+pub const PATH_MAX: usize = 4096;
+
 /// Lists the changes recorded in an overlay upper directory, sorted by path (parents before
 /// children).
 ///
 /// Whiteouts (0/0 character devices, or files carrying an `overlay.whiteout` xattr) become
 /// [`UpperChange::Delete`]. Redirected or metacopy entries (features airlock never enables)
-/// are an error rather than a guess.
+/// are an error rather than a guess. Entries whose absolute path in `upper` would not fit in
+/// [`PATH_MAX`] are [`UpperChange::TooLong`] (see [`harvest_within`]).
 pub fn harvest(upper: &Path) -> io::Result<Vec<UpperChange>> {
+    harvest_within(
+        upper,
+        (PATH_MAX - 2).saturating_sub(upper.as_os_str().len()),
+    )
+}
+
+/// [`harvest`], where an entry whose workspace-relative path is longer than `max_rel` bytes is
+/// reported as [`UpperChange::TooLong`] and neither read nor descended into. `max_rel` is
+/// lowered to what fits below `upper` within [`PATH_MAX`], so every other entry can be read by
+/// its absolute path. The walk keeps one directory open at a time and no recursion, whatever
+/// the depth a command built.
+pub fn harvest_within(upper: &Path, max_rel: usize) -> io::Result<Vec<UpperChange>> {
+    let limit = max_rel.min((PATH_MAX - 2).saturating_sub(upper.as_os_str().len()));
     let mut out = Vec::new();
-    walk(upper, Path::new(""), &mut out)?;
+    let mut pending = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        let abs = upper.join(&rel);
+        let names: Vec<_> = fs::read_dir(&abs)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<io::Result<_>>()?;
+        for name in names {
+            let rel_child = rel.join(name);
+            if rel_child.as_os_str().len() > limit {
+                out.push(UpperChange::TooLong {
+                    path: rel_child,
+                    limit,
+                });
+                continue;
+            }
+            if let Some(dir) = entry(&upper.join(&rel_child), rel_child, &mut out)? {
+                pending.push(dir);
+            }
+        }
+    }
     out.sort_by(|a, b| a.path().cmp(b.path()));
     Ok(out)
 }
 
-fn walk(abs: &Path, rel: &Path, out: &mut Vec<UpperChange>) -> io::Result<()> {
-    for entry in fs::read_dir(abs)? {
-        let entry = entry?;
-        let abs_child = entry.path();
-        let rel_child = rel.join(entry.file_name());
-        let meta = fs::symlink_metadata(&abs_child)?;
-        let ft = meta.file_type();
-        let mode = meta.mode() & 0o7777;
-        for name in ["redirect", "metacopy"] {
-            if has_overlay_xattr(&abs_child, name)? {
-                return Err(io::Error::other(format!(
-                    "{} carries an overlay {name} xattr, which harvest does not interpret",
-                    abs_child.display()
-                )));
-            }
-        }
-        if ft.is_char_device() && meta.rdev() == 0 {
-            out.push(UpperChange::Delete { path: rel_child });
-        } else if ft.is_dir() {
-            let opaque = overlay_xattr_is(&abs_child, "opaque", b"y")?;
-            out.push(UpperChange::Dir {
-                path: rel_child.clone(),
-                mode,
-                opaque,
-            });
-            walk(&abs_child, &rel_child, out)?;
-        } else if ft.is_symlink() {
-            let target = fs::read_link(&abs_child)?;
-            out.push(UpperChange::Symlink {
-                path: rel_child,
-                target,
-            });
-        } else if ft.is_file() {
-            if meta.len() == 0 && has_overlay_xattr(&abs_child, "whiteout")? {
-                out.push(UpperChange::Delete { path: rel_child });
-            } else {
-                out.push(UpperChange::File {
-                    path: rel_child,
-                    mode,
-                });
-            }
-        } else {
-            let kind = if ft.is_fifo() {
-                "fifo"
-            } else if ft.is_socket() {
-                "socket"
-            } else if ft.is_char_device() {
-                "char device"
-            } else {
-                "block device"
-            };
-            out.push(UpperChange::Unsupported {
-                path: rel_child,
-                kind,
-            });
+/// Records the upper entry at `abs` (workspace path `rel_child`); returns its path when it is a
+/// directory to walk.
+fn entry(
+    abs_child: &Path,
+    rel_child: PathBuf,
+    out: &mut Vec<UpperChange>,
+) -> io::Result<Option<PathBuf>> {
+    let meta = fs::symlink_metadata(abs_child)?;
+    let ft = meta.file_type();
+    let mode = meta.mode() & 0o7777;
+    for name in ["redirect", "metacopy"] {
+        if has_overlay_xattr(abs_child, name)? {
+            return Err(io::Error::other(format!(
+                "{} carries an overlay {name} xattr, which harvest does not interpret",
+                abs_child.display()
+            )));
         }
     }
-    Ok(())
+    if ft.is_char_device() && meta.rdev() == 0 {
+        out.push(UpperChange::Delete { path: rel_child });
+    } else if ft.is_dir() {
+        let opaque = overlay_xattr_is(abs_child, "opaque", b"y")?;
+        out.push(UpperChange::Dir {
+            path: rel_child.clone(),
+            mode,
+            opaque,
+        });
+        return Ok(Some(rel_child));
+    } else if ft.is_symlink() {
+        let target = fs::read_link(abs_child)?;
+        out.push(UpperChange::Symlink {
+            path: rel_child,
+            target,
+        });
+    } else if ft.is_file() {
+        if meta.len() == 0 && has_overlay_xattr(abs_child, "whiteout")? {
+            out.push(UpperChange::Delete { path: rel_child });
+        } else {
+            out.push(UpperChange::File {
+                path: rel_child,
+                mode,
+            });
+        }
+    } else {
+        let kind = if ft.is_fifo() {
+            "fifo"
+        } else if ft.is_socket() {
+            "socket"
+        } else if ft.is_char_device() {
+            "char device"
+        } else {
+            "block device"
+        };
+        out.push(UpperChange::Unsupported {
+            path: rel_child,
+            kind,
+        });
+    }
+    Ok(None)
 }
 
 /// True when `dir` carries an overlay opaque marker (either namespace).
@@ -297,6 +343,48 @@ mod tests {
                 },
                 UpperChange::Delete { path: "wh".into() },
             ]
+        );
+    }
+
+    #[test]
+    fn paths_past_the_limit_are_reported_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let up = dir.path();
+        // 1000 levels of `abcdefghi/`: a 10 KB path, as `mkdir -p` builds it (one level at a
+        // time), which no absolute-path call reaches.
+        let mut fd = rustix::fs::openat(
+            rustix::fs::CWD,
+            up,
+            rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        for _ in 0..1000 {
+            rustix::fs::mkdirat(&fd, "abcdefghi", rustix::fs::Mode::from_raw_mode(0o755)).unwrap();
+            fd = rustix::fs::openat(
+                &fd,
+                "abcdefghi",
+                rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap();
+        }
+        fs::write(up.join("ok.txt"), "x").unwrap();
+        let changes = harvest_within(up, 100).unwrap();
+        // Ten directories fit in 100 bytes (99 with their slashes); the eleventh does not.
+        assert_eq!(changes.len(), 12, "{changes:?}");
+        let Some(UpperChange::TooLong { path, limit: 100 }) = changes.get(10) else {
+            panic!("{changes:?}");
+        };
+        assert_eq!(path.as_os_str().len(), 109);
+        assert!(
+            matches!(&changes[11], UpperChange::File { path, .. } if path == Path::new("ok.txt"))
+        );
+        let full = harvest(up).unwrap();
+        assert!(
+            matches!(full.iter().find(|c| matches!(c, UpperChange::TooLong { .. })),
+            Some(UpperChange::TooLong { path, limit }) if path.as_os_str().len() > *limit
+                && up.join(path.parent().unwrap()).as_os_str().len() < PATH_MAX)
         );
     }
 

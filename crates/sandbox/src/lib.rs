@@ -168,6 +168,7 @@ mod spec;
 mod supervise;
 mod tier;
 pub mod timing;
+pub mod tree;
 mod warm;
 
 /// Warm sandbox hosts, as the program enables and runs them (see [`warm`](self#warm-hosts)):
@@ -180,7 +181,7 @@ pub mod host {
 pub use capture::Captured;
 pub use degraded::DegradedBackend;
 pub use error::SandboxError;
-pub use harvest::{UpperChange, harvest};
+pub use harvest::{PATH_MAX, UpperChange, harvest, harvest_within};
 pub use namespace::NamespaceBackend;
 pub use plan::{ETC_ALLOWLIST, SYS_ALLOWLIST};
 pub use probe::{
@@ -216,43 +217,12 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// Removes `path` and everything below it, whatever modes a command (or overlayfs, which makes
-/// `work/work` mode 000) left on its directories. Entries that vanish meanwhile, `path`
-/// included, are not an error: a warm host and its client may clear the same directory.
+/// Removes `path` and everything below it, whatever its depth and whatever modes a command (or
+/// overlayfs, which makes `work/work` mode 000) left on its directories. Entries that vanish
+/// meanwhile, `path` included, are not an error: a warm host and its client may clear the same
+/// directory. See [`tree`].
 pub fn remove_tree(path: &std::path::Path) -> std::io::Result<()> {
-    use std::io::ErrorKind::NotFound;
-    use std::os::unix::fs::PermissionsExt;
-    let gone = |r: std::io::Result<()>| match r {
-        Err(e) if e.kind() == NotFound => Ok(()),
-        other => other,
-    };
-    let md = match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == NotFound => return Ok(()),
-        other => other?,
-    };
-    if !md.is_dir() {
-        return gone(std::fs::remove_file(path));
-    }
-    if md.permissions().mode() & 0o700 != 0o700 {
-        gone(std::fs::set_permissions(
-            path,
-            std::fs::Permissions::from_mode(0o700),
-        ))?;
-    }
-    match std::fs::read_dir(path) {
-        Ok(entries) => {
-            for entry in entries {
-                match entry {
-                    Ok(e) => remove_tree(&e.path())?,
-                    Err(e) if e.kind() == NotFound => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        Err(e) if e.kind() == NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    }
-    gone(std::fs::remove_dir(path))
+    tree::remove_tree_counted(path).map(drop)
 }
 
 /// The backend of the strongest tier the host offers, down to the weakest the operator allows

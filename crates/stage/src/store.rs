@@ -22,11 +22,12 @@ use airlock_types::RelPath;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::OsStr;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -37,6 +38,38 @@ const SCHEMA_VERSION: i64 = 3;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest accepted session name.
 const MAX_SESSION_NAME: usize = 64;
+
+/// Default ceiling on the bytes a session's changeset may hold (the sizes of its staged
+/// writes): 2 GiB. The operator sets another with [`Store::set_max_staged_bytes`].
+pub const DEFAULT_MAX_STAGED_BYTES: u64 = 2 << 30;
+
+/// The sum of the sizes of a changeset's staged writes.
+const STAGED_BYTES_SQL: &str = "SELECT COALESCE(SUM(json_extract(change, '$.size')), 0) FROM entries WHERE json_extract(change, '$.op') = 'write'";
+
+/// This connection's running total of [`STAGED_BYTES_SQL`]: computed once, then kept by
+/// triggers on every write this connection makes to `entries` (temporary objects: they belong
+/// to the connection, never to the file), and computed again when another connection has
+/// committed since (`PRAGMA data_version`). A replaced row fires its delete trigger
+/// (`recursive_triggers`). So a write checks the ceiling in O(1), not O(entries).
+const STAGED_TOTAL_SQL: &str = "
+PRAGMA recursive_triggers = ON;
+CREATE TEMP TABLE IF NOT EXISTS staged_total (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    bytes INTEGER NOT NULL,
+    data_version INTEGER NOT NULL
+);
+CREATE TEMP TRIGGER IF NOT EXISTS staged_total_insert AFTER INSERT ON main.entries
+WHEN json_extract(NEW.change, '$.op') = 'write'
+BEGIN UPDATE staged_total SET bytes = bytes + json_extract(NEW.change, '$.size'); END;
+CREATE TEMP TRIGGER IF NOT EXISTS staged_total_delete AFTER DELETE ON main.entries
+WHEN json_extract(OLD.change, '$.op') = 'write'
+BEGIN UPDATE staged_total SET bytes = bytes - json_extract(OLD.change, '$.size'); END;
+CREATE TEMP TRIGGER IF NOT EXISTS staged_total_update AFTER UPDATE OF change ON main.entries
+BEGIN UPDATE staged_total SET bytes = bytes
+    - COALESCE(CASE WHEN json_extract(OLD.change, '$.op') = 'write' THEN json_extract(OLD.change, '$.size') END, 0)
+    + COALESCE(CASE WHEN json_extract(NEW.change, '$.op') = 'write' THEN json_extract(NEW.change, '$.size') END, 0);
+END;
+";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS entries (
@@ -155,6 +188,19 @@ pub enum StageError {
     /// The changeset has no passing verdict for its current hash.
     #[error(transparent)]
     NotVerified(#[from] NotVerified),
+    /// A batch would take the changeset's staged bytes past the session's ceiling; nothing of
+    /// it was staged.
+    #[error(
+        "staging this would bring the session's staged contents to {after} bytes, over its ceiling of {limit} bytes ({before} bytes are staged now); nothing of it was staged. `discard` drops the session's staged changes, or the operator raises the ceiling with `--max-staged BYTES` or `[limits] max_staged_bytes` in the user config"
+    )]
+    OverCeiling {
+        /// The ceiling, in bytes.
+        limit: u64,
+        /// Bytes staged before the batch.
+        before: u64,
+        /// Bytes the batch would have left staged.
+        after: u64,
+    },
     /// The changeset changed between the apply and the clean-up after it.
     #[error(
         "the changeset changed after it was applied (applied {applied}, now {current}); its entries were kept"
@@ -241,6 +287,8 @@ pub struct Store {
     ws: Dir,
     blobs: BlobStore,
     conn: Mutex<Connection>,
+    /// The ceiling on the changeset's staged bytes ([`DEFAULT_MAX_STAGED_BYTES`]).
+    max_staged: AtomicU64,
 }
 
 impl Store {
@@ -286,6 +334,7 @@ impl Store {
             ws,
             blobs,
             conn: Mutex::new(conn),
+            max_staged: AtomicU64::new(DEFAULT_MAX_STAGED_BYTES),
         })
     }
 
@@ -297,6 +346,24 @@ impl Store {
     /// The session name.
     pub fn session(&self) -> &str {
         &self.session
+    }
+
+    /// Sets the ceiling on the bytes the changeset may hold (the sizes of its staged writes): a
+    /// batch that would take it past the ceiling fails whole ([`StageError::OverCeiling`]);
+    /// one that shrinks it always goes through. The operator's setting, never the workspace's.
+    pub fn set_max_staged_bytes(&self, limit: u64) {
+        self.max_staged.store(limit, Ordering::Relaxed);
+    }
+
+    /// The ceiling on the changeset's staged bytes.
+    pub fn max_staged_bytes(&self) -> u64 {
+        self.max_staged.load(Ordering::Relaxed)
+    }
+
+    /// The bytes the changeset holds now: the sum of the sizes of its staged writes.
+    pub fn staged_bytes(&self) -> Result<u64, StageError> {
+        let conn = self.lock();
+        staged_bytes_in(&conn).map_err(|e| self.db(e))
     }
 
     /// The blob store holding staged contents.
@@ -425,6 +492,7 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.db(e))?;
         let n = ops.len();
+        let before = staged_bytes_in(&tx).map_err(|e| self.db(e))?;
         {
             let cx = Ctx {
                 conn: &tx,
@@ -432,9 +500,22 @@ impl Store {
                 blobs: &self.blobs,
                 db_path: &self.db_path,
                 unsynced: Cell::new(wrote),
+                parent_memo: RefCell::new(None),
             };
             for (op, hash) in ops.into_iter().zip(hashes) {
                 cx.run(op, hash)?;
+            }
+            // The session's ceiling: a batch that grows the changeset past it is rolled back.
+            let (after, limit) = (
+                staged_bytes_in(&tx).map_err(|e| self.db(e))?,
+                self.max_staged_bytes(),
+            );
+            if after > limit && after > before {
+                return Err(StageError::OverCeiling {
+                    limit,
+                    before,
+                    after,
+                });
             }
             // Every blob the entries name is on disk before the entries are.
             if cx.unsynced.get() {
@@ -659,12 +740,39 @@ impl Store {
             blobs: &self.blobs,
             db_path: &self.db_path,
             unsynced: Cell::new(false),
+            parent_memo: RefCell::new(None),
         }
     }
 
     fn db(&self, source: rusqlite::Error) -> StageError {
         db_error(&self.db_path, source)
     }
+}
+
+/// The sum of the sizes of the staged writes ([`Store::staged_bytes`]): this connection's
+/// running total ([`STAGED_TOTAL_SQL`]), computed afresh when another connection committed
+/// since it was.
+fn staged_bytes_in(conn: &Connection) -> rusqlite::Result<u64> {
+    let version: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+    let kept: Option<(i64, i64)> = conn
+        .query_row(
+            "SELECT bytes, data_version FROM staged_total WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let n = match kept {
+        Some((n, v)) if v == version => n,
+        _ => {
+            let n: i64 = conn.query_row(STAGED_BYTES_SQL, [], |r| r.get(0))?;
+            conn.execute(
+                "INSERT OR REPLACE INTO staged_total (id, bytes, data_version) VALUES (1, ?1, ?2)",
+                params![n, version],
+            )?;
+            n
+        }
+    };
+    Ok(n.max(0).unsigned_abs())
 }
 
 fn db_error(path: &Path, source: rusqlite::Error) -> StageError {
@@ -790,6 +898,7 @@ fn open_db_once(path: &Path) -> Result<Connection, StageError> {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })?;
+    conn.execute_batch(STAGED_TOTAL_SQL).map_err(err)?;
     Ok(conn)
 }
 
@@ -819,6 +928,12 @@ pub(crate) struct Ctx<'a> {
     db_path: &'a Path,
     /// Blobs were written with `put_deferred` and must be flushed before the commit.
     unsynced: Cell<bool>,
+    /// The directory the last operation staged, as the merged view shows it now (a directory),
+    /// and the `covered` that [`Ctx::check_parents`] finds for a path right below it: a batch
+    /// that stages a deep tree parents first (a harvest) then checks each entry's parents in
+    /// one step instead of one per level. Taken by the next operation; set only by
+    /// [`Ctx::change`] after its writes.
+    parent_memo: RefCell<Option<(RelPath, bool)>>,
 }
 
 /// The exclusive upper bound of the paths strictly below `p` (`p/` .. `p0`, as `0` follows `/`).
@@ -1213,6 +1328,8 @@ impl<'a> Ctx<'a> {
     }
 
     fn run(&self, op: StageOp, hash: Option<ContentHash>) -> Result<(), StageError> {
+        // What the last operation left for its children; anything else recomputes.
+        let memo = self.parent_memo.take();
         let touched: [Option<&RelPath>; 2] = match &op {
             StageOp::Write { path, .. }
             | StageOp::Delete { path }
@@ -1264,6 +1381,8 @@ impl<'a> Ctx<'a> {
                         hash: content.to_hex(),
                     });
                 }
+                // A harvest's entry may use what the previous one found for its parent.
+                self.parent_memo.replace(memo);
                 self.change(&path, change, session_local, flagged, false)
             }
         }
@@ -1303,10 +1422,37 @@ impl<'a> Ctx<'a> {
         )
     }
 
-    /// The core rule set shared by every operation (see the module docs).
+    /// The core rule set shared by every operation (see the module docs). The parents are
+    /// checked from scratch unless the previous operation of the batch staged the parent
+    /// directory itself ([`Ctx::parent_memo`]); a directory staged here leaves its own.
     fn change(
         &self,
         path: &RelPath,
+        change: Change,
+        session_local: bool,
+        flagged: Option<Flag>,
+        strict: bool,
+    ) -> Result<(), StageError> {
+        let covered = match self.parent_memo.take() {
+            Some((dir, c)) if path.parent().as_ref() == Some(&dir) => c,
+            _ => self.check_parents(path)?,
+        };
+        let is_dir = matches!(change, Change::Dir { .. });
+        self.change_below(path, covered, change, session_local, flagged, strict)?;
+        if is_dir && let (Node::Dir, c) = self.step(path, covered)? {
+            // What `check_parents` finds for a path right below `path`: its ancestors' answer
+            // (`covered`) is unchanged by an entry below them, and `path` is a directory now.
+            self.parent_memo.replace(Some((path.clone(), c)));
+        }
+        Ok(())
+    }
+
+    /// [`Ctx::change`] with its parents checked: `covered` is what [`Ctx::check_parents`]
+    /// returned for `path`.
+    fn change_below(
+        &self,
+        path: &RelPath,
+        covered: bool,
         change: Change,
         session_local: bool,
         flagged: Option<Flag>,
@@ -1328,7 +1474,6 @@ impl<'a> Ctx<'a> {
             },
             other => other,
         };
-        let covered = self.check_parents(path)?;
         let existing = self.entry(path)?;
         let (current, _) = self.step(path, covered)?;
         if strict {

@@ -6,7 +6,7 @@
 //! stays inside the workspace; an absolute target or one that climbs out is refused.
 
 use crate::model::Change;
-use crate::store::{Ctx, FileSrc, Node, StageError, Store, ancestors};
+use crate::store::{Ctx, FileSrc, Node, StageError, Store};
 use airlock_types::RelPath;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// Symlink hops allowed while resolving one path (Linux's limit).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -439,13 +440,25 @@ pub fn is_ignored(workspace: &Path, rel: &RelPath, is_dir: bool) -> bool {
 }
 
 /// The workspace's ignore rules, read lazily per directory and cached: for classifying many
-/// paths (a sandbox harvest) without re-reading the same ignore files.
+/// paths (a sandbox harvest) without re-reading the same ignore files. Each directory's state
+/// (the matchers that apply below it, and whether it is itself ignored) is computed once from
+/// its parent's, so a path costs one lookup of its parent however deep it lies.
 #[derive(Debug)]
 pub struct IgnoreRules {
     root: PathBuf,
     dir: Option<Dir>,
-    /// Per directory (raw path bytes, empty for the root): matchers in precedence order.
-    cache: HashMap<Vec<u8>, Vec<Gitignore>>,
+    /// Per directory (raw path bytes, empty for the root): its state.
+    states: HashMap<Vec<u8>, DirRules>,
+}
+
+/// What the ignore rules say at one directory.
+#[derive(Debug, Clone, Default)]
+struct DirRules {
+    /// The matchers of this directory and of every ancestor that has some, nearest first, each
+    /// directory's in precedence order: the first that matches a path below decides.
+    chain: Vec<Arc<Vec<Gitignore>>>,
+    /// The directory itself, or one of its ancestors, is ignored.
+    ignored: bool,
 }
 
 impl IgnoreRules {
@@ -454,72 +467,107 @@ impl IgnoreRules {
         IgnoreRules {
             root: workspace.to_path_buf(),
             dir: Dir::open_ambient_dir(workspace, ambient_authority()).ok(),
-            cache: HashMap::new(),
+            states: HashMap::new(),
         }
     }
 
     /// True when `rel` or one of its parent directories is ignored.
     pub fn is_ignored(&mut self, rel: &RelPath, is_dir: bool) -> bool {
-        let mut chain = ancestors(rel);
-        chain.push(rel.clone());
-        let n = chain.len();
-        chain
-            .iter()
-            .enumerate()
-            .any(|(i, a)| self.matches(a, if i + 1 == n { is_dir } else { true }))
+        let parent = self.state(rel.parent().as_ref());
+        parent.ignored || self.decide(&parent.chain, rel, is_dir)
     }
 
-    fn matches(&mut self, path: &RelPath, is_dir: bool) -> bool {
+    /// The first matcher of `chain` that matches `path` decides whether it is ignored.
+    fn decide(&self, chain: &[Arc<Vec<Gitignore>>], path: &RelPath, is_dir: bool) -> bool {
         let abs = self.root.join(path.as_path());
-        // The nearest directory's rules decide; deeper rules override shallower ones.
-        let mut dirs: Vec<Option<RelPath>> = vec![None];
-        dirs.extend(ancestors(path).into_iter().map(Some));
-        for d in dirs.iter().rev() {
-            for m in self.matchers(d.as_ref()) {
-                let hit = m.matched(&abs, is_dir);
-                if hit.is_ignore() {
-                    return true;
-                }
-                if hit.is_whitelist() {
-                    return false;
-                }
+        for m in chain.iter().flat_map(|l| l.iter()) {
+            let hit = m.matched(&abs, is_dir);
+            if hit.is_ignore() {
+                return true;
+            }
+            if hit.is_whitelist() {
+                return false;
             }
         }
         false
     }
 
-    fn matchers(&mut self, d: Option<&RelPath>) -> &[Gitignore] {
-        let key = d.map(|d| d.as_bytes().to_vec()).unwrap_or_default();
-        if !self.cache.contains_key(&key) {
-            let mut files = vec![".ignore", ".gitignore"];
-            if d.is_none() {
-                files.push(".git/info/exclude");
-            }
-            let dir_abs = match d {
-                Some(d) => self.root.join(d.as_path()),
-                None => self.root.clone(),
-            };
-            let mut list = Vec::new();
-            for f in files {
-                let rel = match d {
-                    Some(d) => d.as_path().join(f),
-                    None => PathBuf::from(f),
-                };
-                let Some(text) = self.read_regular(&rel) else {
-                    continue;
-                };
-                let mut b = GitignoreBuilder::new(&dir_abs);
-                for line in String::from_utf8_lossy(&text).lines() {
-                    // A bad line is skipped, as git does.
-                    let _ = b.add_line(Some(dir_abs.join(f)), line);
-                }
-                if let Ok(g) = b.build() {
-                    list.push(g);
-                }
-            }
-            self.cache.insert(key.clone(), list);
+    /// The state of directory `d` (`None`: the root), computed from the nearest known ancestor
+    /// down.
+    fn state(&mut self, d: Option<&RelPath>) -> DirRules {
+        let key = |d: Option<&RelPath>| d.map(|d| d.as_bytes().to_vec()).unwrap_or_default();
+        if let Some(s) = self.states.get(&key(d)) {
+            return s.clone();
         }
-        self.cache.get(&key).map(Vec::as_slice).unwrap_or(&[])
+        // The directories from `d` up to the nearest one already known (or the root).
+        let mut todo: Vec<Option<RelPath>> = vec![d.cloned()];
+        let mut cur = d.and_then(RelPath::parent);
+        let mut base = loop {
+            match cur {
+                Some(p) => match self.states.get(p.as_bytes()) {
+                    Some(s) => break s.clone(),
+                    None => {
+                        cur = p.parent();
+                        todo.push(Some(p));
+                    }
+                },
+                None => match self.states.get(&Vec::new()) {
+                    Some(s) => break s.clone(),
+                    None => {
+                        todo.push(None);
+                        break DirRules::default();
+                    }
+                },
+            }
+        };
+        if d.is_none() {
+            todo.truncate(1);
+        }
+        for dir in todo.into_iter().rev() {
+            let ignored = base.ignored
+                || dir
+                    .as_ref()
+                    .is_some_and(|p| self.decide(&base.chain, p, true));
+            let own = self.own_matchers(dir.as_ref());
+            let mut chain = base.chain;
+            if !own.is_empty() {
+                chain.insert(0, Arc::new(own));
+            }
+            base = DirRules { chain, ignored };
+            self.states.insert(key(dir.as_ref()), base.clone());
+        }
+        base
+    }
+
+    /// The matchers of the ignore files in directory `d` (`None`: the root).
+    fn own_matchers(&self, d: Option<&RelPath>) -> Vec<Gitignore> {
+        let mut files = vec![".ignore", ".gitignore"];
+        if d.is_none() {
+            files.push(".git/info/exclude");
+        }
+        let dir_abs = match d {
+            Some(d) => self.root.join(d.as_path()),
+            None => self.root.clone(),
+        };
+        let mut list = Vec::new();
+        for f in files {
+            let rel = match d {
+                Some(d) => d.as_path().join(f),
+                None => PathBuf::from(f),
+            };
+            let Some(text) = self.read_regular(&rel) else {
+                continue;
+            };
+            let mut b = GitignoreBuilder::new(&dir_abs);
+            for line in String::from_utf8_lossy(&text).lines() {
+                // A bad line is skipped, as git does.
+                let _ = b.add_line(Some(dir_abs.join(f)), line);
+            }
+            if let Ok(g) = b.build() {
+                list.push(g);
+            }
+        }
+        list
     }
 
     /// The bytes of a regular file inside the workspace; never through a symlink.
@@ -539,6 +587,39 @@ mod tests {
 
     fn rp(s: &str) -> RelPath {
         RelPath::new(s).unwrap()
+    }
+
+    #[test]
+    fn ignore_rules_nearest_decides_and_deep_paths_cost_one_lookup() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(".gitignore"), "target/\n*.log\n").unwrap();
+        std::fs::create_dir_all(d.path().join("sub")).unwrap();
+        std::fs::write(d.path().join("sub/.gitignore"), "!keep.log\nlocal/\n").unwrap();
+        let mut r = IgnoreRules::new(d.path());
+        for (p, dir, want) in [
+            ("target", true, true),
+            ("target/x.rs", false, true),
+            ("a.log", false, true),
+            ("src/main.rs", false, false),
+            ("sub/keep.log", false, false),
+            ("sub/other.log", false, true),
+            ("sub/local/deep/file", false, true),
+            ("sub/src/x.rs", false, false),
+        ] {
+            assert_eq!(r.is_ignored(&rp(p), dir), want, "{p}");
+        }
+        // 2000 levels (4 KB): every level is judged once, from its parent's state.
+        let deep = vec!["a"; 2000].join("/");
+        let t = std::time::Instant::now();
+        for i in (1..=2000).map(|n| 2 * n - 1) {
+            assert!(!r.is_ignored(&rp(&deep[..i]), true));
+        }
+        assert!(r.is_ignored(&rp(&format!("{deep}/x.log")), false));
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

@@ -677,3 +677,143 @@ fn the_kept_wal_is_empty_between_processes() {
         Some("src/lib.rs".to_string())
     );
 }
+
+#[test]
+fn a_session_cannot_stage_past_its_ceiling_and_can_always_shrink() {
+    let ws = workspace();
+    let s = Store::open(ws.path(), "t").unwrap();
+    assert_eq!(
+        s.max_staged_bytes(),
+        airlock_stage::store::DEFAULT_MAX_STAGED_BYTES
+    );
+    s.set_max_staged_bytes(100);
+    s.stage_write(&rp("a"), &[b'a'; 60], None).unwrap();
+    assert_eq!(s.staged_bytes().unwrap(), 60);
+    // A batch past the ceiling fails whole: nothing of it is staged.
+    let err = s
+        .stage_batch([
+            StageOp::Write {
+                path: rp("small"),
+                content: b"s".to_vec(),
+                mode: None,
+            },
+            StageOp::Write {
+                path: rp("b"),
+                content: vec![b'b'; 60],
+                mode: None,
+            },
+        ])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StageError::OverCeiling {
+                limit: 100,
+                before: 60,
+                after: 121
+            }
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("100 bytes") && msg.contains("discard") && msg.contains("--max-staged"),
+        "{msg}"
+    );
+    assert!(s.get(&rp("small")).unwrap().is_none());
+    assert_eq!(s.staged_bytes().unwrap(), 60);
+    // Replacing a staged write counts its new size only.
+    s.stage_write(&rp("a"), &[b'a'; 95], None).unwrap();
+    assert_eq!(s.staged_bytes().unwrap(), 95);
+    // Under a lowered ceiling, what shrinks the changeset still goes through.
+    s.set_max_staged_bytes(10);
+    s.stage_write(&rp("a"), &[b'a'; 50], None).unwrap();
+    s.stage_delete(&rp("a")).unwrap();
+    assert_eq!(s.staged_bytes().unwrap(), 0);
+}
+
+/// A harvest-shaped batch (parents first, as `StageOp::Entry`) stages exactly what the same
+/// operations staged one batch each do: the parent check a batch reuses from the directory it
+/// just staged gives the answer a fresh check gives.
+#[test]
+fn a_harvest_batch_stages_what_one_operation_per_batch_stages() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join("old/keep")).unwrap();
+    std::fs::write(ws.path().join("old/keep/f"), b"f").unwrap();
+    std::fs::write(ws.path().join("plain"), b"p").unwrap();
+    let a = Store::open(ws.path(), "batch").unwrap();
+    let b = Store::open(ws.path(), "single").unwrap();
+    let blob = a.blobs().put(b"content").unwrap();
+    let write = Change::Write {
+        content: blob,
+        size: 7,
+        mode: 0o644,
+    };
+    let dir = Change::Dir { mode: 0o755 };
+    let mut ops: Vec<(String, Change)> = Vec::new();
+    let mut deep = String::from("new");
+    for _ in 0..300 {
+        ops.push((deep.clone(), dir.clone()));
+        deep.push_str("/d");
+    }
+    ops.push((format!("{deep}/file"), write.clone()));
+    for (p, c) in [
+        ("old", dir.clone()),
+        ("old/keep", Change::Delete),
+        ("old/keep/f", write.clone()),
+        ("old/other", dir.clone()),
+        ("old/other/x", write.clone()),
+        ("plain", Change::Delete),
+        ("src", dir.clone()),
+        ("src/nested", dir.clone()),
+        ("src/nested/a.rs", Change::Delete),
+        ("src/nested/b", dir.clone()),
+        ("src/nested/b/c", write.clone()),
+    ] {
+        ops.push((p.to_string(), c));
+    }
+    let entry = |p: &str, c: &Change| StageOp::Entry {
+        path: rp(p),
+        change: c.clone(),
+        session_local: false,
+        flagged: None,
+    };
+    a.stage_batch(ops.iter().map(|(p, c)| entry(p, c))).unwrap();
+    for (p, c) in &ops {
+        b.stage_batch([entry(p, c)]).unwrap();
+    }
+    let (sa, sb) = (a.snapshot().unwrap(), b.snapshot().unwrap());
+    assert_eq!(sa.entries, sb.entries);
+    assert_eq!(sa.hash, sb.hash);
+    assert!(sa.entries.len() > 300);
+}
+
+/// The running total a connection keeps follows its own writes (replacements, deletes, a
+/// discard) and is computed again after another connection's.
+#[test]
+fn the_staged_total_follows_every_write_of_every_connection() {
+    let ws = workspace();
+    let a = Store::open(ws.path(), "t").unwrap();
+    let b = Store::open(ws.path(), "t").unwrap();
+    let check = |want: u64| {
+        assert_eq!(a.staged_bytes().unwrap(), want);
+        assert_eq!(b.staged_bytes().unwrap(), want);
+    };
+    check(0);
+    a.stage_write(&rp("x"), &[1; 10], None).unwrap();
+    check(10);
+    a.stage_write(&rp("x"), &[1; 4], None).unwrap();
+    b.stage_write(&rp("y"), &[1; 7], None).unwrap();
+    check(11);
+    a.stage_move(&rp("y"), &rp("d/z")).unwrap();
+    check(11);
+    b.stage_delete(&rp("d")).unwrap();
+    check(4);
+    a.stage_write(&rp("src/lib.rs"), &[1; 3], None).unwrap();
+    b.stage_dir(&rp("e"), 0o755).unwrap();
+    check(7);
+    a.discard().unwrap();
+    check(0);
+    b.stage_write(&rp("w"), &[1; 5], None).unwrap();
+    check(5);
+}

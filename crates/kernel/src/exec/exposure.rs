@@ -415,17 +415,37 @@ pub fn workspace_masks<'a>(
     expose: &[GlobMatcher],
 ) -> Vec<PathBuf> {
     let mut all: Vec<PathBuf> = found.iter().map(|r| r.as_path().to_path_buf()).collect();
+    // Staged paths none of whose prefixes is sensitive: a path below one (the changeset lists
+    // parents first) needs only itself judged, so a deep tree costs one judgement per entry.
+    let mut clear: std::collections::HashSet<&Path> = std::collections::HashSet::new();
     for path in staged {
+        if path
+            .as_path()
+            .parent()
+            .is_some_and(|parent| clear.contains(parent))
+        {
+            if airlock_policy::jail::sensitive_rule(path).is_some() {
+                all.push(path.as_path().to_path_buf());
+            } else {
+                clear.insert(path.as_path());
+            }
+            continue;
+        }
         // The shortest sensitive prefix: a staged `.ssh/id_rsa` masks `.ssh`.
         let mut prefix = PathBuf::new();
+        let mut sensitive = false;
         for c in path.as_path().components() {
             prefix.push(c);
             if let Ok(r) = RelPath::new(&prefix)
                 && airlock_policy::jail::sensitive_rule(&r).is_some()
             {
                 all.push(prefix.clone());
+                sensitive = true;
                 break;
             }
+        }
+        if !sensitive {
+            clear.insert(path.as_path());
         }
     }
     // The root's `.airlock` is masked on its own; an operator's glob never exposes airlock's

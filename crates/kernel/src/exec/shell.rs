@@ -264,7 +264,7 @@ pub(crate) fn bash(
     let staged = if over_disk {
         Vec::new()
     } else {
-        match harvest_into_store(k, &dirs.upper, &exposure.workspace_masked) {
+        match harvest_into_store(k, &dirs, &exposure.workspace_masked) {
             Ok(s) => s,
             Err(e) => {
                 return failure(
@@ -430,10 +430,13 @@ fn read_upper_file(path: &Path) -> std::io::Result<Vec<u8>> {
 /// secret is never changed because the command saw a mask in its place.
 pub(crate) fn harvest_into_store(
     k: &ExecCtx<'_>,
-    upper: &Path,
+    dirs: &SessionScratch,
     masked: &[PathBuf],
 ) -> Result<Vec<String>, String> {
-    let changes = airlock_sandbox::harvest(upper).map_err(|e| e.to_string())?;
+    let upper = dirs.upper.as_path();
+    let limit = stageable_path_bytes(k.root, dirs);
+    let changes = airlock_sandbox::harvest_within(upper, limit).map_err(|e| e.to_string())?;
+    check_staged_ceiling(k, upper, &changes, masked)?;
     // The blobs written below are named only when the batch commits: no collection meanwhile.
     let _pin = k
         .store
@@ -458,8 +461,13 @@ pub(crate) fn harvest_into_store(
         harvest_links(k, &changes, &mut ignore),
         |p: &Path| crate::host_shape::upper_link(upper, k.store, p),
     );
+    let mut too_long = Vec::new();
     for change in changes {
         let path = change.path().to_path_buf();
+        if let UpperChange::TooLong { limit, .. } = change {
+            too_long.push((path, limit));
+            continue;
+        }
         let Ok(rel) = RelPath::new(&path) else {
             continue;
         };
@@ -489,7 +497,7 @@ pub(crate) fn harvest_into_store(
                 true
             }
             UpperChange::Dir { opaque, .. } => *opaque,
-            UpperChange::Unsupported { .. } => false,
+            UpperChange::Unsupported { .. } | UpperChange::TooLong { .. } => false,
         };
         if holds_mask && replaces {
             summary.push(format!(
@@ -523,6 +531,7 @@ pub(crate) fn harvest_into_store(
                 summary.push(format!("! {rel} (a {kind}: not staged)"));
                 continue;
             }
+            UpperChange::TooLong { .. } => continue,
             UpperChange::File { mode, .. } => {
                 let bytes = read_upper_file(&upper.join(&path))
                     .map_err(|e| format!("reading `{rel}` from the sandbox: {e}"))?;
@@ -630,6 +639,7 @@ pub(crate) fn harvest_into_store(
     if let Some(block) = super::local_list::text(&local, &[]) {
         summary.extend(block.lines().map(str::to_string));
     }
+    summary.extend(too_long_summary(&too_long));
     if batch.is_empty() {
         return Ok(summary);
     }
@@ -640,6 +650,76 @@ pub(crate) fn harvest_into_store(
         .map_err(|e| format!("flushing staged contents: {e}"))?;
     k.store.stage_batch(batch).map_err(|e| e.to_string())?;
     settle_summary(k, summary, unsure)
+}
+
+/// Refuses a harvest whose files would take the changeset past the session's ceiling on staged
+/// bytes, before any of their contents is stored (the store's own check at commit is the
+/// authority; this one keeps a refused harvest from filling the blob store first). A file
+/// replacing a staged write counts by how much it grows it.
+fn check_staged_ceiling(
+    k: &ExecCtx<'_>,
+    upper: &Path,
+    changes: &[UpperChange],
+    masked: &[PathBuf],
+) -> Result<(), String> {
+    let limit = k.store.max_staged_bytes();
+    let before = k.store.staged_bytes().map_err(|e| e.to_string())?;
+    let mut after = i128::from(before);
+    for c in changes {
+        let UpperChange::File { path, .. } = c else {
+            continue;
+        };
+        if path.starts_with(".airlock") || masked.iter().any(|m| path.starts_with(m)) {
+            continue;
+        }
+        let size = std::fs::symlink_metadata(upper.join(path)).map_or(0, |m| m.len());
+        let old = match RelPath::new(path).ok().map(|r| k.store.get(&r)) {
+            Some(Ok(Some(e))) => match e.change {
+                Change::Write { size, .. } => size,
+                _ => 0,
+            },
+            _ => 0,
+        };
+        after += i128::from(size) - i128::from(old);
+    }
+    let after = u64::try_from(after.max(0)).unwrap_or(u64::MAX);
+    if after > limit && after > before {
+        return Err(airlock_stage::store::StageError::OverCeiling {
+            limit,
+            before,
+            after,
+        }
+        .to_string());
+    }
+    Ok(())
+}
+
+/// The longest workspace-relative path a harvest stages: what the jail lets any tool name
+/// (the workspace's absolute path and it within `MAX_PATH_BYTES`, 4096), and what the harvest
+/// can read back from the upper directory by path. Anything longer could never be applied
+/// ([`too_long_summary`]); the staged layer is made relative to its own directory, so its
+/// location sets no limit.
+pub(crate) fn stageable_path_bytes(root: &Path, dirs: &SessionScratch) -> usize {
+    let max = airlock_policy::path::MAX_PATH_BYTES;
+    (max - 1)
+        .saturating_sub(root.as_os_str().len())
+        .min((airlock_sandbox::PATH_MAX - 2).saturating_sub(dirs.upper.as_os_str().len()))
+}
+
+/// The stable rule id of an upper-directory entry refused for the length of its path: the
+/// jail's, which refuses the same paths to every other tool.
+pub(crate) const PATH_TOO_LONG_RULE: &str = "jail_too_long";
+
+/// One line for the entries a harvest refused for the length of their path (none when there
+/// are none): how many, the limit, and the start of the first.
+fn too_long_summary(too_long: &[(PathBuf, usize)]) -> Option<String> {
+    let (first, limit) = too_long.first()?;
+    let shown: String = first.to_string_lossy().chars().take(60).collect();
+    Some(format!(
+        "! {shown}… ({} path(s) longer than the {limit} bytes a staged path may have here, the system's {}-byte PATH_MAX less the workspace's or the sandbox scratch's own path; rule {PATH_TOO_LONG_RULE}): these and everything below them were not staged",
+        too_long.len(),
+        airlock_sandbox::PATH_MAX
+    ))
 }
 
 /// The links the host-exec judge follows for a harvest: the staged ones and this command's own
