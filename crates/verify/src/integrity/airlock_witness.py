@@ -101,16 +101,24 @@ if _hookimpl is not None:
         yield
 
 
+_counts = {"started": 0, "call_passes": 0}
+_failing = set()
+
+
 def pytest_runtest_logreport(report):
+    # Failures and rewritten outcomes go out at once (nothing later can take them back);
+    # passes are counted here and sent with the end-of-session record.
     raised = _raised.pop((report.nodeid, report.when), False)
-    _emit(
-        "test",
-        id=report.nodeid,
-        when=report.when,
-        outcome=report.outcome,
-        raised=raised,
-        xfail=hasattr(report, "wasxfail"),
-    )
+    if report.when == "setup":
+        _counts["started"] += 1
+    if report.outcome == "failed":
+        if report.nodeid not in _failing:
+            _failing.add(report.nodeid)
+            _emit("test", id=report.nodeid, when=report.when, outcome="failed", raised=raised)
+    elif report.outcome == "passed" and raised:
+        _emit("test", id=report.nodeid, when=report.when, outcome="passed", raised=True)
+    elif report.outcome == "passed" and report.when == "call":
+        _counts["call_passes"] += 1
 
 
 if _hookimpl is not None:
@@ -120,6 +128,7 @@ if _hookimpl is not None:
         _emit(
             "finish",
             exitstatus=int(exitstatus),
-            failed=int(getattr(session, "testsfailed", 0)),
-            collected=int(getattr(session, "testscollected", 0)),
+            started=_counts["started"],
+            call_passes=_counts["call_passes"],
+            failing=len(_failing),
         )

@@ -58,11 +58,19 @@ enum Event {
     },
     Finish {
         exitstatus: i64,
-        /// Live counts (reporters that count; pytest's come test by test).
+        /// Live counts (the reporters).
         #[serde(default)]
         passed: Option<u64>,
         #[serde(default)]
         failed: Option<u64>,
+        /// pytest's plugin: tests set up, call phases passed, distinct failing tests (each
+        /// failure was also sent as it happened).
+        #[serde(default)]
+        started: Option<u64>,
+        #[serde(default)]
+        call_passes: Option<u64>,
+        #[serde(default)]
+        failing: Option<u64>,
     },
 }
 
@@ -99,6 +107,11 @@ pub(crate) struct Witness {
     malformed: u64,
     started: HashSet<String>,
     failing: HashSet<String>,
+    /// The distinct failing tests the end record counted (it must not be fewer than those
+    /// sent one by one).
+    failing_count: Option<u64>,
+    /// The tests set up, as the end record counted them.
+    started_count: Option<u64>,
     call_passes: u64,
     rewritten: Vec<String>,
 }
@@ -117,6 +130,8 @@ impl Witness {
             malformed: 0,
             started: HashSet::new(),
             failing: HashSet::new(),
+            failing_count: None,
+            started_count: None,
             call_passes: 0,
             rewritten: Vec::new(),
         }
@@ -152,10 +167,22 @@ impl Witness {
                 exitstatus,
                 passed,
                 failed,
+                started,
+                call_passes,
+                failing,
             } => {
                 self.finish = Some(exitstatus);
                 if let (Some(p), Some(f)) = (passed, failed) {
                     self.live = Some((p, f));
+                }
+                if let Some(n) = started {
+                    self.started_count = Some(n);
+                }
+                if let Some(n) = call_passes {
+                    self.call_passes = n;
+                }
+                if let Some(n) = failing {
+                    self.failing_count = Some(n);
                 }
             }
             Event::Test {
@@ -221,7 +248,13 @@ impl Witness {
         if let Some((passed, failed)) = self.live {
             return self.counted(out, report, passed, failed);
         }
-        let live_failed = self.failing.len() as u64;
+        let sent = self.failing.len() as u64;
+        if self.failing_count.is_some_and(|n| n < sent) {
+            out.push(format!(
+                "{sent} failures were reported as they happened but the end-of-session record counts fewer: the witness was tampered with"
+            ));
+        }
+        let live_failed = self.failing_count.unwrap_or(0).max(sent);
         if report.failed < live_failed {
             out.push(format!(
                 "pytest's report shows {} failed but the live results show {live_failed}: the report was rewritten",
@@ -234,13 +267,13 @@ impl Witness {
                 report.passed, self.call_passes
             ));
         }
+        let started = self.started_count.unwrap_or(self.started.len() as u64);
         if let Some(n) = self.collected
             && status == 0
-            && (self.started.len() as u64) < n
+            && started < n
         {
             out.push(format!(
-                "pytest collected {n} tests but only {} ran, and the session still said it passed",
-                self.started.len()
+                "pytest collected {n} tests but only {started} ran, and the session still said it passed"
             ));
         }
         out
