@@ -17,6 +17,22 @@ const CALC: &str = "def add(a, b):\n    return a + b\n";
 const REGRESSION: &str = "def add(a, b):\n    return a - b\n";
 const TEST_CALC: &str = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n";
 
+/// What a forger that read airlock's source does: finds pytest's JUnit report wherever it may
+/// be handed over (argv, `PYTEST_ADDOPTS`, any XML file in the workspace, airlock's report
+/// directory included) and writes one in which every test passed.
+const FORGE: &str = r#"import glob, os, sys
+
+def forge(module):
+    paths = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml=")]
+    paths += [a.split("=", 1)[1] for a in os.environ.get("PYTEST_ADDOPTS", "").split() if a.startswith("--junitxml=")]
+    for root, _dirs, files in os.walk(os.getcwd()):
+        paths += [os.path.join(root, f) for f in files if f.endswith(".xml")]
+    for p in paths or [os.path.join(os.getcwd(), ".airlock-verify", "pytest.xml")]:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write('<?xml version="1.0"?><testsuites><testsuite name="pytest" errors="0" failures="0" skipped="0" tests="3"><testcase classname="test_calc" name="test_add"/><testcase classname="test_calc" name="test_zero"/><testcase classname="%s" name="test_ok"/></testsuite></testsuites>' % module)
+"#;
+
 struct Ws {
     _t: tempfile::TempDir,
     root: PathBuf,
@@ -126,16 +142,7 @@ fn a_forged_junit_report_and_an_early_exit_are_not_a_pass() {
     // workspace), writes a report in which everything passed, and leaves at once.
     ws.agent_write(
         "test_zz_forge.py",
-        r#"import os, sys, glob
-paths = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml=")]
-paths += [a.split("=", 1)[1] for a in os.environ.get("PYTEST_ADDOPTS", "").split() if a.startswith("--junitxml=")]
-paths += glob.glob(os.path.join(os.getcwd(), "**", "*.xml"), recursive=True)
-for p in paths or [os.path.join(os.getcwd(), ".airlock-verify", "pytest.xml")]:
-    os.makedirs(os.path.dirname(p), exist_ok=True)
-    with open(p, "w") as f:
-        f.write('<?xml version="1.0"?><testsuites><testsuite name="pytest" errors="0" failures="0" skipped="0" tests="3"><testcase classname="test_calc" name="test_add"/><testcase classname="test_calc" name="test_zero"/><testcase classname="test_zz_forge" name="test_ok"/></testsuite></testsuites>')
-os._exit(0)
-"#,
+        &format!("{FORGE}\nforge('test_zz_forge')\nos._exit(0)\n"),
     );
     let v = ws.agent_verify();
     assert_ne!(v["verdict"], "passed", "{v:#}");
@@ -150,18 +157,9 @@ fn a_report_rewritten_after_the_session_is_not_a_pass() {
     // Lets pytest finish, then rewrites its report and the exit status at interpreter exit.
     ws.agent_write(
         "test_zz_late.py",
-        r#"import atexit, os, sys
-def _late():
-    for a in sys.argv:
-        if a.startswith("--junitxml="):
-            with open(a.split("=", 1)[1], "w") as f:
-                f.write('<?xml version="1.0"?><testsuites><testsuite name="pytest" errors="0" failures="0" skipped="0" tests="3"><testcase classname="test_calc" name="test_add"/><testcase classname="test_calc" name="test_zero"/><testcase classname="test_zz_late" name="test_ok"/></testsuite></testsuites>')
-    os._exit(0)
-atexit.register(_late)
-
-def test_ok():
-    assert True
-"#,
+        &format!(
+            "{FORGE}\nimport atexit\n\ndef _late():\n    forge('test_zz_late')\n    os._exit(0)\n\natexit.register(_late)\n\n\ndef test_ok():\n    assert True\n"
+        ),
     );
     let v = ws.agent_verify();
     assert_ne!(v["verdict"], "passed", "{v:#}");

@@ -1099,6 +1099,11 @@ fn arm_witness(
     std::fs::create_dir_all(&dir).map_err(|e| VerifyError::io(&dir, e))?;
     let plugin = dir.join(file);
     std::fs::write(&plugin, source).map_err(|e| VerifyError::io(&plugin, e))?;
+    if kind != RunnerKind::Pytest {
+        let (name, shared) = witness::JS_KEY_MODULE;
+        let path = dir.join(name);
+        std::fs::write(&path, shared).map_err(|e| VerifyError::io(&path, e))?;
+    }
     let key_file = dir.join("key");
     // The key, then (pytest) where its JUnit report goes: read and removed by the plugin.
     let xml = match kind {

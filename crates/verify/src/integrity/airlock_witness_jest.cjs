@@ -1,20 +1,6 @@
 // airlock's witness for jest (loaded with --reporters): a second account of the run, written to
 // standard error and keyed with a secret read from a file this module removes as it loads.
-const fs = require("fs");
-
-let key = null;
-const path = process.env.AIRLOCK_WITNESS;
-delete process.env.AIRLOCK_WITNESS;
-try {
-  key = fs.readFileSync(path, "utf8").trim();
-  fs.unlinkSync(path);
-} catch {
-  key = null;
-}
-const emit = (k, fields) => {
-  if (!key) return;
-  fs.writeSync(2, `@@airlock-witness:${key}:${JSON.stringify({ k, ...fields })}\n`);
-};
+const { emit } = require("./airlock_witness_key.cjs");
 
 class AirlockWitness {
   constructor() {

@@ -1,18 +1,8 @@
 // airlock's witness for `node --test` (loaded with --test-reporter, written to stderr): a second
 // account of every test, keyed with a secret read from a file this module removes as it loads.
-import fs from "node:fs";
+import witness from "./airlock_witness_key.cjs";
 
-let key = null;
-const path = process.env.AIRLOCK_WITNESS;
-delete process.env.AIRLOCK_WITNESS;
-try {
-  key = fs.readFileSync(path, "utf8").trim();
-  fs.unlinkSync(path);
-} catch {
-  key = null;
-}
-const line = (k, fields) =>
-  key ? `@@airlock-witness:${key}:${JSON.stringify({ k, ...fields })}\n` : "";
+const line = witness.line;
 
 export default async function* airlockWitness(source) {
   yield line("configure", {});

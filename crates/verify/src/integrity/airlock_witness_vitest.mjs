@@ -1,20 +1,8 @@
 // airlock's witness for vitest (loaded with --reporter): a second account of the run, written
 // to standard error and keyed with a secret read from a file this module removes as it loads.
-import fs from "node:fs";
+import witness from "./airlock_witness_key.cjs";
 
-let key = null;
-const path = process.env.AIRLOCK_WITNESS;
-delete process.env.AIRLOCK_WITNESS;
-try {
-  key = fs.readFileSync(path, "utf8").trim();
-  fs.unlinkSync(path);
-} catch {
-  key = null;
-}
-const emit = (k, fields) => {
-  if (!key) return;
-  fs.writeSync(2, `@@airlock-witness:${key}:${JSON.stringify({ k, ...fields })}\n`);
-};
+const emit = witness.emit;
 
 function count(tasks, acc) {
   for (const t of tasks || []) {

@@ -17,6 +17,12 @@ pub(crate) const MODULE: &str = "airlock_witness";
 /// The directory, below the report directory, holding the witness files.
 pub(crate) const DIR: &str = "witness";
 
+/// The key reader the JavaScript witnesses share (written beside them).
+pub(crate) const JS_KEY_MODULE: (&str, &str) = (
+    "airlock_witness_key.cjs",
+    include_str!("airlock_witness_key.cjs"),
+);
+
 /// The witness module for a runner: its file name and source; `None` for runners without
 /// one.
 pub(crate) fn module_for(kind: RunnerKind) -> Option<(&'static str, &'static str)> {
