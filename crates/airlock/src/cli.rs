@@ -835,27 +835,83 @@ fn human_text(tool: &str, output: &Value) -> Option<String> {
             Some(String::new())
         }
         "verify" if output.is_object() => {
-            let t = &output["tests"];
-            let mut text = format!(
-                "verdict: {} ({} passed, {} failed, {} skipped; runner {}; {} ms)\n",
-                s(&output["verdict"]),
-                t["passed"],
-                t["failed"],
-                t["skipped"],
-                s(&output["runner"]),
-                output["duration_ms"]
-            );
+            // The diagnostics open with the verdict and its counts: said once, with the time.
             let diag = s(&output["diagnostics"]);
-            if !diag.is_empty() {
-                text.push_str(&diag);
-                if !diag.ends_with('\n') {
-                    text.push('\n');
-                }
+            let mut text = if diag.is_empty() {
+                let t = &output["tests"];
+                format!(
+                    "verdict: {} ({} passed, {} failed, {} skipped; runner {})\n",
+                    s(&output["verdict"]),
+                    t["passed"],
+                    t["failed"],
+                    t["skipped"],
+                    s(&output["runner"]),
+                )
+            } else {
+                diag.to_string()
+            };
+            if !text.ends_with('\n') {
+                text.push('\n');
             }
+            text.push_str(&format!("({} ms)\n", output["duration_ms"]));
             Some(text)
         }
+        "apply" if output.is_object() => Some(change_list(
+            &format!("Applied (journal record {})", output["record"]),
+            &[
+                ("written", &output["written"]),
+                ("deleted", &output["deleted"]),
+            ],
+        )),
+        "undo" if output.is_object() => Some(change_list(
+            &format!(
+                "Undone: the apply of journal record {} (record {})",
+                output["reverted"], output["record"]
+            ),
+            &[
+                ("restored", &output["restored"]),
+                ("removed", &output["removed"]),
+            ],
+        )),
         _ => None,
     }
+}
+
+/// Most paths an apply or undo names in text (`--json` lists them all).
+const LISTED_PATHS: usize = 20;
+
+/// `head` with each kind's count on one line, then the paths, escaped for the terminal (the
+/// first [`LISTED_PATHS`] of each kind).
+fn change_list(head: &str, kinds: &[(&str, &Value)]) -> String {
+    let lists: Vec<(&str, Vec<&str>)> = kinds
+        .iter()
+        .map(|(label, paths)| {
+            let paths = paths
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            (*label, paths)
+        })
+        .collect();
+    let counts: Vec<String> = lists
+        .iter()
+        .map(|(label, paths)| format!("{} {label}", paths.len()))
+        .collect();
+    let mut text = format!("{head}: {}\n", counts.join(", "));
+    for (label, paths) in &lists {
+        for p in paths.iter().take(LISTED_PATHS) {
+            text.push_str(&format!("  {label} {}\n", Shown::name(p)));
+        }
+        if paths.len() > LISTED_PATHS {
+            text.push_str(&format!(
+                "  … and {} more {label} (`--json` lists them all)\n",
+                paths.len() - LISTED_PATHS
+            ));
+        }
+    }
+    text
 }
 
 fn cmd_guard(g: &Global, command: Option<String>, batch: bool) -> CliResult {

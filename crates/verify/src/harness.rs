@@ -790,8 +790,9 @@ fn run_once(
     if let Some(required) = &plan.requires
         && !src.exists(required)
     {
+        let install = crate::project::node::manager(src).install_command();
         let reason = format!(
-            "{kind} is not installed: {required} is missing; install the project's dependencies (e.g. `npm ci`) first"
+            "{kind} is not installed: {required} is missing; install the project's dependencies first (`{install}`, through `airlock exec --allow-net preset:npm`)"
         );
         return Ok(Attempt::Missing { plan, reason });
     }

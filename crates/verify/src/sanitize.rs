@@ -163,7 +163,8 @@ impl Locator {
     }
 
     /// The workspace-relative form of `path`, or `None` when it lies outside the workspace, in
-    /// `node_modules`, or climbs with `..`.
+    /// installed packages (`node_modules`, a Python `site-packages` or `dist-packages`, a
+    /// virtualenv's `.venv`), or climbs with `..`.
     pub fn relative(&self, path: &str) -> Option<String> {
         let path = path.strip_prefix("file://").unwrap_or(path);
         let rel = if path.starts_with('/') {
@@ -174,9 +175,12 @@ impl Locator {
         };
         let rel = rel.trim_start_matches("./");
         if rel.is_empty()
-            || rel
-                .split('/')
-                .any(|c| c == ".." || c == "node_modules" || c.is_empty())
+            || rel.split('/').any(|c| {
+                matches!(
+                    c,
+                    ".." | "" | "node_modules" | "site-packages" | "dist-packages" | ".venv"
+                )
+            })
         {
             return None;
         }
@@ -1531,6 +1535,16 @@ mod tests {
         );
         assert!(loc.locations_in("at x (/elsewhere/a.js:1:1)").is_empty());
         assert!(loc.locations_in(" ❯ ../../x/config.js:29250:43").is_empty());
+        // A virtualenv's installed packages are not the workspace's code.
+        assert_eq!(
+            loc.relative("/ws/proj/.venv/lib/python3.11/site-packages/_pytest/python.py"),
+            None
+        );
+        assert_eq!(loc.relative(".venv/bin/pytest"), None);
+        assert_eq!(
+            loc.relative("src/venv_tools/a.py").as_deref(),
+            Some("src/venv_tools/a.py")
+        );
         assert_eq!(
             loc.locations_in("thread 't' panicked at src/lib.rs:12:5:")[0].render(),
             "src/lib.rs:12:5"

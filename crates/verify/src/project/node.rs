@@ -27,6 +27,17 @@ pub(crate) enum Manager {
 }
 
 impl Manager {
+    /// The command that installs a project's locked dependencies with this manager.
+    pub(crate) fn install_command(self) -> &'static str {
+        match self {
+            Manager::Npm => "npm ci",
+            Manager::Pnpm => "pnpm install --frozen-lockfile",
+            Manager::YarnClassic => "yarn install --frozen-lockfile",
+            Manager::YarnBerry => "yarn install --immutable",
+            Manager::Bun => "bun install --frozen-lockfile",
+        }
+    }
+
     /// Whether it runs `pre<name>` and `post<name>` around a script.
     fn runs_pre_post(self, src: &dyn FileSource) -> bool {
         match self {
