@@ -1240,6 +1240,25 @@ fn parse_run(
                 let innermost_last = plan.kind == RunnerKind::Pytest;
                 adapter::junit::parse(&path, &locator, innermost_last, collector)
             };
+            // pytest stopped before it wrote a report (an error in code conftest imports):
+            // the error's own file and line, read from its traceback.
+            if plan.kind == RunnerKind::Pytest && parsed.report_missing {
+                // The traceback is at the end: the last lines of each stream are enough.
+                let mut lines = std::collections::VecDeque::new();
+                let mut keep = |l: &str| {
+                    if lines.len() == 4000 {
+                        lines.pop_front();
+                    }
+                    lines.push_back(l.to_string());
+                };
+                let _ = output.stdout.for_each_line(&mut keep);
+                let _ = output.stderr.for_each_line(&mut keep);
+                adapter::pytrace::collection_errors(
+                    lines.iter().map(String::as_str),
+                    &locator,
+                    collector,
+                );
+            }
             if let Some(w) = &witness {
                 parsed.disagreements = w.disagreements(output.exit_code, parsed.counts);
                 parsed.signals = vec![

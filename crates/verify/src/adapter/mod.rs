@@ -12,6 +12,7 @@ pub mod impacted;
 pub mod jest;
 pub mod junit;
 pub mod node;
+pub mod pytrace;
 pub mod select;
 
 use std::ffi::OsString;
