@@ -343,24 +343,14 @@ fn verify_scoped(
         Some(Base::Deferred { key, cache_file }) => Some((key.clone(), cache_file.clone())),
         _ => None,
     };
-    if let (
-        Some((key, cache_file)),
-        Attempt::Ran {
-            plan,
-            output,
-            steps_before_runner,
-        },
-    ) = (deferred, &run)
-    {
-        let mut first = Collector::new(opts.budget_bytes, None);
-        let (parsed, _) = parse_run(plan, output, *steps_before_runner, &src, &mut first);
-        let (verdict, _) = decide(&facts_of(output, opts, &parsed, &first, false));
+    if let (Some((key, cache_file)), Attempt::Ran { .. }) = (deferred, &run) {
+        let (verdict, tests, failing) = judge(&run, opts, &src);
         let known = BaseKnown {
-            failing: first.identities.into_iter().collect(),
+            failing: failing.into_iter().collect(),
             report: BaseReport {
                 id: key,
                 verdict,
-                tests: parsed.counts,
+                tests,
                 reused: false,
                 duration_ms: millis(start.elapsed()),
             },
@@ -753,6 +743,27 @@ enum Attempt {
     },
 }
 
+/// A run's own verdict, counts and failure identities, judged without a baseline (a base run,
+/// the contract run); a runner that could not start is an error with nothing counted.
+fn judge(
+    attempt: &Attempt,
+    opts: &VerifyOptions,
+    src: &dyn FileSource,
+) -> (Verdict, Counts, Vec<String>) {
+    let Attempt::Ran {
+        plan,
+        output,
+        steps_before_runner,
+    } = attempt
+    else {
+        return (Verdict::Error, Counts::default(), Vec::new());
+    };
+    let mut collector = Collector::new(opts.budget_bytes, None);
+    let (parsed, _) = parse_run(plan, output, *steps_before_runner, src, &mut collector);
+    let (verdict, _) = decide(&facts_of(output, opts, &parsed, &collector, false));
+    (verdict, parsed.counts, collector.identities)
+}
+
 /// A run's scratch directory, removed when the guard drops (the upper dir with everything the
 /// tests wrote is thrown away with it).
 fn fresh_dir(parent: &Path, prefix: &str) -> Result<tempfile::TempDir, VerifyError> {
@@ -1052,30 +1063,23 @@ fn contract_run(
         target,
         &src,
     )?;
-    let Attempt::Ran {
-        plan,
-        output,
-        steps_before_runner,
-    } = attempt
-    else {
+    if matches!(attempt, Attempt::Missing { .. }) {
         return not_run("the base's test definition could not be run".into());
-    };
-    let mut collector = Collector::new(opts.budget_bytes, None);
-    let (parsed, _) = parse_run(&plan, &output, steps_before_runner, &src, &mut collector);
-    let (verdict, _) = decide(&facts_of(&output, opts, &parsed, &collector, false));
+    }
+    let (verdict, counts, _) = judge(&attempt, opts, &src);
     let note = match verdict {
         Verdict::Passed => {
             "the changed code also passes the tests and configuration the base defined".to_string()
         }
         v => format!(
             "with the tests and configuration the base defined, the changed code gives `{v}` ({} passed, {} failed): the change to the test definition is what made it pass",
-            parsed.counts.passed, parsed.counts.failed
+            counts.passed, counts.failed
         ),
     };
     Ok(Some(crate::integrity::Contract {
         verdict: Some(verdict),
-        passed: parsed.counts.passed,
-        failed: parsed.counts.failed,
+        passed: counts.passed,
+        failed: counts.failed,
         note,
     }))
 }
@@ -1418,19 +1422,7 @@ fn load_or_run_baseline(
         target,
         &src,
     )?;
-    let (verdict, tests, failing) = match attempt {
-        Attempt::Ran {
-            plan,
-            output,
-            steps_before_runner,
-        } => {
-            let mut collector = Collector::new(opts.budget_bytes, None);
-            let (parsed, _) = parse_run(&plan, &output, steps_before_runner, &src, &mut collector);
-            let (verdict, _) = decide(&facts_of(&output, opts, &parsed, &collector, false));
-            (verdict, parsed.counts, collector.identities)
-        }
-        Attempt::Missing { .. } => (Verdict::Error, Counts::default(), Vec::new()),
-    };
+    let (verdict, tests, failing) = judge(&attempt, opts, &src);
     let known = BaseKnown {
         failing: failing.into_iter().collect(),
         report: BaseReport {
