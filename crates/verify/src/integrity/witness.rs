@@ -57,7 +57,6 @@ enum Event {
     },
     Test {
         id: String,
-        when: String,
         outcome: String,
         #[serde(default)]
         raised: bool,
@@ -111,13 +110,13 @@ pub(crate) struct Witness {
     finish: Option<i64>,
     forged: u64,
     malformed: u64,
-    started: HashSet<String>,
     failing: HashSet<String>,
     /// The distinct failing tests the end record counted (it must not be fewer than those
     /// sent one by one).
     failing_count: Option<u64>,
-    /// The tests set up, as the end record counted them.
-    started_count: Option<u64>,
+    /// The tests set up and the call phases passed, as pytest's end record counted them
+    /// (none sent: zero, which fails closed).
+    started: u64,
     call_passes: u64,
     rewritten: Vec<String>,
 }
@@ -134,10 +133,9 @@ impl Witness {
             finish: None,
             forged: 0,
             malformed: 0,
-            started: HashSet::new(),
             failing: HashSet::new(),
             failing_count: None,
-            started_count: None,
+            started: 0,
             call_passes: 0,
             rewritten: Vec::new(),
         }
@@ -181,34 +179,24 @@ impl Witness {
                 if let (Some(p), Some(f)) = (passed, failed) {
                     self.live = Some((p, f));
                 }
-                if let Some(n) = started {
-                    self.started_count = Some(n);
-                }
-                if let Some(n) = call_passes {
-                    self.call_passes = n;
-                }
+                self.started = started.unwrap_or(0);
+                self.call_passes = call_passes.unwrap_or(0);
                 if let Some(n) = failing {
                     self.failing_count = Some(n);
                 }
             }
+            // The plugin sends a test only when it failed or a phase that raised passed.
             Event::Test {
                 id,
-                when,
                 outcome,
                 raised,
-            } => {
-                if when == "setup" {
-                    self.started.insert(id.clone());
+            } => match outcome.as_str() {
+                "failed" => {
+                    self.failing.insert(id);
                 }
-                match outcome.as_str() {
-                    "failed" => {
-                        self.failing.insert(id);
-                    }
-                    "passed" if raised => self.rewritten.push(id),
-                    "passed" if when == "call" => self.call_passes += 1,
-                    _ => {}
-                }
-            }
+                "passed" if raised => self.rewritten.push(id),
+                _ => {}
+            },
         }
     }
 
@@ -273,7 +261,7 @@ impl Witness {
                 report.passed, self.call_passes
             ));
         }
-        let started = self.started_count.unwrap_or(self.started.len() as u64);
+        let started = self.started;
         if let Some(n) = self.collected
             && status == 0
             && started < n
@@ -332,11 +320,8 @@ mod tests {
     const HONEST: &[&str] = &[
         r#"{"k":"configure"}"#,
         r#"{"k":"collected","n":2}"#,
-        r#"{"k":"test","id":"t.py::a","when":"setup","outcome":"passed","raised":false}"#,
-        r#"{"k":"test","id":"t.py::a","when":"call","outcome":"passed","raised":false}"#,
-        r#"{"k":"test","id":"t.py::b","when":"setup","outcome":"passed","raised":false}"#,
         r#"{"k":"test","id":"t.py::b","when":"call","outcome":"failed","raised":true}"#,
-        r#"{"k":"finish","exitstatus":1}"#,
+        r#"{"k":"finish","exitstatus":1,"started":2,"call_passes":1,"failing":1}"#,
     ];
 
     #[test]
@@ -359,7 +344,7 @@ mod tests {
             "{d:?}"
         );
         let mut early = Witness::new(RunnerKind::Pytest, "k1");
-        feed(&mut early, "k1", &HONEST[..4]);
+        feed(&mut early, "k1", &HONEST[..3]);
         let d = early.disagreements(Some(0), parsed(2, 0));
         assert!(d.iter().any(|s| s.contains("never finished")), "{d:?}");
         let mut forged = Witness::new(RunnerKind::Pytest, "k1");
@@ -378,9 +363,8 @@ mod tests {
             &[
                 r#"{"k":"configure"}"#,
                 r#"{"k":"collected","n":1}"#,
-                r#"{"k":"test","id":"t.py::a","when":"setup","outcome":"passed","raised":false}"#,
                 r#"{"k":"test","id":"t.py::a","when":"call","outcome":"passed","raised":true}"#,
-                r#"{"k":"finish","exitstatus":0}"#,
+                r#"{"k":"finish","exitstatus":0,"started":1,"call_passes":1,"failing":0}"#,
             ],
         );
         let d = w.disagreements(Some(0), parsed(1, 0));
